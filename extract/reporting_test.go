@@ -1,0 +1,301 @@
+package extract
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+func TestReadObject(t *testing.T) {
+	modes := map[string]int{"both": totalsBoth, "totalResults": totalsResults, "totalPages": totalsPages, "none": totalsNone}
+	for name, mode := range modes {
+		for _, rows := range []int{0, 1, 9, 10, 11, 95, 100} {
+			t.Run(name+"/"+itoa(rows), func(t *testing.T) {
+				f := &fakeReport{rows: rows, totals: mode}
+				c, _ := newTestClient(t, f, WithConcurrency(3), WithPageSize(10))
+				col := newCollector()
+				st, err := c.ReadObject(context.Background(), "course", Query{Fields: []string{"id"}}, col.fn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				col.checkAll(t, rows)
+				if st.Rows != int64(rows) {
+					t.Errorf("stats rows %d, want %d", st.Rows, rows)
+				}
+				if st.Requests != int(f.requests.Load()) || st.Retries != 0 {
+					t.Errorf("stats %+v, server saw %d requests", st, f.requests.Load())
+				}
+				if st.Pages != len(col.pages) {
+					t.Errorf("stats pages %d, fn saw %d", st.Pages, len(col.pages))
+				}
+				full := (rows + 9) / 10
+				if mode != totalsNone && st.Pages != max(full, 1) {
+					t.Errorf("fetched %d pages, want %d", st.Pages, max(full, 1))
+				}
+				for p, n := range col.pages {
+					if n != 1 {
+						t.Errorf("page %d handed to fn %d times", p, n)
+					}
+				}
+				for _, q := range f.queries {
+					if q.ResultsPerPage != 10 || len(q.Fields) != 1 {
+						t.Errorf("query %+v", q)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestReadObjectCappedPageSize(t *testing.T) {
+	for _, mode := range []int{totalsBoth, totalsNone} {
+		f := &fakeReport{rows: 23, totals: mode, maxPerPage: 5}
+		c, _ := newTestClient(t, f, WithPageSize(10))
+		col := newCollector()
+		if _, err := c.ReadObject(context.Background(), "course", Query{}, col.fn); err != nil {
+			t.Fatal(err)
+		}
+		col.checkAll(t, 23)
+	}
+}
+
+func TestReadObjectIntegrity(t *testing.T) {
+	cases := []struct {
+		name string
+		f    *fakeReport
+		want string
+	}{
+		{"duplicated page echoing its number", &fakeReport{rows: 50, remap: func(p int) int {
+			if p == 3 {
+				return 2
+			}
+			return p
+		}}, "says it is page 2"},
+		{"duplicated page without echo", &fakeReport{rows: 50, noEcho: true, remap: func(p int) int {
+			if p == 3 {
+				return 2
+			}
+			return p
+		}}, "byte for byte"},
+		{"duplicated page without echo or totals", &fakeReport{rows: 50, noEcho: true, totals: totalsNone, remap: func(p int) int {
+			if p == 4 {
+				return 1
+			}
+			return p
+		}}, "repeats page 1"},
+		{"total higher than rows", &fakeReport{rows: 50, totals: totalsResults, total: func(n int) int { return n + 3 }}, "page 6 of 6 holds 0 rows"},
+		{"total lower than rows", &fakeReport{rows: 50, totals: totalsResults, total: func(n int) int { return n - 3 }}, "page 5 of 5 holds 10 rows, want 7"},
+		{"totalPages does not fit totalResults", &fakeReport{rows: 50, fault: func(w http.ResponseWriter, r *http.Request, p int) bool {
+			writeJSON(w, 200, map[string]any{"page": p, "totalResults": 50, "totalPages": 7, "results": []map[string]int{{"id": 0}, {"id": 1}, {"id": 2}, {"id": 3}, {"id": 4}, {"id": 5}, {"id": 6}, {"id": 7}, {"id": 8}, {"id": 9}}})
+			return true
+		}}, "does not fit"},
+		{"gap: empty page in the middle", &fakeReport{rows: 50, fault: func(w http.ResponseWriter, r *http.Request, p int) bool {
+			if p == 3 {
+				_, _ = w.Write([]byte(`{"page":3,"resultsPerPage":10,"totalResults":50,"totalPages":5,"results":[]}`))
+				return true
+			}
+			return false
+		}}, "page 3 of 5 holds 0 rows"},
+		{"gap without totals: short page then rows", &fakeReport{rows: 50, totals: totalsNone, noEcho: true, remap: func(p int) int {
+			if p == 2 {
+				return 99
+			}
+			return p
+		}}, "page past the end must be empty"},
+		{"gap without totals: short last page of a window", &fakeReport{rows: 70, totals: totalsNone, fault: func(w http.ResponseWriter, r *http.Request, p int) bool {
+			if p == 5 { // window 2..5 ends with a short page, page 6 still has rows
+				_, _ = w.Write([]byte(`{"page":5,"results":[{"id":40},{"id":41}]}`))
+				return true
+			}
+			return false
+		}}, "page 6 holds 10 rows after page 5"},
+		{"page bigger than asked", &fakeReport{rows: 50, totals: totalsNone, fault: func(w http.ResponseWriter, r *http.Request, p int) bool {
+			if p == 2 {
+				_, _ = w.Write(pageBody(1, 11, 50, totalsNone, true, nil))
+				return true
+			}
+			return false
+		}}, "more than the page size"},
+		{"total changes during the read", &fakeReport{rows: 50, fault: func(w http.ResponseWriter, r *http.Request, p int) bool {
+			if p == 4 {
+				_, _ = w.Write(pageBody(4, 10, 60, totalsBoth, false, nil))
+				return true
+			}
+			return false
+		}}, "data changed during the read"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := newTestClient(t, tc.f, WithPageSize(10), WithConcurrency(4))
+			_, err := c.ReadObject(context.Background(), "course", Query{}, newCollector().fn)
+			var ie *IntegrityError
+			if !errors.As(err, &ie) {
+				t.Fatalf("err = %v, want *IntegrityError", err)
+			}
+			if ie.Object != "course" || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestReadObjectPageFuncError(t *testing.T) {
+	f := &fakeReport{rows: 100}
+	c, _ := newTestClient(t, f, WithPageSize(10))
+	boom := errors.New("boom")
+	_, err := c.ReadObject(context.Background(), "course", Query{}, func(ctx context.Context, p *Page) (PageInfo, error) {
+		if p.Number == 4 {
+			return PageInfo{}, boom
+		}
+		return ParsePageInfo(p.Body)
+	})
+	var pe *PageError
+	if !errors.As(err, &pe) || pe.Page != 4 || pe.Object != "course" || !errors.Is(err, boom) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestReadObjectPageErrorWrapsAPIError(t *testing.T) {
+	f := &fakeReport{rows: 100, fault: func(w http.ResponseWriter, r *http.Request, p int) bool {
+		if p == 3 {
+			writeJSON(w, 404, map[string]any{"response": map[string]any{"code": 3004, "name": "ResourceNotFoundError", "message": "gone"}})
+			return true
+		}
+		return false
+	}}
+	c, _ := newTestClient(t, f, WithPageSize(10))
+	_, err := c.ReadObject(context.Background(), "course", Query{}, newCollector().fn)
+	var pe *PageError
+	var ae *APIError
+	if !errors.As(err, &pe) || pe.Page != 3 || !errors.As(err, &ae) || ae.Code != 3004 || !errors.Is(err, ErrNotFound) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// Cancelling the context stops the workers: pages 2.. block in the handler
+// until their request is cancelled, and ReadObject returns the cause.
+func TestReadObjectCancel(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	stop := errors.New("operator stopped the run")
+	var blocked atomic.Int64
+	f := &fakeReport{rows: 1000, fault: func(w http.ResponseWriter, r *http.Request, p int) bool {
+		if p == 1 {
+			return false
+		}
+		if blocked.Add(1) == 3 {
+			cancel(stop) // three workers are in flight
+		}
+		<-r.Context().Done()
+		return true
+	}}
+	c, _ := newTestClient(t, f, WithPageSize(10), WithConcurrency(3))
+	var calls atomic.Int64
+	st, err := c.ReadObject(ctx, "course", Query{}, func(ctx context.Context, p *Page) (PageInfo, error) {
+		calls.Add(1)
+		return ParsePageInfo(p.Body)
+	})
+	if !errors.Is(err, stop) {
+		t.Fatalf("err = %v, want the cancel cause", err)
+	}
+	if calls.Load() != 1 || st.Pages != 1 {
+		t.Fatalf("fn called %d times, stats %+v; want page 1 only", calls.Load(), st)
+	}
+	if n := blocked.Load(); n > 3 {
+		t.Fatalf("%d page requests started, want at most the 3 workers", n)
+	}
+}
+
+// A PageFunc error cancels the other workers' requests.
+func TestReadObjectErrorCancelsWorkers(t *testing.T) {
+	f := &fakeReport{rows: 1000, fault: func(w http.ResponseWriter, r *http.Request, p int) bool {
+		if p <= 2 {
+			return false
+		}
+		<-r.Context().Done() // only ends if the client cancels
+		return true
+	}}
+	c, _ := newTestClient(t, f, WithPageSize(10), WithConcurrency(4))
+	boom := errors.New("boom")
+	_, err := c.ReadObject(context.Background(), "course", Query{}, func(ctx context.Context, p *Page) (PageInfo, error) {
+		if p.Number == 2 {
+			return PageInfo{}, boom
+		}
+		return ParsePageInfo(p.Body)
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestReadObjectArguments(t *testing.T) {
+	c, _ := newTestClient(t, &fakeReport{})
+	fn := newCollector().fn
+	for name, call := range map[string]func() error{
+		"empty id": func() error { _, err := c.ReadObject(context.Background(), "", Query{}, fn); return err },
+		"nil fn":   func() error { _, err := c.ReadObject(context.Background(), "course", Query{}, nil); return err },
+		"page 2":   func() error { _, err := c.ReadObject(context.Background(), "course", Query{Page: 2}, fn); return err },
+	} {
+		if call() == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestQueryPage(t *testing.T) {
+	f := &fakeReport{rows: 25}
+	c, _ := newTestClient(t, f)
+	p, err := c.QueryPage(context.Background(), "course", Query{Page: 3, ResultsPerPage: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := ParsePageInfo(p.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Number != 3 || p.Object != "course" || info.Rows != 5 || info.Page != 3 || info.TotalResults != 25 || info.TotalPages != 3 {
+		t.Fatalf("page %+v info %+v", p, info)
+	}
+}
+
+func TestParsePageInfo(t *testing.T) {
+	cases := []struct {
+		body string
+		want PageInfo
+		err  bool
+	}{
+		{`{"page":2,"resultsPerPage":10,"totalResults":25,"totalPages":3,"results":[{},{},{}]}`, PageInfo{2, 10, 25, 3, 3}, false},
+		{`{"results":[]}`, PageInfo{0, 0, -1, -1, 0}, false},
+		{`{"results":null}`, PageInfo{0, 0, -1, -1, 0}, false},
+		{`{"results":[1,[2],{"a":3},"x"],"totalResults":0}`, PageInfo{0, 0, 0, -1, 4}, false},
+		{`{"rows":[]}`, PageInfo{}, true},
+		{`{"results":{}}`, PageInfo{}, true},
+		{`{"results":[{"a":1},`, PageInfo{}, true},
+		{`[]`, PageInfo{}, true},
+		{`{"results":[],"page":"2"}`, PageInfo{}, true},
+	}
+	for _, tc := range cases {
+		got, err := ParsePageInfo([]byte(tc.body))
+		if (err != nil) != tc.err || (!tc.err && got != tc.want) {
+			t.Errorf("ParsePageInfo(%s) = %+v, %v; want %+v, err %v", tc.body, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func FuzzParsePageInfo(f *testing.F) {
+	f.Add([]byte(`{"page":2,"resultsPerPage":10,"totalResults":25,"totalPages":3,"results":[{},{},{}]}`))
+	f.Add([]byte(`{"results":null}`))
+	f.Add([]byte(`{"results":[`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		info, err := ParsePageInfo(body)
+		if err != nil {
+			return
+		}
+		if info.Rows < 0 {
+			t.Fatalf("negative rows %d", info.Rows)
+		}
+	})
+}

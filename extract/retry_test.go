@@ -1,0 +1,374 @@
+package extract
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+const describeOK = `{"fields":[{"id":"curriculumTitle","displayName":"Title","type":"string"}]}`
+
+// script answers the n-th request (1-based) with steps[n-1]; the last
+// step repeats.
+type script struct {
+	n     atomic.Int64
+	steps []func(w http.ResponseWriter, r *http.Request)
+}
+
+func (s *script) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	i := int(s.n.Add(1)) - 1
+	s.steps[min(i, len(s.steps)-1)](w, r)
+}
+
+func status(code int, header ...string) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		for i := 0; i+1 < len(header); i += 2 {
+			w.Header().Set(header[i], header[i+1])
+		}
+		w.WriteHeader(code)
+	}
+}
+
+func body(code int, b string) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(b))
+	}
+}
+
+// dropMidBody promises a long body, sends part of it and closes the
+// connection.
+func dropMidBody(w http.ResponseWriter, r *http.Request) {
+	conn, rw, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	defer conn.Close()
+	_, _ = rw.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n{\"fields\":[{\"id\":")
+	_ = rw.Flush()
+}
+
+func TestRetryAfterSeconds(t *testing.T) {
+	s := &script{steps: []func(http.ResponseWriter, *http.Request){
+		status(429, "Retry-After", "7"), status(429, "Retry-After", "3"), body(200, describeOK),
+	}}
+	c, _ := newTestClient(t, s)
+	sl := recordSleeps(c)
+	if _, err := c.Describe(context.Background(), "curriculum"); err != nil {
+		t.Fatal(err)
+	}
+	if got := sl.get(); len(got) != 2 || got[0] != 7*time.Second || got[1] != 3*time.Second {
+		t.Fatalf("waits %v, want [7s 3s]", got)
+	}
+}
+
+func TestRetryAfterHTTPDate(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	s := &script{steps: []func(http.ResponseWriter, *http.Request){
+		status(429, "Retry-After", now.Add(5*time.Second).Format(http.TimeFormat)),
+		status(503, "Retry-After", now.Add(-time.Minute).Format(http.TimeFormat)), // past: no wait
+		body(200, describeOK),
+	}}
+	c, _ := newTestClient(t, s)
+	c.now = func() time.Time { return now }
+	sl := recordSleeps(c)
+	if _, err := c.Describe(context.Background(), "curriculum"); err != nil {
+		t.Fatal(err)
+	}
+	if got := sl.get(); len(got) != 2 || got[0] != 5*time.Second || got[1] != 0 {
+		t.Fatalf("waits %v, want [5s 0s]", got)
+	}
+}
+
+func TestRateLimitedBackoffExhausted(t *testing.T) {
+	s := &script{steps: []func(http.ResponseWriter, *http.Request){status(429)}}
+	c, _ := newTestClient(t, s, withBackoff(time.Millisecond, 4*time.Millisecond))
+	sl := recordSleeps(c)
+	_, err := c.Objects(context.Background())
+	if !errors.Is(err, ErrRateLimited) || !errors.Is(err, ErrRetriesExhausted) {
+		t.Fatalf("err = %v", err)
+	}
+	if !strings.Contains(err.Error(), "after 6 attempts") {
+		t.Fatalf("err = %v, want the attempt count", err)
+	}
+	if n := s.n.Load(); n != 6 {
+		t.Fatalf("%d requests, want 6", n)
+	}
+	waits := sl.get()
+	if len(waits) != 5 {
+		t.Fatalf("waits %v, want 5", waits)
+	}
+	for i, w := range waits {
+		ceiling := min(time.Millisecond<<i, 4*time.Millisecond)
+		if w < 0 || w > ceiling {
+			t.Errorf("wait %d = %v, want within [0, %v]", i+1, w, ceiling)
+		}
+	}
+}
+
+func TestRetryAfterBeyondBudget(t *testing.T) {
+	s := &script{steps: []func(http.ResponseWriter, *http.Request){status(429, "Retry-After", "600")}}
+	c, _ := newTestClient(t, s, WithRetry(6, time.Minute))
+	sl := recordSleeps(c)
+	_, err := c.Objects(context.Background())
+	if !errors.Is(err, ErrRateLimited) || s.n.Load() != 1 || len(sl.get()) != 0 {
+		t.Fatalf("err = %v after %d requests", err, s.n.Load())
+	}
+}
+
+func TestRetryServerErrors(t *testing.T) {
+	s := &script{steps: []func(http.ResponseWriter, *http.Request){
+		status(500), status(502), body(503, "<html>busy</html>"), status(504), body(200, describeOK),
+	}}
+	c, _ := newTestClient(t, s)
+	fields, err := c.Describe(context.Background(), "curriculum")
+	if err != nil || len(fields) != 1 || s.n.Load() != 5 {
+		t.Fatalf("fields %v, err %v, %d requests", fields, err, s.n.Load())
+	}
+}
+
+func TestRetryServerErrorsExhausted(t *testing.T) {
+	s := &script{steps: []func(http.ResponseWriter, *http.Request){status(502)}}
+	c, _ := newTestClient(t, s, WithRetry(3, time.Minute))
+	_, err := c.Describe(context.Background(), "curriculum")
+	var ae *APIError
+	if !errors.Is(err, ErrRetriesExhausted) || !errors.As(err, &ae) || ae.Status != 502 || !strings.Contains(err.Error(), "after 3 attempts") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestRetryBodyEndsEarly(t *testing.T) {
+	for name, first := range map[string]func(http.ResponseWriter, *http.Request){
+		"connection dropped": dropMidBody,
+		"truncated JSON":     body(200, `{"fields":[{"id":"curriculumTitle",`),
+		"not JSON":           body(200, `<html>maintenance</html>`),
+		"empty 200 body":     body(200, ``),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := &script{steps: []func(http.ResponseWriter, *http.Request){first, body(200, describeOK)}}
+			c, _ := newTestClient(t, s)
+			fields, err := c.Describe(context.Background(), "curriculum")
+			if err != nil || len(fields) != 1 || s.n.Load() != 2 {
+				t.Fatalf("fields %v, err %v, %d requests", fields, err, s.n.Load())
+			}
+		})
+	}
+}
+
+func TestReadObjectRetriesCounted(t *testing.T) {
+	var dropped, limited atomic.Bool
+	f := &fakeReport{rows: 45, fault: func(w http.ResponseWriter, r *http.Request, p int) bool {
+		switch {
+		case p == 2 && !dropped.Swap(true):
+			conn, rw, _ := w.(http.Hijacker).Hijack()
+			_, _ = rw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 999\r\n\r\n{\"page\":2,\"results\":[")
+			_ = rw.Flush()
+			conn.Close()
+			return true
+		case p == 3 && !limited.Swap(true):
+			status(429, "Retry-After", "2")(w, r)
+			return true
+		}
+		return false
+	}}
+	c, _ := newTestClient(t, f, WithPageSize(10))
+	sl := recordSleeps(c)
+	col := newCollector()
+	st, err := c.ReadObject(context.Background(), "course", Query{}, col.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	col.checkAll(t, 45)
+	if st.Pages != 5 || st.Requests != 7 || st.Retries != 2 || st.Rows != 45 {
+		t.Fatalf("stats %+v", st)
+	}
+	var total time.Duration
+	for _, w := range sl.get() {
+		total += w
+	}
+	if st.Waited != total || st.Waited < 2*time.Second {
+		t.Fatalf("waited %v, sleeps %v", st.Waited, sl.get())
+	}
+}
+
+func TestNotRetried(t *testing.T) {
+	cases := []struct {
+		status   int
+		sentinel error
+		cred     bool
+	}{
+		{400, nil, false},
+		{401, ErrUnauthorized, true},
+		{403, ErrForbidden, true},
+		{404, ErrNotFound, false},
+		{405, nil, false},
+		{409, nil, false},
+		{418, nil, false},
+	}
+	for _, tc := range cases {
+		t.Run(http.StatusText(tc.status), func(t *testing.T) {
+			s := &script{steps: []func(http.ResponseWriter, *http.Request){status(tc.status), body(200, describeOK)}}
+			c, _ := newTestClient(t, s)
+			_, err := c.Describe(context.Background(), "curriculum")
+			var ae *APIError
+			if !errors.As(err, &ae) || ae.Status != tc.status {
+				t.Fatalf("err = %v", err)
+			}
+			if s.n.Load() != 1 {
+				t.Fatalf("%d requests, want 1", s.n.Load())
+			}
+			if tc.sentinel != nil && !errors.Is(err, tc.sentinel) {
+				t.Fatalf("err = %v, want %v", err, tc.sentinel)
+			}
+			if errors.Is(err, ErrRetriesExhausted) {
+				t.Fatalf("err = %v", err)
+			}
+			if got := strings.Contains(err.Error(), "reporting access token"); got != tc.cred {
+				t.Fatalf("err = %q, naming the credential: %v, want %v", err, got, tc.cred)
+			}
+			if strings.Contains(err.Error(), testToken) {
+				t.Fatal("token in error")
+			}
+		})
+	}
+}
+
+func TestAPIErrorBodies(t *testing.T) {
+	cases := []struct {
+		name   string
+		status int
+		body   string
+		want   APIError
+		text   string
+	}{
+		{"v3", 400, `{"response":{"code":2001,"name":"InvalidParameterError","message":"resultsPerPage must be at most 1000"}}`,
+			APIError{Code: 2001, Name: "InvalidParameterError", Message: "resultsPerPage must be at most 1000"},
+			`reporting describe "course": 400 InvalidParameterError (2001): resultsPerPage must be at most 1000`},
+		{"v3 code as string", 404, `{"response":{"code":"3004","name":"ResourceNotFoundError","message":"no such object"}}`,
+			APIError{Code: 3004, Name: "ResourceNotFoundError", Message: "no such object"},
+			`reporting describe "course": 404 ResourceNotFoundError (3004): no such object`},
+		{"v4 problem", 404, `{"type":"/errors/not-found","title":"Not Found","detail":"object course does not exist","status":404}`,
+			APIError{Type: "/errors/not-found", Title: "Not Found", Message: "object course does not exist"},
+			`reporting describe "course": 404 Not Found (/errors/not-found): object course does not exist`},
+		{"v4 problem with meta", 409, `{"type":"/errors/validation","title":"Validation failed","detail":"bad","status":409,"meta":[{"name":"fields","reason":"is required","category":"propertyRequired"}]}`,
+			APIError{Type: "/errors/validation", Title: "Validation failed", Message: "bad; fields: is required (propertyRequired)"},
+			`reporting describe "course": 409 Validation failed (/errors/validation): bad; fields: is required (propertyRequired)`},
+		{"unparseable", 400, "<html>" + strings.Repeat("x", 300) + "</html>",
+			APIError{Message: "<html>" + strings.Repeat("x", 194)},
+			`reporting describe "course": 400 Bad Request: <html>xxx`},
+		{"empty", 405, "",
+			APIError{},
+			`reporting describe "course": 405 Method Not Allowed`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &script{steps: []func(http.ResponseWriter, *http.Request){body(tc.status, tc.body)}}
+			c, _ := newTestClient(t, s)
+			_, err := c.Describe(context.Background(), "course")
+			var ae *APIError
+			if !errors.As(err, &ae) {
+				t.Fatalf("err = %v", err)
+			}
+			want := tc.want
+			want.Interface, want.Op, want.Object, want.Status = "reporting", "describe", "course", tc.status
+			if *ae != want {
+				t.Fatalf("got  %+v\nwant %+v", *ae, want)
+			}
+			if !strings.HasPrefix(ae.Error(), tc.text) {
+				t.Fatalf("Error() = %q, want prefix %q", ae.Error(), tc.text)
+			}
+		})
+	}
+}
+
+func TestNetworkErrorExhausted(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close() // nothing listens any more
+	c, err := New(url, WithAccessToken(testToken), WithRetry(3, time.Minute), withBackoff(time.Millisecond, time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Objects(context.Background())
+	if !errors.Is(err, ErrRetriesExhausted) || !strings.Contains(err.Error(), "after 3 attempts") || strings.Contains(err.Error(), testToken) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestRetryCancelledWhileWaiting(t *testing.T) {
+	s := &script{steps: []func(http.ResponseWriter, *http.Request){status(429, "Retry-After", "30")}}
+	c, _ := newTestClient(t, s)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	stop := errors.New("stop")
+	c.sleep = func(ctx context.Context, d time.Duration) error {
+		cancel(stop)
+		return sleepCtx(ctx, d)
+	}
+	if _, err := c.Objects(ctx); !errors.Is(err, stop) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"", 0, false},
+		{"0", 0, true},
+		{" 12 ", 12 * time.Second, true},
+		{"-1", 0, false},
+		{"soon", 0, false},
+		{now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second, true},
+		{now.Add(-time.Hour).Format(http.TimeFormat), 0, true},
+		{"Sunday, 01-Mar-26 12:00:10 GMT", 10 * time.Second, true}, // RFC 850
+	}
+	for _, tc := range cases {
+		got, ok := parseRetryAfter(tc.in, now)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("parseRetryAfter(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestBackoffBounds(t *testing.T) {
+	c, err := New("https://acme.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for attempt := 1; attempt <= 70; attempt++ {
+		ceiling := defaultBackoffCap
+		if attempt < 10 {
+			ceiling = min(defaultBackoffBase<<(attempt-1), defaultBackoffCap)
+		}
+		for range 20 {
+			if d := c.backoff(attempt); d < 0 || d > ceiling {
+				t.Fatalf("backoff(%d) = %v, want within [0, %v]", attempt, d, ceiling)
+			}
+		}
+	}
+}
+
+func FuzzAPIErrorBody(f *testing.F) {
+	f.Add(400, []byte(`{"response":{"code":2001,"name":"InvalidParameterError","message":"m"}}`))
+	f.Add(404, []byte(`{"type":"/errors/not-found","title":"Not Found","detail":"d","status":404,"meta":[{"name":"n","reason":"r","category":"c"}]}`))
+	f.Add(500, []byte("<html>oops</html>"))
+	c, err := New("https://acme.example.com", WithAccessToken(testToken))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, status int, body []byte) {
+		e := c.apiError(reqInfo{op: "query", object: "course", page: 2}, status, body)
+		if e.Status != status || strings.Contains(e.Error(), testToken) {
+			t.Fatalf("%+v", e)
+		}
+	})
+}

@@ -1,0 +1,176 @@
+package load
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// Writer takes the record batches of one object. Write does not take
+// ownership of rec (the caller still releases it). Close flushes and makes
+// what was written durable; a Writer is not safe for concurrent use.
+type Writer interface {
+	Write(rec arrow.RecordBatch) error
+	Close() error
+}
+
+var _ Writer = (*ParquetWriter)(nil)
+
+// ParquetOption configures a ParquetWriter.
+type ParquetOption func(*ParquetWriter)
+
+// WithRowsPerFile sets how many rows go into one part file before the next
+// is started (default 2,000,000).
+func WithRowsPerFile(n int64) ParquetOption { return func(w *ParquetWriter) { w.rowsPerFile = n } }
+
+// WithRowGroupRows sets the Parquet row group length (default 131,072).
+func WithRowGroupRows(n int64) ParquetOption { return func(w *ParquetWriter) { w.rowGroup = n } }
+
+// WithParquetAllocator sets the allocator used while encoding.
+func WithParquetAllocator(mem memory.Allocator) ParquetOption {
+	return func(w *ParquetWriter) { w.mem = mem }
+}
+
+// ParquetWriter writes one object's batches as part-NNNNN.parquet files in
+// one folder. Files are zstd-compressed and store the Arrow schema.
+type ParquetWriter struct {
+	dir         string
+	object      string
+	schema      *arrow.Schema
+	rowsPerFile int64
+	rowGroup    int64
+	mem         memory.Allocator
+
+	f     *os.File
+	bw    *bufio.Writer
+	fw    *pqarrow.FileWriter
+	inCur int64
+	rows  int64
+	files []string
+}
+
+// NewParquetWriter creates dir (and parents) and prepares to write batches
+// of schema s there. No file exists until the first Write.
+func NewParquetWriter(dir, object string, s *arrow.Schema, opts ...ParquetOption) (*ParquetWriter, error) {
+	w := &ParquetWriter{dir: dir, object: object, schema: s, rowsPerFile: 2_000_000, rowGroup: 128 * 1024, mem: memory.DefaultAllocator}
+	for _, o := range opts {
+		o(w)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, &WriteError{Object: object, Step: "create staging folder", Path: dir, Err: err}
+	}
+	return w, nil
+}
+
+func (w *ParquetWriter) open() error {
+	name := filepath.Join(w.dir, fmt.Sprintf("part-%05d.parquet", len(w.files)))
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return &WriteError{Object: w.object, Step: "create parquet file", Path: name, Err: err}
+	}
+	props := parquet.NewWriterProperties(
+		parquet.WithCompression(compress.Codecs.Zstd),
+		parquet.WithCompressionLevel(1),
+		parquet.WithMaxRowGroupLength(w.rowGroup),
+		parquet.WithDictionaryDefault(true),
+		parquet.WithStats(true),
+		parquet.WithAllocator(w.mem),
+		parquet.WithCreatedBy("sepipe"),
+	)
+	aprops := pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(w.mem))
+	bw := bufio.NewWriterSize(f, 1<<20)
+	fw, err := pqarrow.NewFileWriter(w.schema, bw, props, aprops)
+	if err != nil {
+		f.Close()
+		os.Remove(name)
+		return &WriteError{Object: w.object, Step: "start parquet file", Path: name, Err: err}
+	}
+	w.f, w.bw, w.fw, w.inCur = f, bw, fw, 0
+	w.files = append(w.files, name)
+	return nil
+}
+
+// Write appends rec to the current part file, starting a new file when the
+// current one is full. An empty batch writes nothing.
+func (w *ParquetWriter) Write(rec arrow.RecordBatch) error {
+	if rec.NumRows() == 0 {
+		return nil
+	}
+	if w.fw != nil && w.inCur >= w.rowsPerFile {
+		if err := w.finish(); err != nil {
+			return err
+		}
+	}
+	if w.fw == nil {
+		if err := w.open(); err != nil {
+			return err
+		}
+	}
+	if err := w.fw.WriteBuffered(rec); err != nil {
+		return &WriteError{Object: w.object, Step: "parquet write", Path: w.files[len(w.files)-1], Err: err}
+	}
+	w.inCur += rec.NumRows()
+	w.rows += rec.NumRows()
+	return nil
+}
+
+func (w *ParquetWriter) finish() error {
+	name := w.files[len(w.files)-1]
+	fw, bw, f := w.fw, w.bw, w.f
+	w.fw, w.bw, w.f = nil, nil, nil
+	if err := fw.Close(); err != nil {
+		f.Close()
+		return &WriteError{Object: w.object, Step: "close parquet file", Path: name, Err: err}
+	}
+	if err := bw.Flush(); err != nil {
+		f.Close()
+		return &WriteError{Object: w.object, Step: "flush parquet file", Path: name, Err: err}
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return &WriteError{Object: w.object, Step: "sync parquet file", Path: name, Err: err}
+	}
+	if err := f.Close(); err != nil {
+		return &WriteError{Object: w.object, Step: "close parquet file", Path: name, Err: err}
+	}
+	return nil
+}
+
+// Close finishes the current file. An object with no rows gets one empty
+// file, so that its partition exists and its schema is readable.
+func (w *ParquetWriter) Close() error {
+	if w.fw == nil && len(w.files) == 0 {
+		if err := w.open(); err != nil {
+			return err
+		}
+	}
+	if w.fw == nil {
+		return nil
+	}
+	return w.finish()
+}
+
+// Abort closes and removes whatever was written.
+func (w *ParquetWriter) Abort() {
+	if w.fw != nil {
+		w.fw.Close()
+		w.f.Close()
+		w.fw, w.bw, w.f = nil, nil, nil
+	}
+	for _, f := range w.files {
+		os.Remove(f)
+	}
+}
+
+// Files lists the part files written, in order.
+func (w *ParquetWriter) Files() []string { return append([]string(nil), w.files...) }
+
+// Rows is the number of rows written.
+func (w *ParquetWriter) Rows() int64 { return w.rows }

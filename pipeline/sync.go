@@ -1,0 +1,381 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/schemas"
+	"github.com/sepipe/sepipe/transform"
+)
+
+// Source is what a sync needs from the service. *extract.Client is one.
+type Source interface {
+	Objects(ctx context.Context) ([]extract.Object, error)
+	Describe(ctx context.Context, objectID string) ([]extract.Field, error)
+	ReadObject(ctx context.Context, objectID string, q extract.Query, fn extract.PageFunc) (extract.ReadStats, error)
+}
+
+var _ Source = (*extract.Client)(nil)
+
+// Config says what to sync and where.
+type Config struct {
+	// Out is the output folder: lake/, warehouse.duckdb and .sepipe/.
+	Out string
+	// Objects limits the run to these object ids; empty means all.
+	Objects []string
+	// ObjectConcurrency is how many objects are read at once (default 2).
+	// Pages of each object are fetched by the client's own workers, all
+	// under the client's one request budget.
+	ObjectConcurrency int
+	// Logger receives progress and warnings (default: discard).
+	Logger *slog.Logger
+	// Now gives the run's clock (default time.Now); the snapshot date is
+	// Now's UTC date.
+	Now func() time.Time
+	// Allocator for record batches (default memory.DefaultAllocator).
+	Allocator memory.Allocator
+}
+
+func (c *Config) setDefaults() {
+	if c.ObjectConcurrency <= 0 {
+		c.ObjectConcurrency = 2
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Allocator == nil {
+		c.Allocator = memory.DefaultAllocator
+	}
+}
+
+// ObjectResult is what a run did for one object.
+type ObjectResult struct {
+	Object        string
+	Rows          int64 // rows loaded
+	RejectedRows  int64
+	Pages         int
+	Requests      int
+	Retries       int
+	Duration      time.Duration
+	SchemaVersion string
+	UnknownFields []string // keys the service sent that describe did not list
+	Files         []string // published Parquet files
+	Err           error    // nil when the object committed
+}
+
+// Result is a run's outcome.
+type Result struct {
+	RunID        string
+	SnapshotDate string
+	Started      time.Time
+	Finished     time.Time
+	Objects      []ObjectResult // sorted by object id
+	Warehouse    string
+	Lake         string
+}
+
+// NewRunID returns a sortable, unique run id: UTC time plus random bits.
+func NewRunID(now time.Time) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return now.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
+}
+
+// Sync runs one sync of the report objects from src into cfg.Out.
+func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
+	cfg.setDefaults()
+	log := cfg.Logger
+	lake := load.Lake{Root: cfg.Out}
+	if err := lake.CheckWritable(); err != nil {
+		return nil, err
+	}
+	unlock, err := lockOut(cfg.Out)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	// Whatever a dead run left in staging is garbage now: we hold the lock.
+	if err := lake.DiscardAll(); err != nil {
+		return nil, fmt.Errorf("clean staging in %s: %w", cfg.Out, err)
+	}
+
+	started := cfg.Now()
+	res := &Result{
+		RunID:        NewRunID(started),
+		SnapshotDate: started.UTC().Format("2006-01-02"),
+		Started:      started,
+		Warehouse:    lake.WarehousePath(),
+		Lake:         lake.LakeDir(),
+	}
+	log = log.With("run", res.RunID)
+	log.Info("run started", "out", cfg.Out, "snapshot_date", res.SnapshotDate)
+	defer lake.Discard(res.RunID) //nolint:errcheck // best effort; the next run cleans too
+
+	objects, err := selectObjects(ctx, src, cfg.Objects)
+	if err != nil {
+		return nil, err
+	}
+
+	staged := make([]*stagedObject, len(objects))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(cfg.ObjectConcurrency)
+	for i, o := range objects {
+		g.Go(func() error {
+			staged[i] = stageObject(gctx, src, lake, res, o.ID, cfg, log)
+			// An object's failure is recorded, not returned: the others go on.
+			// Only cancellation stops the group.
+			return context.Cause(gctx)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, fmt.Errorf("run %s cancelled: %w", res.RunID, err)
+	}
+	if err := context.Cause(ctx); err != nil {
+		return nil, fmt.Errorf("run %s cancelled: %w", res.RunID, err)
+	}
+
+	var tables []load.Table
+	runErr := &RunError{RunID: res.RunID}
+	for _, s := range staged {
+		if s.err != nil {
+			runErr.Failed = append(runErr.Failed, s.err)
+			continue
+		}
+		tables = append(tables, s.table)
+	}
+
+	// Commit what succeeded, with the run record, in one transaction.
+	wh, err := load.OpenWarehouse(ctx, lake.WarehousePath())
+	if err != nil {
+		return nil, err
+	}
+	defer wh.Close()
+	run := load.Run{ID: res.RunID, Started: started, SnapshotDate: res.SnapshotDate, Status: "succeeded"}
+	switch {
+	case len(runErr.Failed) > 0 && len(tables) == 0:
+		run.Status = "failed"
+	case len(runErr.Failed) > 0:
+		run.Status = "partial"
+		runErr.Partial = true
+	}
+	if len(runErr.Failed) > 0 {
+		run.Error = runErr.Error()
+	}
+	run.Finished = cfg.Now()
+	if len(tables) == 0 {
+		if err := wh.RecordFailure(ctx, run); err != nil {
+			log.Error("could not record the failed run", "err", err)
+		}
+		return nil, runErr
+	}
+	if err := wh.Commit(ctx, run, tables); err != nil {
+		run.Status, run.Error = "failed", err.Error()
+		if rerr := wh.RecordFailure(ctx, run); rerr != nil {
+			log.Error("could not record the failed run", "err", rerr)
+		}
+		return nil, fmt.Errorf("run %s: load warehouse: %w", res.RunID, err)
+	}
+
+	// Publish the lake partitions of the committed objects.
+	for _, s := range staged {
+		if s.err != nil {
+			res.Objects = append(res.Objects, ObjectResult{Object: s.object, Err: s.err})
+			continue
+		}
+		if err := lake.Publish(res.RunID, s.object, res.SnapshotDate); err != nil {
+			return nil, fmt.Errorf("run %s committed but publishing the lake failed (rerun to repair): %w", res.RunID, err)
+		}
+		s.result.Files = publishedFiles(lake, s, res.SnapshotDate)
+		res.Objects = append(res.Objects, s.result)
+	}
+	sort.Slice(res.Objects, func(i, j int) bool { return res.Objects[i].Object < res.Objects[j].Object })
+	res.Finished = cfg.Now()
+	log.Info("run finished", "status", run.Status, "objects", len(tables), "duration", res.Finished.Sub(started).Round(time.Millisecond))
+	if len(runErr.Failed) > 0 {
+		return res, runErr
+	}
+	return res, nil
+}
+
+func publishedFiles(lake load.Lake, s *stagedObject, date string) []string {
+	out := make([]string, len(s.table.Files))
+	dir := lake.PartitionDir(s.object, date)
+	for i, f := range s.table.Files {
+		out[i] = dir + "/" + baseName(f)
+	}
+	return out
+}
+
+func baseName(p string) string {
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i] == '/' || p[i] == '\\' {
+			return p[i+1:]
+		}
+	}
+	return p
+}
+
+func selectObjects(ctx context.Context, src Source, want []string) ([]extract.Object, error) {
+	all, err := src.Objects(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list report objects: %w", err)
+	}
+	if len(want) == 0 {
+		return all, nil
+	}
+	byID := make(map[string]extract.Object, len(all))
+	ids := make([]string, len(all))
+	for i, o := range all {
+		byID[o.ID] = o
+		ids[i] = o.ID
+	}
+	var out []extract.Object
+	for _, w := range want {
+		o, ok := byID[w]
+		if !ok {
+			return nil, fmt.Errorf("%w %q (the service has: %v)", ErrUnknownObject, w, ids)
+		}
+		if !slices.ContainsFunc(out, func(x extract.Object) bool { return x.ID == w }) {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+type stagedObject struct {
+	object string
+	table  load.Table
+	result ObjectResult
+	err    *ObjectError
+}
+
+// stageObject describes, reads and writes one object into staging. It never
+// returns an error: a failure is kept in the result.
+func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, id string, cfg Config, log *slog.Logger) *stagedObject {
+	t0 := time.Now()
+	so := &stagedObject{object: id}
+	fail := func(step string, err error) *stagedObject {
+		so.err = &ObjectError{Object: id, Step: step, Err: err}
+		log.Error("object failed", "object", id, "step", step, "err", err)
+		return so
+	}
+	fields, err := src.Describe(ctx, id)
+	if err != nil {
+		return fail("describe", err)
+	}
+	schema, err := schemas.FromDescribe(id, fields)
+	if err != nil {
+		return fail("schema", err)
+	}
+	dec, err := transform.NewDecoder(schema, transform.WithAllocator(cfg.Allocator))
+	if err != nil {
+		return fail("schema", err)
+	}
+	defer dec.Release()
+	dir := lake.StagingDir(run.RunID, id, run.SnapshotDate)
+	pw, err := load.NewParquetWriter(dir, id, schema, load.WithParquetAllocator(cfg.Allocator))
+	if err != nil {
+		return fail("write", err)
+	}
+	sink := &objectSink{w: pw}
+	stats, err := src.ReadObject(ctx, id, extract.Query{}, func(ctx context.Context, p *extract.Page) (extract.PageInfo, error) {
+		r, err := dec.DecodePage(p.Number, p.Body)
+		if err != nil {
+			return extract.PageInfo{}, err
+		}
+		defer r.Record.Release()
+		if err := sink.add(r); err != nil {
+			return extract.PageInfo{}, err
+		}
+		return r.Info, nil
+	})
+	if err != nil {
+		pw.Abort()
+		return fail("read", err)
+	}
+	if err := pw.Close(); err != nil {
+		pw.Abort()
+		return fail("write", err)
+	}
+	if len(sink.unknown) > 0 {
+		log.Warn("the service sent fields that describe does not list; they were not stored",
+			"object", id, "fields", sink.unknown)
+	}
+	dur := time.Since(t0)
+	so.table = load.Table{
+		Object:  id,
+		Schema:  schema,
+		Files:   pw.Files(),
+		Rows:    pw.Rows(),
+		Rejects: sink.rejects,
+		Stats: load.ObjectStats{
+			Rows: pw.Rows(), RejectedRows: sink.rejectedRows,
+			Pages: stats.Pages, Requests: stats.Requests, Retries: stats.Retries, Duration: dur,
+		},
+	}
+	so.result = ObjectResult{
+		Object: id, Rows: pw.Rows(), RejectedRows: sink.rejectedRows,
+		Pages: stats.Pages, Requests: stats.Requests, Retries: stats.Retries,
+		Duration: dur, SchemaVersion: schemas.SchemaVersion(schema), UnknownFields: sink.unknown,
+	}
+	if sink.rejectedRows > 0 {
+		log.Warn("rows rejected: values that do not fit their field's type are in _sepipe_rejects",
+			"object", id, "rows", sink.rejectedRows)
+	}
+	log.Info("object staged", "object", id, "rows", pw.Rows(), "pages", stats.Pages,
+		"requests", stats.Requests, "retries", stats.Retries, "duration", dur.Round(time.Millisecond))
+	return so
+}
+
+// objectSink serialises the writes of one object's concurrent page workers.
+type objectSink struct {
+	mu           sync.Mutex
+	w            *load.ParquetWriter
+	rejects      []transform.Reject
+	rejectedRows int64
+	unknown      []string
+}
+
+func (s *objectSink) add(r transform.Result) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.w.Write(r.Record); err != nil {
+		return err
+	}
+	s.rejects = append(s.rejects, r.Rejects...)
+	s.rejectedRows += int64(r.RejectedRows)
+	for _, u := range r.UnknownFields {
+		if !slices.Contains(s.unknown, u) {
+			s.unknown = append(s.unknown, u)
+		}
+	}
+	return nil
+}
+
+// SchemaOf describes one object and returns its Arrow schema.
+func SchemaOf(ctx context.Context, src Source, object string) (*arrow.Schema, error) {
+	fields, err := src.Describe(ctx, object)
+	if err != nil {
+		return nil, err
+	}
+	return schemas.FromDescribe(object, fields)
+}
+

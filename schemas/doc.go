@@ -1,0 +1,26 @@
+// Package schemas turns the service's field descriptions (the answer of a
+// report object's /describe) into Arrow schemas, and back.
+//
+// The Arrow schema is sepipe's single source of truth for an object: the
+// transform stage decodes pages into it, the load stage derives Parquet and
+// DuckDB column types from it. Everything the describe said that Arrow types
+// cannot hold (the service's own type name, display names, picklist options,
+// the object id, a version hash of the describe) is kept in namespaced
+// metadata under the "sepipe:" prefix, so a schema read back from a Parquet
+// file still knows where it came from.
+//
+// Mapping:
+//
+//	int      -> int64
+//	float    -> float64
+//	percent  -> float64 (0..100, as the service sends it)
+//	string   -> utf8
+//	picklist -> dictionary<int32, utf8>, options in field metadata
+//	date     -> timestamp[us, tz=UTC]
+//
+// Every column is nullable: the service sends null for any field. A type the
+// package does not know is an *UnknownTypeError naming object and field; it
+// is never guessed.
+//
+// The package does no I/O.
+package schemas

@@ -1,0 +1,170 @@
+package schemas
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/sepipe/sepipe/extract"
+)
+
+// The service's field types, as /describe names them.
+const (
+	TypeInt      = "int"
+	TypeFloat    = "float"
+	TypePercent  = "percent"
+	TypeString   = "string"
+	TypePicklist = "picklist"
+	TypeDate     = "date"
+)
+
+// Metadata keys. Field metadata carries the service's view of a column;
+// schema metadata carries the object and the describe version.
+const (
+	MetaType        = "sepipe:type"         // field: the service type (int, picklist, ...)
+	MetaDisplayName = "sepipe:display_name" // field: the service's display name
+	MetaOptions     = "sepipe:options"      // field: JSON array of picklist options
+	MetaObject      = "sepipe:object"       // schema: report object id
+	MetaVersion     = "sepipe:version"      // schema: hash of the describe result
+)
+
+var (
+	// PicklistType is the Arrow type of a picklist column.
+	PicklistType = &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}
+	// TimestampType is the Arrow type of a date column: microseconds, UTC.
+	TimestampType = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
+)
+
+// ArrowType returns the Arrow type for a service field type, or false when
+// the type is unknown.
+func ArrowType(serviceType string) (arrow.DataType, bool) {
+	switch serviceType {
+	case TypeInt:
+		return arrow.PrimitiveTypes.Int64, true
+	case TypeFloat, TypePercent:
+		return arrow.PrimitiveTypes.Float64, true
+	case TypeString:
+		return arrow.BinaryTypes.String, true
+	case TypePicklist:
+		return PicklistType, true
+	case TypeDate:
+		return TimestampType, true
+	}
+	return nil, false
+}
+
+// FromDescribe builds the Arrow schema of a report object from its describe
+// result. Columns keep the describe order and are named by field id.
+func FromDescribe(object string, fields []extract.Field) (*arrow.Schema, error) {
+	out := make([]arrow.Field, 0, len(fields))
+	seen := make(map[string]bool, len(fields))
+	for _, f := range fields {
+		if f.ID == "" {
+			return nil, &FieldError{Object: object, Field: f.DisplayName, Reason: "empty field id"}
+		}
+		if seen[f.ID] {
+			return nil, &FieldError{Object: object, Field: f.ID, Reason: "field id appears twice in describe"}
+		}
+		seen[f.ID] = true
+		dt, ok := ArrowType(f.Type)
+		if !ok {
+			return nil, &UnknownTypeError{Object: object, Field: f.ID, Type: f.Type}
+		}
+		keys := []string{MetaType, MetaDisplayName}
+		vals := []string{f.Type, f.DisplayName}
+		if f.Type == TypePicklist {
+			opts := f.Options
+			if opts == nil {
+				opts = []string{}
+			}
+			b, err := json.Marshal(opts)
+			if err != nil {
+				return nil, fmt.Errorf("object %q field %q: options: %w", object, f.ID, err)
+			}
+			keys = append(keys, MetaOptions)
+			vals = append(vals, string(b))
+		}
+		out = append(out, arrow.Field{
+			Name:     f.ID,
+			Type:     dt,
+			Nullable: true,
+			Metadata: arrow.NewMetadata(keys, vals),
+		})
+	}
+	md := arrow.NewMetadata([]string{MetaObject, MetaVersion}, []string{object, Version(fields)})
+	return arrow.NewSchema(out, &md), nil
+}
+
+// ToDescribe converts a schema built by FromDescribe back into the describe
+// fields it came from.
+func ToDescribe(s *arrow.Schema) ([]extract.Field, error) {
+	out := make([]extract.Field, 0, s.NumFields())
+	for _, f := range s.Fields() {
+		t := ServiceType(f)
+		if t == "" {
+			return nil, &FieldError{Object: Object(s), Field: f.Name, Reason: "no " + MetaType + " metadata"}
+		}
+		ef := extract.Field{ID: f.Name, Type: t}
+		if v, ok := f.Metadata.GetValue(MetaDisplayName); ok {
+			ef.DisplayName = v
+		}
+		if t == TypePicklist {
+			ef.Options = Options(f)
+		}
+		out = append(out, ef)
+	}
+	return out, nil
+}
+
+// ServiceType returns the service type recorded on a field, or "".
+func ServiceType(f arrow.Field) string {
+	v, _ := f.Metadata.GetValue(MetaType)
+	return v
+}
+
+// Options returns the picklist options recorded on a field (nil if none).
+func Options(f arrow.Field) []string {
+	v, ok := f.Metadata.GetValue(MetaOptions)
+	if !ok {
+		return nil
+	}
+	var opts []string
+	if err := json.Unmarshal([]byte(v), &opts); err != nil {
+		return nil
+	}
+	return opts
+}
+
+// Object returns the report object id recorded on a schema.
+func Object(s *arrow.Schema) string {
+	md := s.Metadata()
+	v, _ := md.GetValue(MetaObject)
+	return v
+}
+
+// SchemaVersion returns the describe version recorded on a schema.
+func SchemaVersion(s *arrow.Schema) string {
+	md := s.Metadata()
+	v, _ := md.GetValue(MetaVersion)
+	return v
+}
+
+// Version is a stable hash of a describe result: the same fields, types and
+// options in the same order give the same version. Display names count too,
+// since they are kept as column descriptions.
+func Version(fields []extract.Field) string {
+	type canon struct {
+		ID, DisplayName, Type string
+		Options               []string
+	}
+	cs := make([]canon, len(fields))
+	for i, f := range fields {
+		cs[i] = canon{f.ID, f.DisplayName, f.Type, f.Options}
+	}
+	b, _ := json.Marshal(cs) // cannot fail: strings only
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}

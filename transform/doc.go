@@ -1,0 +1,25 @@
+// Package transform decodes the service's results pages straight into Arrow
+// record batches.
+//
+// A Decoder is built once per object from its Arrow schema (see package
+// schemas) and is safe for concurrent use: fetch workers decode their pages
+// in parallel. Decoding is a single pass over the page bytes with a small
+// purpose-built JSON scanner; values go from the bytes into typed Arrow
+// builders with no reflection, no per-row maps and no per-value allocations
+// on the common path.
+//
+// A row holding a value that does not fit its field's type (text in an int
+// field, an unparseable date, an object where a scalar belongs) is not
+// written to the batch and not dropped silently either: it is returned as
+// one Reject per offending field, with the whole raw row, and counted. A page
+// that is not valid JSON at all is an error (*DecodeError) naming object,
+// page and byte offset: the caller decides whether to refetch it.
+//
+// What the decoder tolerates, because real tenants send it: numbers as JSON
+// strings ("12"), integral floats in int fields (12.0), dates with or
+// without fractional seconds, with a UTC offset, or date-only, fields
+// missing from a row (null), keys the schema does not know (counted and
+// named in Result.UnknownFields), and a missing totalResults/totalPages.
+//
+// The package does no I/O and knows nothing of Parquet or DuckDB.
+package transform

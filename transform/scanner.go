@@ -1,0 +1,250 @@
+package transform
+
+import (
+	"bytes"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// scanner is a minimal JSON tokenizer over one page body. It never
+// allocates on the common path: strings without escapes and numbers come
+// back as sub-slices of buf.
+type scanner struct {
+	buf []byte
+	pos int
+	msg string // first error, if any
+	at  int    // offset of the first error
+}
+
+func (s *scanner) fail(msg string) bool {
+	if s.msg == "" {
+		s.msg, s.at = msg, s.pos
+	}
+	return false
+}
+
+var isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
+
+func (s *scanner) ws() {
+	for s.pos < len(s.buf) && isSpace[s.buf[s.pos]] {
+		s.pos++
+	}
+}
+
+// peek skips white space and returns the next byte, or 0 at the end.
+func (s *scanner) peek() byte {
+	s.ws()
+	if s.pos >= len(s.buf) {
+		return 0
+	}
+	return s.buf[s.pos]
+}
+
+func (s *scanner) expect(c byte) bool {
+	if s.peek() != c {
+		if s.pos >= len(s.buf) {
+			return s.fail("unexpected end of body, expected '" + string(c) + "'")
+		}
+		return s.fail("expected '" + string(c) + "', found '" + string(s.buf[s.pos]) + "'")
+	}
+	s.pos++
+	return true
+}
+
+// str reads a string at the current position (which must be '"') and
+// returns its raw contents (escapes not decoded) and whether it has escapes.
+func (s *scanner) str() (raw []byte, escaped, ok bool) {
+	if s.peek() != '"' {
+		return nil, false, s.fail("expected a string")
+	}
+	start := s.pos + 1
+	i := bytes.IndexByte(s.buf[start:], '"')
+	if i < 0 {
+		return nil, false, s.fail("unterminated string")
+	}
+	end := start + i
+	if bytes.IndexByte(s.buf[start:end], '\\') < 0 {
+		s.pos = end + 1
+		return s.buf[start:end], false, true
+	}
+	// Slow path: walk escapes to find the real closing quote.
+	for j := start; j < len(s.buf); j++ {
+		switch s.buf[j] {
+		case '\\':
+			j++
+		case '"':
+			s.pos = j + 1
+			return s.buf[start:j], true, true
+		}
+	}
+	s.pos = len(s.buf)
+	return nil, false, s.fail("unterminated string")
+}
+
+var numByte = [256]bool{'-': true, '+': true, '.': true, 'e': true, 'E': true,
+	'0': true, '1': true, '2': true, '3': true, '4': true, '5': true, '6': true, '7': true, '8': true, '9': true}
+
+// num reads a number token. Its grammar is checked by the caller's parse.
+func (s *scanner) num() ([]byte, bool) {
+	start := s.pos
+	for s.pos < len(s.buf) && numByte[s.buf[s.pos]] {
+		s.pos++
+	}
+	if s.pos == start {
+		return nil, s.fail("expected a number")
+	}
+	return s.buf[start:s.pos], true
+}
+
+func (s *scanner) lit(word string) bool {
+	if len(s.buf)-s.pos < len(word) || string(s.buf[s.pos:s.pos+len(word)]) != word {
+		return s.fail("invalid literal, expected " + word)
+	}
+	s.pos += len(word)
+	return true
+}
+
+const maxDepth = 64
+
+// skip passes over one value of any kind.
+func (s *scanner) skip(depth int) bool {
+	if depth > maxDepth {
+		return s.fail("nesting too deep")
+	}
+	switch c := s.peek(); c {
+	case '"':
+		_, _, ok := s.str()
+		return ok
+	case '{':
+		s.pos++
+		if s.peek() == '}' {
+			s.pos++
+			return true
+		}
+		for {
+			if _, _, ok := s.str(); !ok {
+				return false
+			}
+			if !s.expect(':') || !s.skip(depth+1) {
+				return false
+			}
+			switch s.peek() {
+			case ',':
+				s.pos++
+			case '}':
+				s.pos++
+				return true
+			default:
+				return s.fail("expected ',' or '}' in object")
+			}
+		}
+	case '[':
+		s.pos++
+		if s.peek() == ']' {
+			s.pos++
+			return true
+		}
+		for {
+			if !s.skip(depth + 1) {
+				return false
+			}
+			switch s.peek() {
+			case ',':
+				s.pos++
+			case ']':
+				s.pos++
+				return true
+			default:
+				return s.fail("expected ',' or ']' in array")
+			}
+		}
+	case 't':
+		return s.lit("true")
+	case 'f':
+		return s.lit("false")
+	case 'n':
+		return s.lit("null")
+	case 0:
+		return s.fail("unexpected end of body, expected a value")
+	default:
+		if c == '-' || (c >= '0' && c <= '9') {
+			_, ok := s.num()
+			return ok
+		}
+		return s.fail("unexpected character '" + string(c) + "'")
+	}
+}
+
+// unescape appends the decoded form of a raw JSON string body to dst.
+func unescape(dst, raw []byte) ([]byte, bool) {
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c != '\\' {
+			dst = append(dst, c)
+			continue
+		}
+		i++
+		if i >= len(raw) {
+			return dst, false
+		}
+		switch raw[i] {
+		case '"', '\\', '/':
+			dst = append(dst, raw[i])
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r, ok := hex4(raw, i+1)
+			if !ok {
+				return dst, false
+			}
+			i += 4
+			if utf16.IsSurrogate(r) {
+				r2 := rune(-1)
+				if i+6 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
+					if v, ok := hex4(raw, i+3); ok {
+						r2 = v
+					}
+				}
+				if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+					r = d
+					i += 6
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			dst = utf8.AppendRune(dst, r)
+		default:
+			return dst, false
+		}
+	}
+	return dst, true
+}
+
+func hex4(b []byte, at int) (rune, bool) {
+	if at+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[at : at+4] {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
