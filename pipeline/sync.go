@@ -23,12 +23,9 @@ import (
 	"github.com/sepipe/sepipe/transform"
 )
 
-// Source is what a sync needs from the service. *extract.Client is one.
-type Source interface {
-	Objects(ctx context.Context) ([]extract.Object, error)
-	Describe(ctx context.Context, objectID string) ([]extract.Field, error)
-	ReadObject(ctx context.Context, objectID string, q extract.Query, fn extract.PageFunc) (extract.ReadStats, error)
-}
+// Source is what a sync needs from the service: extract.Source, which
+// *extract.Client implements.
+type Source = extract.Source
 
 var _ Source = (*extract.Client)(nil)
 
@@ -378,4 +375,3 @@ func SchemaOf(ctx context.Context, src Source, object string) (*arrow.Schema, er
 	}
 	return schemas.FromDescribe(object, fields)
 }
-

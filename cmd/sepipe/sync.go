@@ -72,4 +72,3 @@ shell history and process list.`,
 	cmd.Flags().IntVar(&f.pageSize, "page-size", 1000, "rows per page requested")
 	return cmd
 }
-

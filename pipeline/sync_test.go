@@ -1,0 +1,474 @@
+package pipeline_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/pipeline"
+	"github.com/sepipe/sepipe/schemas"
+)
+
+var day1 = time.Date(2026, 11, 23, 2, 0, 0, 0, time.UTC)
+
+func clock(t time.Time) func() time.Time { return func() time.Time { return t } }
+
+func client(t *testing.T, url, token string, opts ...extract.Option) *extract.Client {
+	t.Helper()
+	base := []extract.Option{extract.WithAccessToken(token), extract.WithRateLimit(0, 0), extract.WithConcurrency(4), extract.WithPageSize(400)}
+	c, err := extract.New(url, append(base, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func openWH(t *testing.T, out string) *sql.DB {
+	t.Helper()
+	wh, err := load.OpenWarehouse(context.Background(), filepath.Join(out, "warehouse.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wh.Close() })
+	return wh.DB()
+}
+
+func scalar[T any](t *testing.T, db *sql.DB, q string, args ...any) T {
+	t.Helper()
+	var v T
+	if err := db.QueryRow(q, args...).Scan(&v); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return v
+}
+
+// fetchRawPages is what a user would do with curl: GET every page of an
+// object and save the bodies as they came.
+func fetchRawPages(t *testing.T, baseURL, token, object, dir string) []string {
+	t.Helper()
+	var files []string
+	for page := 1; ; page++ {
+		params := base64.StdEncoding.EncodeToString([]byte(fmt.Sprintf(`{"page":%d,"resultsPerPage":1000}`, page)))
+		req, _ := http.NewRequest("GET", baseURL+servicetest.BasePath+"/objects/"+object+"?parameters="+params, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("page %d of %s: %d %v", page, object, resp.StatusCode, err)
+		}
+		if strings.Contains(string(body), `"results":[]`) {
+			return files
+		}
+		f := filepath.Join(dir, fmt.Sprintf("%s-%05d.json", object, page))
+		if err := os.WriteFile(f, body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+}
+
+// TestSyncMatchesReadJSONOracle is the foundation's acceptance check: for
+// every object, the warehouse table agrees with DuckDB's own read_json over
+// the raw pages, on count, per-column sums and distinct counts, and row for
+// row; and the lake reads back with the same rows.
+func TestSyncMatchesReadJSONOracle(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(300), servicetest.WithSeed(7))
+	defer srv.Close()
+	out := t.TempDir()
+	res, err := pipeline.Sync(context.Background(), client(t, srv.URL, srv.Service.AccessToken()), pipeline.Config{Out: out, Now: clock(day1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects := map[string]bool{}
+	for _, o := range res.Objects {
+		objects[o.Object] = true
+	}
+	for _, want := range []string{"course", "path", "curriculum", "user", "userCourseProgress"} {
+		if !objects[want] {
+			t.Errorf("object %s was not synced", want)
+		}
+	}
+
+	db := openWH(t, out)
+	pagesDir := t.TempDir()
+	c := client(t, srv.URL, srv.Service.AccessToken())
+	for _, o := range res.Objects {
+		t.Run(o.Object, func(t *testing.T) {
+			fields, err := c.Describe(context.Background(), o.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files := fetchRawPages(t, srv.URL, srv.Service.AccessToken(), o.Object, pagesDir)
+			quoted := make([]string, len(files))
+			for i, f := range files {
+				quoted[i] = load.Literal(f)
+			}
+			oracle := "oracle_" + o.Object
+			if _, err := db.Exec(fmt.Sprintf(`CREATE TEMP TABLE %s AS SELECT unnest(results, recursive := true)
+				FROM read_json([%s], sample_size = -1)`, load.Ident(oracle), strings.Join(quoted, ", "))); err != nil {
+				t.Fatal(err)
+			}
+			table := load.Ident(o.Object)
+			lake := fmt.Sprintf("read_parquet(%s, hive_partitioning = true)", load.Literal(filepath.Join(out, "lake", o.Object, "*", "*.parquet")))
+
+			n := scalar[int64](t, db, "SELECT count(*) FROM "+table)
+			if n != o.Rows || n == 0 {
+				t.Errorf("table has %d rows, run reported %d", n, o.Rows)
+			}
+			if on := scalar[int64](t, db, "SELECT count(*) FROM "+load.Ident(oracle)); on != n {
+				t.Errorf("read_json oracle has %d rows, table %d", on, n)
+			}
+			if ln := scalar[int64](t, db, "SELECT count(*) FROM "+lake+" WHERE snapshot_date = DATE '2026-11-23'"); ln != n {
+				t.Errorf("lake has %d rows, table %d", ln, n)
+			}
+			var norm []string // one comparable expression per column
+			for _, f := range fields {
+				col := load.Ident(f.ID)
+				var expr string
+				switch f.Type {
+				case schemas.TypeInt, schemas.TypeFloat, schemas.TypePercent:
+					expr = "CAST(" + col + " AS DOUBLE)"
+					a := scalar[sql.NullFloat64](t, db, "SELECT sum("+expr+") FROM "+table)
+					b := scalar[sql.NullFloat64](t, db, "SELECT sum("+expr+") FROM "+load.Ident(oracle))
+					if a.Valid != b.Valid || math.Abs(a.Float64-b.Float64) > 1e-6*math.Max(1, math.Abs(b.Float64)) {
+						t.Errorf("column %s: sum %v, oracle %v", f.ID, a, b)
+					}
+				case schemas.TypeDate:
+					expr = "epoch(CAST(" + col + " AS TIMESTAMPTZ))"
+				default:
+					expr = "CAST(" + col + " AS VARCHAR)"
+				}
+				norm = append(norm, expr+" AS "+col)
+				for _, agg := range []string{"count(DISTINCT " + expr + ")", "count(" + expr + ")"} {
+					a := scalar[int64](t, db, "SELECT "+agg+" FROM "+table)
+					b := scalar[int64](t, db, "SELECT "+agg+" FROM "+load.Ident(oracle))
+					if a != b {
+						t.Errorf("column %s: %s = %d, oracle %d", f.ID, agg, a, b)
+					}
+				}
+			}
+			sel := strings.Join(norm, ", ")
+			for _, pair := range [][2]string{{table, load.Ident(oracle)}, {load.Ident(oracle), table}, {table, lake}, {lake, table}} {
+				q := fmt.Sprintf("SELECT count(*) FROM (SELECT %s FROM %s EXCEPT ALL SELECT %s FROM %s)", sel, pair[0], sel, pair[1])
+				if d := scalar[int64](t, db, q); d != 0 {
+					t.Errorf("%d rows of %s are not in %s", d, pair[0], pair[1])
+				}
+			}
+		})
+	}
+
+	// Every field type and some nulls made it through.
+	types := scalar[string](t, db, `SELECT string_agg(DISTINCT data_type, ',' ORDER BY data_type) FROM information_schema.columns WHERE table_name IN ('course','path','curriculum','user','userCourseProgress')`)
+	if types != "BIGINT,DOUBLE,TIMESTAMP WITH TIME ZONE,VARCHAR" {
+		t.Errorf("column types = %s", types)
+	}
+	if nulls := scalar[int64](t, db, `SELECT count(*) FROM "userCourseProgress" WHERE completedDate IS NULL`); nulls == 0 {
+		t.Error("no nulls in userCourseProgress.completedDate")
+	}
+	cols := scalar[string](t, db, `SELECT string_agg(column_name, ',' ORDER BY column_index) FROM duckdb_columns() WHERE table_name = 'curriculum'`)
+	if cols != "curriculumTitle,courseCount,userCount,startCount,startPercentage,testAverage,pitchAverage" {
+		t.Errorf("curriculum columns = %s", cols)
+	}
+	if st := scalar[string](t, db, `SELECT status FROM _sepipe_runs WHERE run_id = ?`, res.RunID); st != "succeeded" {
+		t.Errorf("run status %s", st)
+	}
+}
+
+// objectCounts returns each object table's row count.
+func objectCounts(t *testing.T, out string) map[string]int64 {
+	t.Helper()
+	db := openWH(t, out)
+	rows, err := db.Query(`SELECT table_name FROM duckdb_tables() WHERE NOT starts_with(table_name, '_sepipe') ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for rows.Next() {
+		var n string
+		rows.Scan(&n)
+		names = append(names, n)
+	}
+	rows.Close()
+	m := map[string]int64{}
+	for _, n := range names {
+		m[n] = scalar[int64](t, db, "SELECT count(*) FROM "+load.Ident(n))
+	}
+	return m
+}
+
+func TestRerunSameDayReplacesAndNextDayKeepsHistory(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(50))
+	defer srv.Close()
+	out := t.TempDir()
+	c := client(t, srv.URL, srv.Service.AccessToken())
+	ctx := context.Background()
+	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out, Now: clock(day1)}); err != nil {
+		t.Fatal(err)
+	}
+	first := objectCounts(t, out)
+	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out, Now: clock(day1.Add(3 * time.Hour))}); err != nil {
+		t.Fatal(err)
+	}
+	second := objectCounts(t, out)
+	if fmt.Sprint(first) != fmt.Sprint(second) || len(first) != 5 {
+		t.Fatalf("same-day rerun changed counts: %v then %v", first, second)
+	}
+	lake := load.Lake{Root: out}
+	for obj := range first {
+		parts, _ := lake.Partitions(obj)
+		if len(parts) != 1 {
+			t.Errorf("%s: partitions %v after a same-day rerun", obj, parts)
+		}
+	}
+	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out, Now: clock(day1.Add(24 * time.Hour))}); err != nil {
+		t.Fatal(err)
+	}
+	db := openWH(t, out)
+	for obj, n := range first {
+		parts, _ := lake.Partitions(obj)
+		if len(parts) != 2 {
+			t.Errorf("%s: partitions %v after the next day's run", obj, parts)
+		}
+		q := fmt.Sprintf("SELECT count(*) FROM read_parquet(%s, hive_partitioning = true)", load.Literal(filepath.Join(out, "lake", obj, "*", "*.parquet")))
+		if got := scalar[int64](t, db, q); got != 2*n {
+			t.Errorf("%s: lake holds %d rows over two days, want %d", obj, got, 2*n)
+		}
+	}
+	if runs := scalar[int64](t, db, `SELECT count(*) FROM _sepipe_runs WHERE status = 'succeeded'`); runs != 3 {
+		t.Errorf("runs recorded = %d", runs)
+	}
+	if _, err := os.Stat(filepath.Join(out, ".sepipe", "staging")); err == nil {
+		entries, _ := os.ReadDir(filepath.Join(out, ".sepipe", "staging"))
+		if len(entries) != 0 {
+			t.Errorf("staging left behind: %v", entries)
+		}
+	}
+}
+
+// tinyService serves one object, "thing", whose second page holds values
+// that do not fit their fields.
+func tinyService(t *testing.T) *httptest.Server {
+	mux := http.NewServeMux()
+	base := servicetest.BasePath
+	mux.HandleFunc(base+"/objects", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"objects":[{"id":"thing","displayName":"Thing","urls":{"describe":"`+base+`/objects/thing/describe","object":"`+base+`/objects/thing"}}]}`)
+	})
+	mux.HandleFunc(base+"/objects/thing/describe", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"fields":[{"id":"id","displayName":"ID","type":"int"},{"id":"score","displayName":"Score","type":"float"},{"id":"at","displayName":"At","type":"date"}]}`)
+	})
+	mux.HandleFunc(base+"/objects/thing", func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := base64.StdEncoding.DecodeString(r.URL.Query().Get("parameters"))
+		switch {
+		case strings.Contains(string(raw), `"page":2`):
+			io.WriteString(w, `{"page":2,"resultsPerPage":2,"totalResults":4,"totalPages":2,"results":[{"id":3,"score":"high","at":"2026-01-01T00:00:00Z"},{"id":4,"score":1.5,"at":"yesterday"}]}`)
+		case strings.Contains(string(raw), `"page":1`) || len(raw) == 0:
+			io.WriteString(w, `{"page":1,"resultsPerPage":2,"totalResults":4,"totalPages":2,"results":[{"id":1,"score":2.5,"at":"2026-01-01T00:00:00Z"},{"id":2,"score":null,"at":null}]}`)
+		default:
+			io.WriteString(w, `{"page":3,"resultsPerPage":2,"totalResults":4,"totalPages":2,"results":[]}`)
+		}
+	})
+	return httptest.NewServer(mux)
+}
+
+func TestRejectsAreRecordedNotDropped(t *testing.T) {
+	srv := tinyService(t)
+	defer srv.Close()
+	out := t.TempDir()
+	res, err := pipeline.Sync(context.Background(), client(t, srv.URL, "any", extract.WithPageSize(2)), pipeline.Config{Out: out, Now: clock(day1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := res.Objects[0]; o.Rows != 2 || o.RejectedRows != 2 {
+		t.Errorf("rows %d rejected %d, want 2 and 2", o.Rows, o.RejectedRows)
+	}
+	db := openWH(t, out)
+	if n := scalar[int64](t, db, `SELECT count(*) FROM thing`); n != 2 {
+		t.Errorf("table rows = %d", n)
+	}
+	got := scalar[string](t, db, `SELECT string_agg(object || '/' || page || '/' || row_in_page || '/' || field || '/' || raw_value || '/' || reason, ' | ' ORDER BY row_in_page) FROM _sepipe_rejects`)
+	want := `thing/2/0/score/"high"/text is not a number | thing/2/1/at/"yesterday"/not an ISO 8601 date or date-time`
+	if got != want {
+		t.Errorf("rejects:\n got %s\nwant %s", got, want)
+	}
+	if raw := scalar[string](t, db, `SELECT raw_row FROM _sepipe_rejects WHERE field = 'score'`); raw != `{"id":3,"score":"high","at":"2026-01-01T00:00:00Z"}` {
+		t.Errorf("raw row = %s", raw)
+	}
+	if n := scalar[int64](t, db, `SELECT rejected_rows FROM _sepipe_run_objects WHERE object = 'thing'`); n != 2 {
+		t.Errorf("run objects rejected_rows = %d", n)
+	}
+}
+
+func TestBadTokensLeaveWarehouseUntouched(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(20))
+	defer srv.Close()
+	out := t.TempDir()
+	ctx := context.Background()
+	if _, err := pipeline.Sync(ctx, client(t, srv.URL, srv.Service.AccessToken()), pipeline.Config{Out: out, Now: clock(day1)}); err != nil {
+		t.Fatal(err)
+	}
+	before := objectCounts(t, out)
+	for name, tc := range map[string]struct {
+		token string
+		want  error
+	}{
+		"wrong token":       {"nope", extract.ErrUnauthorized},
+		"no reporting role": {srv.Service.LimitedToken(), extract.ErrForbidden},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := pipeline.Sync(ctx, client(t, srv.URL, tc.token), pipeline.Config{Out: out, Now: clock(day1.Add(24 * time.Hour))})
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			if strings.Contains(err.Error(), tc.token) {
+				t.Errorf("the error shows the token: %v", err)
+			}
+			if after := objectCounts(t, out); fmt.Sprint(after) != fmt.Sprint(before) {
+				t.Errorf("warehouse changed: %v -> %v", before, after)
+			}
+			parts, _ := (load.Lake{Root: out}).Partitions("course")
+			if len(parts) != 1 {
+				t.Errorf("lake changed: %v", parts)
+			}
+		})
+	}
+}
+
+func TestUnknownObject(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	_, err := pipeline.Sync(context.Background(), client(t, srv.URL, srv.Service.AccessToken()),
+		pipeline.Config{Out: t.TempDir(), Objects: []string{"course", "coarse"}})
+	if !errors.Is(err, pipeline.ErrUnknownObject) || !strings.Contains(err.Error(), `"coarse"`) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// failing wraps the fake so that one object's describe answers 404.
+func failing(svc http.Handler, object string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/objects/"+object+"/describe") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(404)
+			io.WriteString(w, `{"response":{"code":3004,"name":"ResourceNotFoundError","message":"object went away"}}`)
+			return
+		}
+		svc.ServeHTTP(w, r)
+	})
+}
+
+func TestOneObjectFailingCommitsTheOthers(t *testing.T) {
+	svc := servicetest.New(servicetest.WithUsers(30))
+	srv := httptest.NewServer(failing(svc, "path"))
+	defer srv.Close()
+	out := t.TempDir()
+	res, err := pipeline.Sync(context.Background(), client(t, srv.URL, svc.AccessToken()), pipeline.Config{Out: out, Now: clock(day1)})
+	var re *pipeline.RunError
+	if !errors.As(err, &re) || !re.Partial || len(re.Failed) != 1 || re.Failed[0].Object != "path" || re.Failed[0].Step != "describe" {
+		t.Fatalf("err = %v, want a partial RunError naming path's describe", err)
+	}
+	if !errors.Is(err, extract.ErrNotFound) {
+		t.Errorf("the object's cause is not reachable with errors.Is: %v", err)
+	}
+	if res == nil || len(res.Objects) != 5 {
+		t.Fatalf("result = %+v", res)
+	}
+	counts := objectCounts(t, out)
+	if _, ok := counts["path"]; ok || len(counts) != 4 {
+		t.Errorf("tables = %v, want the four that succeeded", counts)
+	}
+	db := openWH(t, out)
+	if st := scalar[string](t, db, `SELECT status FROM _sepipe_runs`); st != "partial" {
+		t.Errorf("run status %s", st)
+	}
+}
+
+// gate wraps a handler so that page requests after page 1 wait for release.
+type gate struct {
+	h       http.Handler
+	release chan struct{}
+	waiting atomic.Int32
+}
+
+func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.Query().Get("parameters"); p != "" {
+		raw, _ := base64.StdEncoding.DecodeString(p)
+		if !strings.Contains(string(raw), `"page":1,`) {
+			g.waiting.Add(1)
+			select {
+			case <-g.release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+	}
+	g.h.ServeHTTP(w, r)
+}
+
+func TestCancelledRunLeavesNothing(t *testing.T) {
+	svc := servicetest.New(servicetest.WithUsers(100))
+	g := &gate{h: svc, release: make(chan struct{})}
+	srv := httptest.NewServer(g)
+	defer srv.Close()
+	out := t.TempDir()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := pipeline.Sync(ctx, client(t, srv.URL, svc.AccessToken(), extract.WithPageSize(100)), pipeline.Config{Out: out, Objects: []string{"userCourseProgress"}})
+		done <- err
+	}()
+	for g.waiting.Load() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	// A second run on the same folder is refused while the first holds it.
+	_, err := pipeline.Sync(context.Background(), client(t, srv.URL, svc.AccessToken()), pipeline.Config{Out: out})
+	if !errors.Is(err, pipeline.ErrBusy) {
+		t.Errorf("concurrent run: err = %v, want ErrBusy", err)
+	}
+	stop := errors.New("operator pressed ctrl-c")
+	cancel(stop)
+	err = <-done
+	if !errors.Is(err, stop) {
+		t.Fatalf("err = %v, want the cancel cause", err)
+	}
+	close(g.release)
+	if _, err := os.Stat(filepath.Join(out, "warehouse.duckdb")); err == nil {
+		if counts := objectCounts(t, out); len(counts) != 0 {
+			t.Errorf("a cancelled run left tables: %v", counts)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "lake")); err == nil {
+		t.Error("a cancelled run published to the lake")
+	}
+	entries, _ := os.ReadDir(filepath.Join(out, ".sepipe", "staging"))
+	if len(entries) != 0 {
+		t.Errorf("staging left behind: %v", entries)
+	}
+}
+
+func TestUnwritableOut(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(f, nil, 0o644)
+	_, err := pipeline.Sync(context.Background(), nil, pipeline.Config{Out: filepath.Join(f, "sub")})
+	if err == nil || !strings.Contains(err.Error(), f) {
+		t.Fatalf("err = %v, want one naming %s", err, f)
+	}
+}
