@@ -67,13 +67,24 @@ hive-partitioned Parquet lake and a DuckDB warehouse you own.
 Start with 'sepipe demo': it runs against a built-in fake tenant.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Args:          cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				msg := fmt.Sprintf("unknown command %q", args[0])
+				if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+					msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+				}
+				return usagef("%s; run 'sepipe --help' for the commands", msg)
+			}
+			return cmd.Help()
+		},
 	}
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
 	root.SetOut(g.stdout)
 	root.SetErr(g.stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newDemoCmd(g), newSimulateCmd(g), newSyncCmd(g), newVersionCmd(g))
+	root.AddCommand(newDemoCmd(g), newSimulateCmd(g), newSyncCmd(g), newQueryCmd(g), newVersionCmd(g))
 	return root
 }
 

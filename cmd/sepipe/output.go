@@ -2,8 +2,10 @@ package main
 
 import (
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,14 +15,14 @@ import (
 
 // printSummary writes the end-of-run table: one line per object.
 func printSummary(w io.Writer, res *pipeline.Result) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "OBJECT\tROWS\tREJECTED\tPAGES\tREQUESTS\tDURATION\tSTATUS\t")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "OBJECT\tROWS\tREJECTED\tPAGES\tREQUESTS\tDURATION\tSTATUS")
 	for _, o := range res.Objects {
 		status := "ok"
 		if o.Err != nil {
 			status = "FAILED"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t\n", o.Object, o.Rows, o.RejectedRows, o.Pages, o.Requests,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", o.Object, o.Rows, o.RejectedRows, o.Pages, o.Requests,
 			o.Duration.Round(time.Millisecond), status)
 	}
 	tw.Flush()
@@ -32,6 +34,7 @@ func printRows(w io.Writer, rows *sql.Rows) error {
 	if err != nil {
 		return err
 	}
+	types := dbTypes(rows)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(cols, "\t"))
 	vals := make([]any, len(cols))
@@ -45,7 +48,7 @@ func printRows(w io.Writer, rows *sql.Rows) error {
 		}
 		cells := make([]string, len(cols))
 		for i, v := range vals {
-			cells[i] = formatValue(v)
+			cells[i] = formatValue(v, types[i])
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
@@ -55,16 +58,48 @@ func printRows(w io.Writer, rows *sql.Rows) error {
 	return tw.Flush()
 }
 
-func formatValue(v any) string {
+// dbTypes returns each result column's DuckDB type name.
+func dbTypes(rows *sql.Rows) []string {
+	cts, err := rows.ColumnTypes()
+	if err != nil {
+		return nil
+	}
+	out := make([]string, len(cts))
+	for i, c := range cts {
+		out[i] = c.DatabaseTypeName()
+	}
+	return out
+}
+
+// formatValue formats v for a human: floats to two places.
+func formatValue(v any, dbType string) string {
+	if f, ok := v.(float64); ok {
+		return fmt.Sprintf("%.2f", f)
+	}
+	return exactValue(v, dbType)
+}
+
+// exactValue formats v without losing precision, for machine-readable output.
+func exactValue(v any, dbType string) string {
 	switch x := v.(type) {
 	case nil:
 		return "NULL"
 	case []byte:
 		return string(x)
-	case time.Time:
-		return x.UTC().Format(time.RFC3339)
+	case string:
+		return x
 	case float64:
-		return fmt.Sprintf("%.2f", x)
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case time.Time:
+		if dbType == "DATE" {
+			return x.Format("2006-01-02")
+		}
+		return x.UTC().Format(time.RFC3339Nano)
+	case map[string]any, []any:
+		b, err := json.Marshal(x)
+		if err == nil {
+			return string(b)
+		}
 	}
 	return fmt.Sprint(v)
 }

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"database/sql"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func newQueryCmd(g *globals) *cobra.Command {
+	var out, format string
+	cmd := &cobra.Command{
+		Use:   "query SQL",
+		Short: "Run SQL on the warehouse and print the result",
+		Long: `Query opens DIR/warehouse.duckdb read-only and runs one SQL statement.
+
+Tables: one per report object (course, path, curriculum, "user",
+userCourseProgress, ...), named by object id with columns named by field id,
+plus _sepipe_runs, _sepipe_run_objects and _sepipe_rejects. The Parquet lake
+is queryable too, e.g. read_parquet('DIR/lake/course/*/*.parquet',
+hive_partitioning = true).`,
+		Example: `  sepipe query "SELECT status, count(*) FROM userCourseProgress GROUP BY 1"
+  sepipe query --out ./sepipe-demo --format csv "SELECT * FROM course" > course.csv`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch format {
+			case "table", "csv", "json":
+			default:
+				return usagef("--format %q: want table, csv or json", format)
+			}
+			path := filepath.Join(out, "warehouse.duckdb")
+			if _, err := os.Stat(path); err != nil {
+				return usagef("no warehouse at %s: run 'sepipe sync' or 'sepipe demo' first, or pass --out", path)
+			}
+			db, err := sql.Open("duckdb", path+"?access_mode=read_only")
+			if err != nil {
+				return fmt.Errorf("open %s: %w", path, err)
+			}
+			defer db.Close()
+			rows, err := db.QueryContext(cmd.Context(), args[0])
+			if err != nil {
+				return usagef("query: %v", err)
+			}
+			defer rows.Close()
+			switch format {
+			case "csv":
+				return writeCSV(g.stdout, rows)
+			case "json":
+				return writeJSON(g.stdout, rows)
+			}
+			return printRows(g.stdout, rows)
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "./sepipe-demo", "output folder holding warehouse.duckdb")
+	cmd.Flags().StringVar(&format, "format", "table", "output format: table, csv or json (one object per line)")
+	return cmd
+}
+
+func scanAll(rows *sql.Rows, fn func(cols, types []string, vals []any) error) error {
+	cols, err := rows.Columns()
+
+	if err != nil {
+		return err
+	}
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	types := dbTypes(rows)
+	if err := fn(cols, types, nil); err != nil {
+		return err
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		if err := fn(cols, types, vals); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+func writeCSV(w io.Writer, rows *sql.Rows) error {
+	cw := csv.NewWriter(w)
+	err := scanAll(rows, func(cols, types []string, vals []any) error {
+		if vals == nil {
+			return cw.Write(cols)
+		}
+		rec := make([]string, len(vals))
+		for i, v := range vals {
+			if v == nil {
+				continue
+			}
+			rec[i] = exactValue(v, types[i])
+		}
+		return cw.Write(rec)
+	})
+	cw.Flush()
+	if err != nil {
+		return err
+	}
+	return cw.Error()
+}
+
+func writeJSON(w io.Writer, rows *sql.Rows) error {
+	var line []byte
+	return scanAll(rows, func(cols, types []string, vals []any) error {
+		if vals == nil {
+			return nil
+		}
+		line = append(line[:0], '{')
+		for i, c := range cols {
+			if i > 0 {
+				line = append(line, ',')
+			}
+			k, _ := json.Marshal(c)
+			v := vals[i]
+			if t, ok := v.(time.Time); ok {
+				v = exactValue(t, types[i])
+			}
+			b, err := json.Marshal(v)
+			if err != nil {
+				b, _ = json.Marshal(fmt.Sprint(v))
+			}
+			line = append(append(append(line, k...), ':'), b...)
+		}
+		line = append(line, '}', '\n')
+		_, err := w.Write(line)
+		return err
+	})
+}
