@@ -5,12 +5,25 @@
 // [http.Server]; [NewServer] starts one on a loopback httptest server and
 // hands back its URL and a client.
 //
-// The fake currently implements the Coach reporting interface (section B of
-// the interface document) under [BasePath]:
+// The fake serves every interface of the document on one listener:
 //
-//	GET /objects                     list of report objects
-//	GET /objects/{id}/describe       fields of one object
-//	GET /objects/{id}?parameters=…   one page of rows (Base64 JSON query)
+//	[LegacyPath]   A  session.ashx, userticket.ashx, token.ashx (sid/sky/uid sessions)
+//	[BasePath]     B  Coach reporting: /objects, /objects/{id}/describe, /objects/{id}?parameters=…
+//	[V4Path]       C  POST /shares, GET /themes, GET /themes/{id} (and the share links under [SharePagePath])
+//	[WebhooksPath] D  the six subscription operations; events are delivered, signed, retried and logged
+//	[AssetsPath]   E  GET /assets.json, GET /assets/{id}.json
+//	[AdminPath]       the fake's own clock endpoints, not part of the service
+//
+// Known identities: the company site [Service.LoginDir] ("demo") with the
+// users [AdminUsername] and [UserUsername] ([Service.Password]), the OAuth
+// access token [Service.AccessToken] (reporting, v3, v4) and the developer
+// API token [Service.APIToken] (webhooks, admin).
+//
+// The tenant lives: [Service.Advance] (or [WithAutoAdvance], or POST
+// /_admin/advance) moves its clock, users complete courses, and each
+// completion is a COURSE_COMPLETED event delivered to the subscriptions that
+// ask for it. Deliveries run in the background; [Service.WaitDeliveries]
+// waits for them and [Service.Close] (called by [Server.Close]) stops them.
 //
 // The tenant's data is a pure function of the seed, the number of users and
 // the tenant's clock ([WithSeed], [WithUsers], [WithNow]). Large objects are
@@ -25,7 +38,4 @@
 // The package does not import the client (package extract): the fake is an
 // independent reading of the contract, so that a misunderstanding in the
 // client shows up as a failing test rather than as a shared assumption.
-//
-// Not yet implemented: the legacy session interface, v3 assets, v4 shares
-// and themes, webhooks, fault injection and an advancing clock.
 package servicetest

@@ -28,6 +28,7 @@ type apiError struct {
 	code    int
 	name    string
 	message string
+	allow   string // Allow header of a 405; "GET, HEAD" when empty
 }
 
 func (e *apiError) Error() string {
@@ -67,6 +68,15 @@ func errMethod(method string) *apiError {
 		"method %s is not allowed; allowed: GET, HEAD", method)
 }
 
+// errMethodAllow is errMethod for an endpoint that allows the methods in
+// allow (as written in the Allow header, e.g. "POST").
+func errMethodAllow(method, allow string) *apiError {
+	e := newAPIError(http.StatusMethodNotAllowed, codeMethodNotAllowed, "MethodNotAllowedError",
+		"method %s is not allowed; allowed: %s", method, allow)
+	e.allow = allow
+	return e
+}
+
 // errorBody is the JSON shape of an error answer.
 type errorBody struct {
 	Response struct {
@@ -88,7 +98,11 @@ func writeError(w http.ResponseWriter, r *http.Request, e *apiError) {
 	case http.StatusUnauthorized:
 		h.Set("WWW-Authenticate", `Bearer realm="reporting", error="invalid_token"`)
 	case http.StatusMethodNotAllowed:
-		h.Set("Allow", "GET, HEAD")
+		allow := e.allow
+		if allow == "" {
+			allow = "GET, HEAD"
+		}
+		h.Set("Allow", allow)
 	}
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))

@@ -475,7 +475,7 @@ func (f *filter) match(v value) bool {
 // cacheKey identifies the row index list of q over obj at the clock now.
 func (q *query) cacheKey(obj *object, now int64) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s@%d", obj.id, now)
+	fmt.Fprintf(&b, "%s/%p@%d", obj.id, obj, now) // %p: a drifted schema is another object
 	for _, f := range q.filters {
 		fmt.Fprintf(&b, "|%d %s", f.field, f.op)
 		for _, v := range f.vals {

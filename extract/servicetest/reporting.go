@@ -64,7 +64,7 @@ func (s *Service) serveReporting(w http.ResponseWriter, r *http.Request) {
 	var obj *object
 	if kind != list {
 		var ok bool
-		if obj, ok = objectsByID[id]; !ok {
+		if obj, ok = s.object(id); !ok { // drifted under WithSchemaDrift (faults.go)
 			writeError(w, r, errNotFound("unknown report object %q", id))
 			return
 		}
@@ -127,7 +127,12 @@ func (s *Service) serveResults(w http.ResponseWriter, r *http.Request, obj *obje
 	sn := s.snap.Load()
 	rows, total := s.matching(sn, obj, q)
 	bp := pageBuffers.Get().(*[]byte)
-	buf := appendPage((*bp)[:0], sn, obj, q, rows, total)
+	var buf []byte
+	if ex := s.pageDrift(obj, total); ex != nil { // WithPageDrift (faults.go)
+		buf = appendDriftPage((*bp)[:0], sn, obj, q, rows, total, ex)
+	} else {
+		buf = appendPage((*bp)[:0], sn, obj, q, rows, total)
+	}
 	writeBody(w, r, buf)
 	if cap(buf) <= 4<<20 { // do not pin unusually large buffers
 		*bp = buf

@@ -3,6 +3,7 @@ package servicetest
 import (
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,18 @@ type config struct {
 	accessToken  string
 	limitedToken string
 	now          time.Time
+
+	// Identities, legacy rules, webhooks and the clock (legacy.go,
+	// webhooks.go, clock.go).
+	loginDir    string
+	password    string
+	apiToken    string
+	ssoOnly     bool
+	retryDelays []time.Duration
+	autoEvery   time.Duration // WithAutoAdvance: real interval
+	autoBy      time.Duration // WithAutoAdvance: tenant time per tick
+
+	faults faultConfig // fault options (faults.go)
 }
 
 // WithSeed sets the seed from which all tenant data is derived (default 1).
@@ -70,6 +83,10 @@ type Service struct {
 	requests atomic.Int64
 	mu       sync.Mutex
 	queries  map[string]int64 // query requests per object id
+
+	live *live // sessions, shares, subscriptions, deliveries, clock (live.go)
+
+	faults *faultState // fault injection (faults.go)
 }
 
 var _ http.Handler = (*Service)(nil)
@@ -82,6 +99,10 @@ func New(opts ...Option) *Service {
 		accessToken:  DefaultAccessToken,
 		limitedToken: DefaultLimitedToken,
 		now:          DefaultNow,
+		loginDir:     DefaultLoginDir,
+		password:     DefaultPassword,
+		apiToken:     DefaultAPIToken,
+		retryDelays:  slices.Clone(DefaultRetryDelays),
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -93,9 +114,18 @@ func New(opts ...Option) *Service {
 		queries: make(map[string]int64),
 	}
 	s.snap.Store(s.tenant.at(cfg.now))
+	s.faults = newFaultState(&cfg)
+	s.live = newLive(s)
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc(BasePath+"/", s.serveReporting)
 	s.mux.HandleFunc(BasePath, s.serveReporting)
+	s.mux.HandleFunc(LegacyPath+"/", s.serveLegacy)
+	s.mux.HandleFunc(AssetsPath+"/", s.serveAssets)
+	s.mux.HandleFunc(V4Path+"/", s.serveV4)
+	s.mux.HandleFunc(SharePagePath+"/", s.serveSharePage)
+	s.mux.HandleFunc(WebhooksPath+"/", s.serveWebhooks)
+	s.mux.HandleFunc(AdminPath+"/", s.serveAdmin)
+	s.live.start()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errNotFound("no resource at path %q", r.URL.Path))
 	})
@@ -105,7 +135,7 @@ func New(opts ...Option) *Service {
 // ServeHTTP serves the fake's interfaces.
 func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.requests.Add(1)
-	s.mux.ServeHTTP(w, r)
+	s.serveFaults(w, r, s.mux)
 }
 
 // AccessToken returns the bearer token with the reporting role.
@@ -170,8 +200,10 @@ func NewServer(opts ...Option) *Server {
 	return &Server{URL: ts.URL, Service: svc, ts: ts}
 }
 
-// Close shuts the server down and blocks until all requests have finished.
-func (s *Server) Close() { s.ts.Close() }
+// Close stops the Service's background work (webhook deliveries and
+// retries, WithAutoAdvance), then shuts the server down and blocks until
+// all requests have finished.
+func (s *Server) Close() { s.Service.Close(); s.ts.Close() }
 
 // Client returns an HTTP client configured for requests to the server.
 func (s *Server) Client() *http.Client { return s.ts.Client() }
