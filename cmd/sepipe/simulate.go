@@ -13,43 +13,127 @@ import (
 	"github.com/sepipe/sepipe/extract/servicetest"
 )
 
+type simulateFlags struct {
+	addr, token, limited, apiToken, password, loginDir string
+	users                                              int
+	seed                                               int64
+	ssoOnly                                            bool
+	advanceEvery, advanceBy                            time.Duration
+
+	failRate, dropRate, truncateRate float64
+	rateLimit                        int
+	noRetryAfter                     bool
+	latency, tokenTTL                time.Duration
+	pageDrift, schemaDrift           bool
+}
+
+func (f *simulateFlags) options() ([]servicetest.Option, error) {
+	for name, v := range map[string]float64{"--fail-rate": f.failRate, "--drop-rate": f.dropRate, "--truncate-rate": f.truncateRate} {
+		if v < 0 || v > 1 {
+			return nil, usagef("%s %v: want a fraction between 0 and 1", name, v)
+		}
+	}
+	if f.users < 0 {
+		return nil, usagef("--users must not be negative, got %d", f.users)
+	}
+	if f.rateLimit < 0 {
+		return nil, usagef("--rate-limit must not be negative, got %d", f.rateLimit)
+	}
+	if (f.advanceEvery > 0) != (f.advanceBy > 0) {
+		return nil, usagef("--advance-every and --advance-by go together")
+	}
+	opts := []servicetest.Option{
+		servicetest.WithSeed(f.seed), servicetest.WithUsers(f.users),
+		servicetest.WithAccessToken(f.token), servicetest.WithLimitedToken(f.limited),
+		servicetest.WithAPIToken(f.apiToken), servicetest.WithPassword(f.password),
+		servicetest.WithLoginDir(f.loginDir), servicetest.WithSSOOnly(f.ssoOnly),
+	}
+	if f.advanceEvery > 0 {
+		opts = append(opts, servicetest.WithAutoAdvance(f.advanceEvery, f.advanceBy))
+	}
+	if f.failRate > 0 {
+		opts = append(opts, servicetest.WithFailRate(f.failRate))
+	}
+	if f.dropRate > 0 {
+		opts = append(opts, servicetest.WithDropRate(f.dropRate))
+	}
+	if f.truncateRate > 0 {
+		opts = append(opts, servicetest.WithTruncateRate(f.truncateRate))
+	}
+	if f.rateLimit > 0 {
+		opts = append(opts, servicetest.WithRateLimit(f.rateLimit))
+	}
+	if f.noRetryAfter {
+		opts = append(opts, servicetest.WithNoRetryAfter())
+	}
+	if f.latency > 0 {
+		opts = append(opts, servicetest.WithLatency(f.latency))
+	}
+	if f.tokenTTL > 0 {
+		opts = append(opts, servicetest.WithTokenTTL(f.tokenTTL))
+	}
+	if f.pageDrift {
+		opts = append(opts, servicetest.WithPageDrift(true))
+	}
+	if f.schemaDrift {
+		opts = append(opts, servicetest.WithSchemaDrift(true))
+	}
+	return opts, nil
+}
+
 func newSimulateCmd(g *globals) *cobra.Command {
-	var (
-		addr, token, limited string
-		users                int
-		seed                 int64
-	)
+	f := &simulateFlags{}
 	cmd := &cobra.Command{
-		Use:   "simulate [--addr HOST:PORT]",
+		Use:   "simulate [--addr HOST:PORT] [fault flags]",
 		Short: "Serve the fake tenant in the foreground, for curl, BI tools or sepipe sync",
-		Long: `Simulate serves sepipe's fake of the service on --addr until interrupted
-(Ctrl-C or SIGTERM). It prints the base URL and the tokens to use, e.g.:
+		Long: `Simulate serves sepipe's fake of the whole service (legacy sessions, Coach
+reporting, v3 assets, v4 shares and themes, webhooks) on --addr until
+interrupted (Ctrl-C or SIGTERM). It prints the base URL, the logins and the
+tokens to use, e.g.:
 
   export SEPIPE_ACCESS_TOKEN=demo-access-token
   sepipe sync --base-url http://127.0.0.1:8080 --out ./data
 
 The data is synthetic and deterministic: the same --seed and --users always
-give the same tenant.`,
-		Example: `  sepipe simulate --addr 127.0.0.1:8080 --users 1000`,
-		Args:    cobra.NoArgs,
+give the same tenant. The tenant lives: POST /_admin/advance?days=N (with
+the API token) moves its clock, users progress and complete courses, and
+subscribed webhooks receive signed events.
+
+Fault flags make it misbehave the way real services do, to test what you
+build on it: --fail-rate, --drop-rate, --truncate-rate, --rate-limit,
+--no-retry-after, --latency, --page-drift, --schema-drift, --token-ttl.`,
+		Example: `  sepipe simulate --addr 127.0.0.1:8080 --users 1000
+  sepipe simulate --fail-rate 0.3 --drop-rate 0.05 --rate-limit 20 --latency 20ms`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if users < 0 {
-				return usagef("--users must not be negative, got %d", users)
-			}
-			ln, err := net.Listen("tcp", addr)
+			opts, err := f.options()
 			if err != nil {
-				return usagef("--addr %s: %v", addr, err)
+				return err
 			}
-			svc := servicetest.New(servicetest.WithSeed(seed), servicetest.WithUsers(users),
-				servicetest.WithAccessToken(token), servicetest.WithLimitedToken(limited))
+			ln, err := net.Listen("tcp", f.addr)
+			if err != nil {
+				return usagef("--addr %s: %v", f.addr, err)
+			}
+			svc := servicetest.New(opts...)
+			defer svc.Close()
 			hs := &http.Server{Handler: svc, ReadHeaderTimeout: 10 * time.Second}
 			base := "http://" + ln.Addr().String()
-			fmt.Fprintf(g.stdout, "sepipe fake service listening\n")
-			fmt.Fprintf(g.stdout, "  base URL:        %s\n", base)
-			fmt.Fprintf(g.stdout, "  reporting API:   %s%s\n", base, servicetest.BasePath)
-			fmt.Fprintf(g.stdout, "  access token:    %s\n", svc.AccessToken())
-			fmt.Fprintf(g.stdout, "  limited token:   %s (valid, no reporting role: 403)\n", svc.LimitedToken())
-			fmt.Fprintf(g.stdout, "  tenant:          %d users, seed %d\n", users, seed)
+			w := g.stdout
+			fmt.Fprintf(w, "sepipe fake service listening\n")
+			fmt.Fprintf(w, "  base URL:        %s   (sync: --base-url %s)\n", base, base)
+			fmt.Fprintf(w, "  reporting API:   %s%s\n", base, servicetest.BasePath)
+			fmt.Fprintf(w, "  v3 assets:       %s%s/assets.json\n", base, servicetest.AssetsPath)
+			fmt.Fprintf(w, "  v4 API:          %s%s\n", base, servicetest.V4Path)
+			fmt.Fprintf(w, "  webhooks API:    %s%s\n", base, servicetest.WebhooksPath)
+			fmt.Fprintf(w, "  legacy API:      %s%s\n", base, servicetest.LegacyPath)
+			fmt.Fprintf(w, "  access token:    %s   (reporting, v3, v4)\n", svc.AccessToken())
+			fmt.Fprintf(w, "  limited token:   %s   (valid, no reporting role: 403)\n", svc.LimitedToken())
+			fmt.Fprintf(w, "  API token:       %s   (webhooks, /_admin)\n", svc.APIToken())
+			fmt.Fprintf(w, "  login_dir:       %s   users %s (administrator) and %s, password %q\n",
+				svc.LoginDir(), servicetest.AdminUsername, servicetest.UserUsername, svc.Password())
+			fmt.Fprintf(w, "  clock:           %s   (advance: curl -X POST -H 'Authorization: Bearer %s' '%s%s/advance?days=1')\n",
+				svc.Now().Format(time.RFC3339), svc.APIToken(), base, servicetest.AdminPath)
+			fmt.Fprintf(w, "  tenant:          %d users, seed %d\n", f.users, f.seed)
 			errc := make(chan error, 1)
 			go func() { errc <- hs.Serve(ln) }()
 			select {
@@ -62,14 +146,30 @@ give the same tenant.`,
 			if err := hs.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}
-			fmt.Fprintln(g.stdout, "stopped")
+			fmt.Fprintln(w, "stopped")
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "listen address HOST:PORT (port 0 picks a free one)")
-	cmd.Flags().Int64Var(&seed, "seed", 1, "seed of the tenant's data")
-	cmd.Flags().IntVar(&users, "users", 500, "users in the tenant (about 12 userCourseProgress rows each)")
-	cmd.Flags().StringVar(&token, "access-token", servicetest.DefaultAccessToken, "OAuth access token the fake accepts for reporting")
-	cmd.Flags().StringVar(&limited, "limited-token", servicetest.DefaultLimitedToken, "a valid token without the reporting role (answered 403)")
+	fl := cmd.Flags()
+	fl.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen address HOST:PORT (port 0 picks a free one)")
+	fl.Int64Var(&f.seed, "seed", 1, "seed of the tenant's data")
+	fl.IntVar(&f.users, "users", 500, "users in the tenant (about 12 userCourseProgress rows each)")
+	fl.StringVar(&f.token, "access-token", servicetest.DefaultAccessToken, "OAuth access token the fake accepts (reporting, v3, v4)")
+	fl.StringVar(&f.limited, "limited-token", servicetest.DefaultLimitedToken, "a valid token without the reporting role (answered 403)")
+	fl.StringVar(&f.apiToken, "api-token", servicetest.DefaultAPIToken, "developer API token for webhooks and /_admin")
+	fl.StringVar(&f.password, "password", servicetest.DefaultPassword, "password of the legacy users admin and user1")
+	fl.StringVar(&f.loginDir, "login-dir", servicetest.DefaultLoginDir, "company site name (legacy login_dir)")
+	fl.BoolVar(&f.ssoOnly, "sso-only", false, "the company uses SSO exclusively: only administrators get password sessions")
+	fl.DurationVar(&f.advanceEvery, "advance-every", 0, "advance the tenant clock every D of real time (with --advance-by)")
+	fl.DurationVar(&f.advanceBy, "advance-by", 0, "how far each automatic advance moves the tenant clock (e.g. 24h)")
+	fl.Float64Var(&f.failRate, "fail-rate", 0, "fraction of data requests answered 500/502/503")
+	fl.Float64Var(&f.dropRate, "drop-rate", 0, "fraction of responses whose connection is dropped mid-body")
+	fl.Float64Var(&f.truncateRate, "truncate-rate", 0, "fraction of 200 answers whose JSON is cut short")
+	fl.IntVar(&f.rateLimit, "rate-limit", 0, "requests per second before answering 429 (0: no limit)")
+	fl.BoolVar(&f.noRetryAfter, "no-retry-after", false, "answer 429 without a Retry-After header")
+	fl.DurationVar(&f.latency, "latency", 0, "latency added to each data request")
+	fl.BoolVar(&f.pageDrift, "page-drift", false, "rows are inserted and removed while a client pages")
+	fl.BoolVar(&f.schemaDrift, "schema-drift", false, "describe gains a field and a field changes type")
+	fl.DurationVar(&f.tokenTTL, "token-ttl", 0, "the access token expires this long after start (0: never)")
 	return cmd
 }

@@ -515,6 +515,7 @@ type progressRow struct {
 	due          int64
 	completed    int64
 	lastActivity int64
+	modified     int64 // when any value of the row last changed
 	minutes      int64
 	attempts     int64
 }
@@ -548,14 +549,17 @@ func (sn *snapshot) progress(i int) progressRow {
 	switch {
 	case never || sn.now < start:
 		p.status = "Not Started"
+		p.modified = assigned
 		if sn.now > due {
 			p.status = "Overdue"
+			p.modified = due
 		}
 	case sn.now-start >= dur:
 		p.status = "Completed"
 		p.progress = 100
 		p.completed = start + dur
 		p.lastActivity = p.completed
+		p.modified = p.completed
 		p.score = score
 		p.attempts = attempts
 		p.minutes = int64(minutes)
@@ -567,6 +571,7 @@ func (sn *snapshot) progress(i int) progressRow {
 		}
 		p.progress = float64(elapsed*1000/dur) / 10
 		p.lastActivity = max(start, sn.now-idle)
+		p.modified = sn.now // progress moves with the clock
 		p.attempts = 1
 		p.minutes = int64(minutes * p.progress / 100)
 	}
@@ -587,6 +592,7 @@ var progressObject = newObject("userCourseProgress", "User Course Progress", []f
 	{id: "lastActivityDate", displayName: "Last Activity Date", typ: typeDate},
 	{id: "timeSpentMinutes", displayName: "Time Spent (Minutes)", typ: typeInt},
 	{id: "attempts", displayName: "Attempts", typ: typeInt},
+	{id: "lastModifiedDate", displayName: "Last Modified Date", typ: typeDate},
 }, func(sn *snapshot) int { return int(sn.t.offsets[sn.t.users]) },
 	func(sn *snapshot, i int, dst []value) {
 		p := sn.progress(i)
@@ -612,4 +618,5 @@ var progressObject = newObject("userCourseProgress", "User Course Progress", []f
 		}
 		dst[11] = vInt(p.minutes)
 		dst[12] = vInt(p.attempts)
+		dst[13] = vDate(p.modified)
 	})
