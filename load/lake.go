@@ -14,6 +14,9 @@ import (
 //	<Root>/.sepipe/staging/<run>/<object>/snapshot_date=<date>/...
 type Lake struct {
 	Root string
+	// Hook, if set, is called between the steps of Publish (fault
+	// injection for the crash tests; nil in normal use).
+	Hook func(step string)
 }
 
 // LakeDir is the folder of the Parquet lake.
@@ -44,13 +47,19 @@ func (l Lake) Publish(run, object, date string) error {
 	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
 		return &WriteError{Object: object, Step: "publish", Path: final, Err: err}
 	}
-	old := filepath.Join(filepath.Dir(final), ".replaced-"+run+"-snapshot_date="+date)
+	old := l.replacedDir(run, object, date)
 	hadOld := false
 	if _, err := os.Stat(final); err == nil {
+		if err := os.MkdirAll(filepath.Dir(old), 0o755); err != nil {
+			return &WriteError{Object: object, Step: "publish (set aside old partition)", Path: old, Err: err}
+		}
 		if err := os.Rename(final, old); err != nil {
 			return &WriteError{Object: object, Step: "publish (set aside old partition)", Path: final, Err: err}
 		}
 		hadOld = true
+		if l.Hook != nil {
+			l.Hook("set aside " + object)
+		}
 	}
 	if err := os.Rename(staged, final); err != nil {
 		if hadOld {
@@ -115,3 +124,64 @@ func syncDir(dir string) {
 // DiscardAll removes every run's staging folder. Call it only while
 // holding the output folder's lock.
 func (l Lake) DiscardAll() error { return os.RemoveAll(l.stagingRoot()) }
+
+// ObjectDir is the folder of all of an object's partitions.
+func (l Lake) ObjectDir(object string) string { return filepath.Join(l.LakeDir(), object) }
+
+func absGlob(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(abs, "*", "*.parquet"), nil
+}
+
+// Staged reports whether a run's staging for an object and date exists.
+func (l Lake) Staged(run, object, date string) bool {
+	_, err := os.Stat(l.StagingDir(run, object, date))
+	return err == nil
+}
+
+// replacedDir is where Publish sets the old partition aside while it
+// renames the new one in: outside the lake, so lake readers never see it.
+func (l Lake) replacedDir(run, object, date string) string {
+	return filepath.Join(l.Root, ".sepipe", "replaced", run, object, "snapshot_date="+date)
+}
+
+// Repair finishes or undoes what a dead publish left: a partition set
+// aside is removed when its replacement is in place, and put back when it
+// is not.
+func (l Lake) Repair() error {
+	root := filepath.Join(l.Root, ".sepipe", "replaced")
+	runs, err := os.ReadDir(root)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		objs, err := os.ReadDir(filepath.Join(root, r.Name()))
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			parts, err := os.ReadDir(filepath.Join(root, r.Name(), o.Name()))
+			if err != nil {
+				return err
+			}
+			for _, p := range parts {
+				old := filepath.Join(root, r.Name(), o.Name(), p.Name())
+				final := filepath.Join(l.LakeDir(), o.Name(), p.Name())
+				if _, err := os.Stat(final); err == nil {
+					if err := os.RemoveAll(old); err != nil {
+						return err
+					}
+				} else if err := os.Rename(old, final); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return os.RemoveAll(root)
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	_ "github.com/duckdb/duckdb-go/v2" // registers the "duckdb" driver
 
+	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/schemas"
 	"github.com/sepipe/sepipe/transform"
 )
@@ -30,7 +31,8 @@ CREATE TABLE IF NOT EXISTS _sepipe_runs (
 	status          VARCHAR NOT NULL,
 	snapshot_date   DATE,
 	rows_per_object JSON,
-	error           VARCHAR
+	error           VARCHAR,
+	published       BOOLEAN NOT NULL DEFAULT false
 );
 CREATE TABLE IF NOT EXISTS _sepipe_run_objects (
 	run_id         VARCHAR NOT NULL,
@@ -45,6 +47,26 @@ CREATE TABLE IF NOT EXISTS _sepipe_run_objects (
 	files          INTEGER,
 	PRIMARY KEY (run_id, object)
 );
+CREATE TABLE IF NOT EXISTS _sepipe_state (
+	stream          VARCHAR PRIMARY KEY,
+	cursor_field    VARCHAR NOT NULL,
+	watermark       VARCHAR NOT NULL,
+	run_id          VARCHAR NOT NULL,
+	updated_at      TIMESTAMPTZ NOT NULL,
+	snapshot_date   DATE NOT NULL,
+	prior_watermark VARCHAR
+);
+CREATE TABLE IF NOT EXISTS _sepipe_schemas (
+	object        VARCHAR NOT NULL,
+	version       VARCHAR NOT NULL,
+	describe_json  JSON NOT NULL,
+	effective_json JSON NOT NULL,
+	first_run_id  VARCHAR NOT NULL,
+	first_seen_at TIMESTAMPTZ NOT NULL,
+	last_run_id   VARCHAR NOT NULL,
+	last_seen_at  TIMESTAMPTZ NOT NULL,
+	PRIMARY KEY (object, version)
+);
 CREATE TABLE IF NOT EXISTS _sepipe_rejects (
 	run_id      VARCHAR NOT NULL,
 	object      VARCHAR NOT NULL,
@@ -55,6 +77,10 @@ CREATE TABLE IF NOT EXISTS _sepipe_rejects (
 	reason      VARCHAR,
 	raw_row     VARCHAR
 );`
+
+// migrations bring a warehouse written by an older sepipe up to date.
+const migrations = `
+ALTER TABLE _sepipe_runs ADD COLUMN IF NOT EXISTS published BOOLEAN DEFAULT true;`
 
 // OpenWarehouse opens (creating if needed) the DuckDB file at path and
 // makes sure sepipe's bookkeeping tables exist.
@@ -68,7 +94,7 @@ func OpenWarehouse(ctx context.Context, path string) (*Warehouse, error) {
 		db.Close()
 		return nil, classifyOpen(path, err)
 	}
-	if _, err := db.ExecContext(ctx, metaDDL); err != nil {
+	if _, err := db.ExecContext(ctx, metaDDL+migrations); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("warehouse %s: create bookkeeping tables: %w", path, err)
 	}
@@ -91,15 +117,52 @@ func (w *Warehouse) Path() string { return w.path }
 // Close checkpoints and closes the warehouse.
 func (w *Warehouse) Close() error { return w.db.Close() }
 
-// Table is one object's data for a run: its schema and the Parquet files
-// that hold its rows.
+// WriteMode is how a run's rows meet the rows already in a table.
+type WriteMode string
+
+const (
+	// Replace makes the table hold exactly this run's rows (a snapshot).
+	Replace WriteMode = "replace"
+	// Append adds this run's rows; a rerun on the same snapshot day
+	// replaces that day's rows instead of adding them twice.
+	Append WriteMode = "append"
+	// Merge upserts this run's rows on the primary key.
+	Merge WriteMode = "merge"
+)
+
+// ParseWriteMode reads a mode name; "" is Replace.
+func ParseWriteMode(s string) (WriteMode, error) {
+	switch WriteMode(s) {
+	case "", Replace:
+		return Replace, nil
+	case Append, Merge:
+		return WriteMode(s), nil
+	}
+	return "", fmt.Errorf("unknown write mode %q (want replace, append or merge)", s)
+}
+
+// Bookkeeping columns of append and merge tables.
+const (
+	ColRunID        = "_sepipe_run_id"
+	ColSnapshotDate = "_sepipe_snapshot_date"
+)
+
+// Table is one object's data for a run: its schema, the Parquet files that
+// hold its rows, and how they go into its table.
 type Table struct {
 	Object  string
-	Schema  *arrow.Schema
+	Schema  *arrow.Schema // the effective schema: the table's shape after this run
 	Files   []string
 	Rows    int64 // rows in Files; checked after loading
 	Rejects []transform.Reject
 	Stats   ObjectStats
+
+	Mode        WriteMode
+	PrimaryKey  []string // Merge only
+	Cursor      string   // incremental cursor field; its max becomes the stream's watermark
+	FullRefresh bool     // rebuild the table from this run's rows whatever the mode
+
+	Describe []extract.Field // the live describe, recorded in _sepipe_schemas
 }
 
 // ObjectStats is what a run did for one object.
@@ -114,7 +177,7 @@ type Run struct {
 	ID           string
 	Started      time.Time
 	Finished     time.Time
-	Status       string // "succeeded", "failed"
+	Status       string // "succeeded", "partial", "failed"
 	SnapshotDate string // YYYY-MM-DD
 	Error        string
 }
@@ -149,27 +212,37 @@ func Ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"
 // Literal quotes a DuckDB string literal.
 func Literal(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }
 
-// CreateTableSQL is the DDL of an object's table, derived from its schema.
-func CreateTableSQL(object string, s *arrow.Schema) (string, error) {
-	var b strings.Builder
-	b.WriteString("CREATE OR REPLACE TABLE " + Ident(object) + " (")
-	for i, f := range s.Fields() {
+// columnDefs returns "name TYPE" for every field of s, plus the
+// bookkeeping columns for append and merge tables.
+func columnDefs(object string, s *arrow.Schema, mode WriteMode) ([]string, error) {
+	defs := make([]string, 0, s.NumFields()+2)
+	for _, f := range s.Fields() {
 		t, err := DuckDBType(f.Type)
 		if err != nil {
-			return "", fmt.Errorf("object %q field %q: %w", object, f.Name, err)
+			return nil, fmt.Errorf("object %q field %q: %w", object, f.Name, err)
 		}
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(Ident(f.Name) + " " + t)
+		defs = append(defs, Ident(f.Name)+" "+t)
 	}
-	b.WriteString(")")
-	return b.String(), nil
+	if mode != Replace {
+		defs = append(defs, Ident(ColRunID)+" VARCHAR", Ident(ColSnapshotDate)+" DATE")
+	}
+	return defs, nil
 }
 
-// Commit loads every table of a run and records the run, in one
-// transaction. Each object's table is replaced by the rows of its files.
-// If anything fails, nothing of the run is in the warehouse.
+// CreateTableSQL is the DDL of an object's table in Replace mode.
+func CreateTableSQL(object string, s *arrow.Schema) (string, error) {
+	defs, err := columnDefs(object, s, Replace)
+	if err != nil {
+		return "", err
+	}
+	return "CREATE OR REPLACE TABLE " + Ident(object) + " (" + strings.Join(defs, ", ") + ")", nil
+}
+
+// Commit loads every table of a run, moves the incremental state, records
+// the schema versions, the rejects and the run, all in one transaction:
+// either all of it is in the warehouse or none of it. The run is recorded
+// as not yet published; MarkPublished finishes it once the lake has its
+// partitions.
 func (w *Warehouse) Commit(ctx context.Context, run Run, tables []Table) error {
 	tx, err := w.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -178,7 +251,7 @@ func (w *Warehouse) Commit(ctx context.Context, run Run, tables []Table) error {
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
 	rowsPer := map[string]int64{}
 	for _, t := range tables {
-		if err := loadTable(ctx, tx, run.ID, t); err != nil {
+		if err := loadTable(ctx, tx, run, t); err != nil {
 			return err
 		}
 		rowsPer[t.Object] = t.Rows
@@ -189,7 +262,7 @@ func (w *Warehouse) Commit(ctx context.Context, run Run, tables []Table) error {
 			return &WriteError{Object: t.Object, Step: "record run object", Path: "_sepipe_run_objects", Err: err}
 		}
 	}
-	if err := insertRun(ctx, tx, run, rowsPer); err != nil {
+	if err := insertRun(ctx, tx, run, rowsPer, false); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -201,14 +274,14 @@ func (w *Warehouse) Commit(ctx context.Context, run Run, tables []Table) error {
 // RecordFailure writes a run that did not commit data, so the history says
 // it was tried.
 func (w *Warehouse) RecordFailure(ctx context.Context, run Run) error {
-	return insertRun(ctx, w.db, run, nil)
+	return insertRun(ctx, w.db, run, nil, true)
 }
 
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-func insertRun(ctx context.Context, db execer, run Run, rowsPer map[string]int64) error {
+func insertRun(ctx context.Context, db execer, run Run, rowsPer map[string]int64, published bool) error {
 	var rows any
 	if rowsPer != nil {
 		b, _ := json.Marshal(rowsPer)
@@ -222,54 +295,295 @@ func insertRun(ctx context.Context, db execer, run Run, rowsPer map[string]int64
 	if run.Error != "" {
 		errText = run.Error
 	}
-	_, err := db.ExecContext(ctx, `INSERT OR REPLACE INTO _sepipe_runs VALUES (?, ?, ?, ?, CAST(? AS DATE), CAST(? AS JSON), ?)`,
-		run.ID, run.Started.UTC(), run.Finished.UTC(), run.Status, snap, rows, errText)
+	_, err := db.ExecContext(ctx, `INSERT OR REPLACE INTO _sepipe_runs
+		(run_id, started_at, finished_at, status, snapshot_date, rows_per_object, error, published)
+		VALUES (?, ?, ?, ?, CAST(? AS DATE), CAST(? AS JSON), ?, ?)`,
+		run.ID, run.Started.UTC(), run.Finished.UTC(), run.Status, snap, rows, errText, published)
 	if err != nil {
 		return fmt.Errorf("record run %s in _sepipe_runs: %w", run.ID, err)
 	}
 	return nil
 }
 
-func loadTable(ctx context.Context, tx *sql.Tx, runID string, t Table) error {
-	ddl, err := CreateTableSQL(t.Object, t.Schema)
-	if err != nil {
-		return &WriteError{Object: t.Object, Step: "derive table", Err: err}
+func fileList(files []string) string {
+	q := make([]string, len(files))
+	for i, f := range files {
+		q[i] = Literal(f)
 	}
-	if _, err := tx.ExecContext(ctx, ddl); err != nil {
-		return &WriteError{Object: t.Object, Step: "create table", Path: t.Object, Err: err}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table) error {
+	mode := t.Mode
+	if mode == "" {
+		mode = Replace
+	}
+	fail := func(step string, err error) error {
+		return &WriteError{Object: t.Object, Step: step, Path: t.Object, Err: err}
+	}
+	if mode == Merge && len(t.PrimaryKey) == 0 {
+		return fail("merge", errors.New("merge needs a primary key"))
+	}
+	defs, err := columnDefs(t.Object, t.Schema, mode)
+	if err != nil {
+		return fail("derive table", err)
+	}
+	table := Ident(t.Object)
+	if mode == Replace || t.FullRefresh {
+		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TABLE "+table+" ("+strings.Join(defs, ", ")+")"); err != nil {
+			return fail("create table", err)
+		}
+	} else {
+		if _, err := tx.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+table+" ("+strings.Join(defs, ", ")+")"); err != nil {
+			return fail("create table", err)
+		}
+		if err := alignColumns(ctx, tx, t); err != nil {
+			return err
+		}
 	}
 	for _, f := range t.Schema.Fields() {
 		if d, ok := f.Metadata.GetValue(schemas.MetaDisplayName); ok && d != "" {
-			q := "COMMENT ON COLUMN " + Ident(t.Object) + "." + Ident(f.Name) + " IS " + Literal(d)
+			q := "COMMENT ON COLUMN " + table + "." + Ident(f.Name) + " IS " + Literal(d)
 			if _, err := tx.ExecContext(ctx, q); err != nil {
-				return &WriteError{Object: t.Object, Step: "comment column " + f.Name, Path: t.Object, Err: err}
+				return fail("comment column "+f.Name, err)
 			}
 		}
 	}
-	if len(t.Files) > 0 {
-		cols := make([]string, t.Schema.NumFields())
-		for i, f := range t.Schema.Fields() {
-			cols[i] = Ident(f.Name)
+
+	cols := make([]string, t.Schema.NumFields())
+	for i, f := range t.Schema.Fields() {
+		cols[i] = Ident(f.Name)
+	}
+	colList := strings.Join(cols, ", ")
+	src := "read_parquet(" + fileList(t.Files) + ", union_by_name = true)"
+	var want int64 = t.Rows
+	var countSQL string
+	switch {
+	case len(t.Files) == 0:
+		countSQL = "SELECT count(*) FROM " + table
+		if mode != Replace && !t.FullRefresh {
+			countSQL += " WHERE " + Ident(ColRunID) + " = " + Literal(run.ID)
 		}
-		files := make([]string, len(t.Files))
-		for i, f := range t.Files {
-			files[i] = Literal(f)
+		want = 0
+	case mode == Replace:
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s", table, colList, colList, src)); err != nil {
+			return fail("load parquet", err)
 		}
-		q := fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM read_parquet([%s])",
-			Ident(t.Object), strings.Join(cols, ", "), strings.Join(cols, ", "), strings.Join(files, ", "))
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return &WriteError{Object: t.Object, Step: "load parquet", Path: t.Object, Err: err}
+		countSQL = "SELECT count(*) FROM " + table
+	case mode == Append:
+		if !t.FullRefresh {
+			if _, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE "+Ident(ColSnapshotDate)+" = CAST(? AS DATE)", run.SnapshotDate); err != nil {
+				return fail("replace the day's rows", err)
+			}
 		}
+		q := fmt.Sprintf("INSERT INTO %s (%s, %s, %s) SELECT %s, ?, CAST(? AS DATE) FROM %s",
+			table, colList, Ident(ColRunID), Ident(ColSnapshotDate), colList, src)
+		if _, err := tx.ExecContext(ctx, q, run.ID, run.SnapshotDate); err != nil {
+			return fail("load parquet", err)
+		}
+		countSQL = "SELECT count(*) FROM " + table + " WHERE " + Ident(ColRunID) + " = " + Literal(run.ID)
+	case mode == Merge:
+		n, err := mergeRows(ctx, tx, run, t, colList, src)
+		if err != nil {
+			return err
+		}
+		want = n
+		countSQL = "SELECT count(*) FROM " + table + " WHERE " + Ident(ColRunID) + " = " + Literal(run.ID)
 	}
 	var n int64
-	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+Ident(t.Object)).Scan(&n); err != nil {
-		return &WriteError{Object: t.Object, Step: "count rows", Path: t.Object, Err: err}
+	if err := tx.QueryRowContext(ctx, countSQL).Scan(&n); err != nil {
+		return fail("count rows", err)
 	}
-	if n != t.Rows {
+	if n != want {
 		return &WriteError{Object: t.Object, Step: "verify load", Path: t.Object,
-			Err: fmt.Errorf("table has %d rows, the run wrote %d", n, t.Rows)}
+			Err: fmt.Errorf("table has %d rows of this run, the run wrote %d", n, want)}
 	}
-	return insertRejects(ctx, tx, runID, t.Object, t.Rejects)
+	if t.Cursor != "" && len(t.Files) > 0 {
+		if err := moveWatermark(ctx, tx, run, t, src); err != nil {
+			return err
+		}
+	}
+	if err := recordSchema(ctx, tx, run, t); err != nil {
+		return err
+	}
+	return insertRejects(ctx, tx, run.ID, t.Object, t.Rejects)
+}
+
+// mergeRows upserts the staged rows on the primary key and returns how many
+// distinct keys the run brought. When the staged rows hold a key twice, the
+// one with the latest cursor (or the last one read) wins.
+func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, colList, src string) (int64, error) {
+	table := Ident(t.Object)
+	pk := make([]string, len(t.PrimaryKey))
+	var nullCheck, join []string
+	for i, k := range t.PrimaryKey {
+		if t.Schema.FieldIndices(k) == nil {
+			return 0, &WriteError{Object: t.Object, Step: "merge", Err: fmt.Errorf("primary key field %q is not a column", k)}
+		}
+		pk[i] = Ident(k)
+		nullCheck = append(nullCheck, pk[i]+" IS NULL")
+		join = append(join, "t."+pk[i]+" = s."+pk[i])
+	}
+	var nulls int64
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+src+" WHERE "+strings.Join(nullCheck, " OR ")).Scan(&nulls); err != nil {
+		return 0, &WriteError{Object: t.Object, Step: "merge: check keys", Err: err}
+	}
+	if nulls > 0 {
+		return 0, &WriteError{Object: t.Object, Step: "merge", Err: fmt.Errorf("%d rows have a null primary key (%s)", nulls, strings.Join(t.PrimaryKey, ", "))}
+	}
+	order := "filename DESC, file_row_number DESC"
+	if t.Cursor != "" {
+		order = Ident(t.Cursor) + " DESC NULLS LAST, " + order
+	}
+	srcRN := strings.TrimSuffix(src, ")") + ", filename = true, file_row_number = true)"
+	staged := fmt.Sprintf("SELECT %s FROM %s QUALIFY row_number() OVER (PARTITION BY %s ORDER BY %s) = 1",
+		colList, srcRN, strings.Join(pk, ", "), order)
+	if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE _sepipe_merge AS "+staged); err != nil {
+		return 0, &WriteError{Object: t.Object, Step: "merge: stage", Err: err}
+	}
+	defer tx.ExecContext(ctx, "DROP TABLE IF EXISTS _sepipe_merge") //nolint:errcheck
+	if !t.FullRefresh {
+		q := "DELETE FROM " + table + " t USING _sepipe_merge s WHERE " + strings.Join(join, " AND ")
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return 0, &WriteError{Object: t.Object, Step: "merge: delete old versions", Path: t.Object, Err: err}
+		}
+	}
+	q := fmt.Sprintf("INSERT INTO %s (%s, %s, %s) SELECT %s, ?, CAST(? AS DATE) FROM _sepipe_merge",
+		table, colList, Ident(ColRunID), Ident(ColSnapshotDate), colList)
+	res, err := tx.ExecContext(ctx, q, run.ID, run.SnapshotDate)
+	if err != nil {
+		return 0, &WriteError{Object: t.Object, Step: "merge: insert", Path: t.Object, Err: err}
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
+// alignColumns adds the columns a table lacks and widens the ones whose
+// type changed, so an append or merge table follows the effective schema.
+func alignColumns(ctx context.Context, tx *sql.Tx, t Table) error {
+	rows, err := tx.QueryContext(ctx, `SELECT column_name, data_type FROM duckdb_columns() WHERE schema_name = current_schema() AND table_name = ?`, t.Object)
+	if err != nil {
+		return &WriteError{Object: t.Object, Step: "read table columns", Path: t.Object, Err: err}
+	}
+	have := map[string]string{}
+	for rows.Next() {
+		var name, typ string
+		if err := rows.Scan(&name, &typ); err != nil {
+			rows.Close()
+			return err
+		}
+		have[name] = typ
+	}
+	rows.Close()
+	for _, f := range t.Schema.Fields() {
+		want, err := DuckDBType(f.Type)
+		if err != nil {
+			return &WriteError{Object: t.Object, Step: "derive table", Err: err}
+		}
+		got, ok := have[f.Name]
+		var q string
+		switch {
+		case !ok:
+			q = "ALTER TABLE " + Ident(t.Object) + " ADD COLUMN " + Ident(f.Name) + " " + want
+		case !sameType(got, want):
+			q = "ALTER TABLE " + Ident(t.Object) + " ALTER COLUMN " + Ident(f.Name) + " SET DATA TYPE " + want
+		default:
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return &WriteError{Object: t.Object, Step: "evolve table (" + f.Name + ")", Path: t.Object, Err: err}
+		}
+	}
+	return nil
+}
+
+func sameType(duck, want string) bool {
+	if want == "TIMESTAMPTZ" {
+		return duck == "TIMESTAMP WITH TIME ZONE" || duck == "TIMESTAMPTZ"
+	}
+	return duck == want
+}
+
+// moveWatermark sets the stream's watermark to the largest cursor value of
+// the run's rows, if that is later than the saved one.
+func moveWatermark(ctx context.Context, tx *sql.Tx, run Run, t Table, src string) error {
+	idx := t.Schema.FieldIndices(t.Cursor)
+	if idx == nil {
+		return &WriteError{Object: t.Object, Step: "watermark", Err: fmt.Errorf("cursor field %q is not a column", t.Cursor)}
+	}
+	var expr string
+	switch t.Schema.Field(idx[0]).Type.(type) {
+	case *arrow.TimestampType:
+		expr = "strftime(max(" + Ident(t.Cursor) + ")::TIMESTAMP, '%Y-%m-%dT%H:%M:%S.%fZ')"
+	default:
+		expr = "CAST(max(" + Ident(t.Cursor) + ") AS VARCHAR)"
+	}
+	var wm sql.NullString
+	if err := tx.QueryRowContext(ctx, "SELECT "+expr+" FROM "+src).Scan(&wm); err != nil {
+		return &WriteError{Object: t.Object, Step: "watermark", Err: err}
+	}
+	if !wm.Valid {
+		return nil // no cursor values: keep the old watermark
+	}
+	old, ok, err := stateOf(ctx, tx, t.Object)
+	if err != nil {
+		return err
+	}
+	// prior is the watermark before this snapshot day's first run: a
+	// same-day rerun reads from it again, so the day's partition is whole.
+	var prior any
+	switch {
+	case !ok || t.FullRefresh || old.CursorField != t.Cursor:
+	case old.SnapshotDate == run.SnapshotDate:
+		if old.PriorWatermark != "" {
+			prior = old.PriorWatermark
+		}
+	default:
+		prior = old.Watermark
+	}
+	next := wm.String
+	if ok && !t.FullRefresh && old.CursorField == t.Cursor && watermarkLess(next, old.Watermark) {
+		next = old.Watermark
+	}
+	_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO _sepipe_state VALUES (?, ?, ?, ?, ?, CAST(? AS DATE), ?)`,
+		t.Object, t.Cursor, next, run.ID, run.Finished.UTC(), run.SnapshotDate, prior)
+	if err != nil {
+		return &WriteError{Object: t.Object, Step: "save watermark", Path: "_sepipe_state", Err: err}
+	}
+	return nil
+}
+
+// watermarkLess compares two watermarks of the same cursor: numbers as
+// numbers, timestamps (fixed-width ISO strings) as strings.
+func watermarkLess(a, b string) bool {
+	var fa, fb float64
+	if _, err := fmt.Sscan(a, &fa); err == nil {
+		if _, err := fmt.Sscan(b, &fb); err == nil && !strings.Contains(a, "-") {
+			return fa < fb
+		}
+	}
+	return a < b
+}
+
+func recordSchema(ctx context.Context, tx *sql.Tx, run Run, t Table) error {
+	if t.Describe == nil {
+		return nil
+	}
+	eff, err := schemas.ToDescribe(t.Schema)
+	if err != nil {
+		return &WriteError{Object: t.Object, Step: "record schema", Err: err}
+	}
+	d, _ := json.Marshal(t.Describe)
+	e, _ := json.Marshal(eff)
+	ver := schemas.Version(t.Describe)
+	now := run.Finished.UTC()
+	_, err = tx.ExecContext(ctx, `INSERT INTO _sepipe_schemas VALUES (?, ?, CAST(? AS JSON), CAST(? AS JSON), ?, ?, ?, ?)
+		ON CONFLICT (object, version) DO UPDATE SET effective_json = excluded.effective_json, last_run_id = excluded.last_run_id, last_seen_at = excluded.last_seen_at`,
+		t.Object, ver, string(d), string(e), run.ID, now, run.ID, now)
+	if err != nil {
+		return &WriteError{Object: t.Object, Step: "record schema", Path: "_sepipe_schemas", Err: err}
+	}
+	return nil
 }
 
 func insertRejects(ctx context.Context, tx *sql.Tx, runID, object string, rejects []transform.Reject) error {

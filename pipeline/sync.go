@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,12 +30,36 @@ type Source = extract.Source
 
 var _ Source = (*extract.Client)(nil)
 
+// StreamConfig says how one object is read and written.
+type StreamConfig struct {
+	// Mode is replace (default: the table is the latest snapshot), append or
+	// merge (upsert on PrimaryKey).
+	Mode load.WriteMode
+	// PrimaryKey names the fields that identify a row; required by merge.
+	PrimaryKey []string
+	// Cursor makes the stream incremental: a field (date or number) whose
+	// value grows whenever a row changes. Each run reads rows with
+	// Cursor >= saved watermark - Lookback.
+	Cursor   string
+	Lookback time.Duration
+	// Contract decides what a changed describe does (default evolve).
+	Contract schemas.Contract
+	// Filters are sent with every read of the stream.
+	Filters []extract.Filter
+}
+
 // Config says what to sync and where.
 type Config struct {
 	// Out is the output folder: lake/, warehouse.duckdb and .sepipe/.
 	Out string
 	// Objects limits the run to these object ids; empty means all.
 	Objects []string
+	// Streams configures objects by id; an object without an entry is a
+	// replace stream under the evolve contract.
+	Streams map[string]StreamConfig
+	// FullRefresh names streams to reset: their state is dropped and their
+	// tables rebuilt from a full read. Other streams are untouched.
+	FullRefresh []string
 	// ObjectConcurrency is how many objects are read at once (default 2).
 	// Pages of each object are fetched by the client's own workers, all
 	// under the client's one request budget.
@@ -66,6 +91,7 @@ func (c *Config) setDefaults() {
 // ObjectResult is what a run did for one object.
 type ObjectResult struct {
 	Object        string
+	Mode          load.WriteMode
 	Rows          int64 // rows loaded
 	RejectedRows  int64
 	Pages         int
@@ -73,9 +99,11 @@ type ObjectResult struct {
 	Retries       int
 	Duration      time.Duration
 	SchemaVersion string
-	UnknownFields []string // keys the service sent that describe did not list
-	Files         []string // published Parquet files
-	Err           error    // nil when the object committed
+	Diff          schemas.Diff // describe changes since the last run (empty on the first)
+	Since         string       // incremental: the cursor value read from, "" for a full read
+	UnknownFields []string     // keys the service sent that describe did not list
+	Files         []string     // published Parquet files
+	Err           error        // nil when the object committed
 }
 
 // Result is a run's outcome.
@@ -96,11 +124,80 @@ func NewRunID(now time.Time) string {
 	return now.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
 }
 
+// crashHook, when set (by tests), is called at the named points of a run;
+// the kill tests make it SIGKILL the process there.
+var crashHook func(point string)
+
+func crash(point string) {
+	if crashHook != nil {
+		crashHook(point)
+	}
+}
+
+// prior is what the warehouse knew before this run.
+type prior struct {
+	fields map[string][]extract.Field // effective fields per object
+	state  map[string]load.State
+}
+
+// recover finishes what a dead run left and reads the warehouse's schemas
+// and state. It holds the warehouse open only for that.
+func recoverAndRead(ctx context.Context, lake load.Lake, objects []string, reset []string, log *slog.Logger) (*prior, error) {
+	wh, err := load.OpenWarehouse(ctx, lake.WarehousePath())
+	if err != nil {
+		return nil, err
+	}
+	defer wh.Close()
+	// A partition set aside by a dead publish goes back first, so that
+	// finishing the publish below replaces it like any other.
+	if err := lake.Repair(); err != nil {
+		return nil, fmt.Errorf("repair lake %s: %w", lake.LakeDir(), err)
+	}
+	pending, err := wh.PendingPublishes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pending {
+		for _, o := range p.Objects {
+			if lake.Staged(p.RunID, o, p.SnapshotDate) {
+				if err := lake.Publish(p.RunID, o, p.SnapshotDate); err != nil {
+					return nil, fmt.Errorf("finish publishing run %s: %w", p.RunID, err)
+				}
+			}
+		}
+		if err := wh.MarkPublished(ctx, lake, p.RunID, p.Objects); err != nil {
+			return nil, err
+		}
+		log.Warn("finished publishing a run that died after committing", "dead_run", p.RunID, "objects", p.Objects)
+	}
+	// Whatever else a dead run left in staging was never committed.
+	if err := lake.DiscardAll(); err != nil {
+		return nil, fmt.Errorf("clean staging in %s: %w", lake.Root, err)
+	}
+	pr := &prior{fields: map[string][]extract.Field{}, state: map[string]load.State{}}
+	for _, o := range objects {
+		if slices.Contains(reset, o) {
+			continue // full refresh: start from nothing
+		}
+		f, err := wh.StoredFields(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		pr.fields[o] = f
+		if st, ok, err := wh.State(ctx, o); err != nil {
+			return nil, err
+		} else if ok {
+			pr.state[o] = st
+		}
+	}
+	return pr, nil
+}
+
 // Sync runs one sync of the report objects from src into cfg.Out.
 func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	cfg.setDefaults()
 	log := cfg.Logger
-	lake := load.Lake{Root: cfg.Out}
+	lake := load.Lake{Root: cfg.Out, Hook: crash}
 	if err := lake.CheckWritable(); err != nil {
 		return nil, err
 	}
@@ -109,10 +206,6 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer unlock()
-	// Whatever a dead run left in staging is garbage now: we hold the lock.
-	if err := lake.DiscardAll(); err != nil {
-		return nil, fmt.Errorf("clean staging in %s: %w", cfg.Out, err)
-	}
 
 	started := cfg.Now()
 	res := &Result{
@@ -123,20 +216,31 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		Lake:         lake.LakeDir(),
 	}
 	log = log.With("run", res.RunID)
-	log.Info("run started", "out", cfg.Out, "snapshot_date", res.SnapshotDate)
-	defer lake.Discard(res.RunID) //nolint:errcheck // best effort; the next run cleans too
 
 	objects, err := selectObjects(ctx, src, cfg.Objects)
 	if err != nil {
 		return nil, err
 	}
+	ids := make([]string, len(objects))
+	for i, o := range objects {
+		ids[i] = o.ID
+	}
+	if err := checkStreams(cfg, ids); err != nil {
+		return nil, err
+	}
+	pr, err := recoverAndRead(ctx, lake, ids, cfg.FullRefresh, log)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("run started", "out", cfg.Out, "snapshot_date", res.SnapshotDate, "objects", len(ids))
+	defer lake.Discard(res.RunID) //nolint:errcheck // best effort; the next run cleans too
 
 	staged := make([]*stagedObject, len(objects))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(cfg.ObjectConcurrency)
 	for i, o := range objects {
 		g.Go(func() error {
-			staged[i] = stageObject(gctx, src, lake, res, o.ID, cfg, log)
+			staged[i] = stageObject(gctx, src, lake, res, o.ID, cfg, pr, log)
 			// An object's failure is recorded, not returned: the others go on.
 			// Only cancellation stops the group.
 			return context.Cause(gctx)
@@ -148,6 +252,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	if err := context.Cause(ctx); err != nil {
 		return nil, fmt.Errorf("run %s cancelled: %w", res.RunID, err)
 	}
+	crash("staged")
 
 	var tables []load.Table
 	runErr := &RunError{RunID: res.RunID}
@@ -159,7 +264,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		tables = append(tables, s.table)
 	}
 
-	// Commit what succeeded, with the run record, in one transaction.
+	// Commit what succeeded, with state and the run record, in one transaction.
 	wh, err := load.OpenWarehouse(ctx, lake.WarehousePath())
 	if err != nil {
 		return nil, err
@@ -190,18 +295,26 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		}
 		return nil, fmt.Errorf("run %s: load warehouse: %w", res.RunID, err)
 	}
+	crash("committed")
 
-	// Publish the lake partitions of the committed objects.
+	// Publish the lake partitions of the committed objects. A death from
+	// here on is finished by the next run (recoverAndRead).
+	var published []string
 	for _, s := range staged {
 		if s.err != nil {
 			res.Objects = append(res.Objects, ObjectResult{Object: s.object, Err: s.err})
 			continue
 		}
 		if err := lake.Publish(res.RunID, s.object, res.SnapshotDate); err != nil {
-			return nil, fmt.Errorf("run %s committed but publishing the lake failed (rerun to repair): %w", res.RunID, err)
+			return nil, fmt.Errorf("run %s committed but publishing the lake failed (the next run finishes it): %w", res.RunID, err)
 		}
+		crash("published " + s.object)
+		published = append(published, s.object)
 		s.result.Files = publishedFiles(lake, s, res.SnapshotDate)
 		res.Objects = append(res.Objects, s.result)
+	}
+	if err := wh.MarkPublished(ctx, lake, res.RunID, published); err != nil {
+		return nil, fmt.Errorf("run %s committed and published, but recording it failed (the next run finishes it): %w", res.RunID, err)
 	}
 	sort.Slice(res.Objects, func(i, j int) bool { return res.Objects[i].Object < res.Objects[j].Object })
 	res.Finished = cfg.Now()
@@ -210,6 +323,31 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		return res, runErr
 	}
 	return res, nil
+}
+
+// checkStreams rejects configuration that names streams the run does not
+// have, before any data moves.
+func checkStreams(cfg Config, ids []string) error {
+	for _, r := range cfg.FullRefresh {
+		if !slices.Contains(ids, r) {
+			return fmt.Errorf("--full-refresh %q: %w in this run (objects: %v)", r, ErrUnknownObject, ids)
+		}
+	}
+	for name, sc := range cfg.Streams {
+		if len(cfg.Objects) == 0 && !slices.Contains(ids, name) {
+			return fmt.Errorf("stream %q: %w (the service has: %v)", name, ErrUnknownObject, ids)
+		}
+		if sc.Mode == load.Merge && len(sc.PrimaryKey) == 0 {
+			return &ObjectError{Object: name, Step: "config", Err: errors.New("write mode merge needs a primary key")}
+		}
+		if _, err := load.ParseWriteMode(string(sc.Mode)); err != nil {
+			return &ObjectError{Object: name, Step: "config", Err: err}
+		}
+		if _, err := schemas.ParseContract(string(sc.Contract)); err != nil {
+			return &ObjectError{Object: name, Step: "config", Err: err}
+		}
+	}
+	return nil
 }
 
 func publishedFiles(lake load.Lake, s *stagedObject, date string) []string {
@@ -266,7 +404,7 @@ type stagedObject struct {
 
 // stageObject describes, reads and writes one object into staging. It never
 // returns an error: a failure is kept in the result.
-func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, id string, cfg Config, log *slog.Logger) *stagedObject {
+func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, id string, cfg Config, pr *prior, log *slog.Logger) *stagedObject {
 	t0 := time.Now()
 	so := &stagedObject{object: id}
 	fail := func(step string, err error) *stagedObject {
@@ -274,13 +412,28 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		log.Error("object failed", "object", id, "step", step, "err", err)
 		return so
 	}
-	fields, err := src.Describe(ctx, id)
+	sc := cfg.Streams[id]
+	mode, _ := load.ParseWriteMode(string(sc.Mode))
+	contract, _ := schemas.ParseContract(string(sc.Contract))
+	fullRefresh := slices.Contains(cfg.FullRefresh, id)
+	live, err := src.Describe(ctx, id)
 	if err != nil {
 		return fail("describe", err)
+	}
+	fields, diff, err := schemas.Resolve(contract, id, pr.fields[id], live)
+	if err != nil {
+		return fail("schema", err)
+	}
+	if !diff.Empty() {
+		log.Warn("the object's describe changed", "object", id, "contract", contract, "diff", diff.String())
 	}
 	schema, err := schemas.FromDescribe(id, fields)
 	if err != nil {
 		return fail("schema", err)
+	}
+	query, since, err := streamQuery(id, sc, fields, pr.state[id], fullRefresh, run.SnapshotDate)
+	if err != nil {
+		return fail("config", err)
 	}
 	dec, err := transform.NewDecoder(schema, transform.WithAllocator(cfg.Allocator))
 	if err != nil {
@@ -288,12 +441,20 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 	}
 	defer dec.Release()
 	dir := lake.StagingDir(run.RunID, id, run.SnapshotDate)
-	pw, err := load.NewParquetWriter(dir, id, schema, load.WithParquetAllocator(cfg.Allocator))
+	newWriter := func() (*load.ParquetWriter, error) {
+		return load.NewParquetWriter(dir, id, schema, load.WithParquetAllocator(cfg.Allocator))
+	}
+	pw, err := newWriter()
 	if err != nil {
 		return fail("write", err)
 	}
 	sink := &objectSink{w: pw}
-	stats, err := src.ReadObject(ctx, id, extract.Query{}, func(ctx context.Context, p *extract.Page) (extract.PageInfo, error) {
+	stats, err := src.ReadObject(ctx, id, query, func(ctx context.Context, p *extract.Page) (extract.PageInfo, error) {
+		if p.Restart {
+			// The pages did not add up and the client reads the object
+			// again from page 1: drop everything written so far.
+			return extract.PageInfo{}, sink.restart(newWriter)
+		}
 		r, err := dec.DecodePage(p.Number, p.Body)
 		if err != nil {
 			return extract.PageInfo{}, err
@@ -304,6 +465,7 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		}
 		return r.Info, nil
 	})
+	pw = sink.w
 	if err != nil {
 		pw.Abort()
 		return fail("read", err)
@@ -318,18 +480,23 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 	}
 	dur := time.Since(t0)
 	so.table = load.Table{
-		Object:  id,
-		Schema:  schema,
-		Files:   pw.Files(),
-		Rows:    pw.Rows(),
-		Rejects: sink.rejects,
+		Object:      id,
+		Schema:      schema,
+		Files:       pw.Files(),
+		Rows:        pw.Rows(),
+		Rejects:     sink.rejects,
+		Mode:        mode,
+		PrimaryKey:  sc.PrimaryKey,
+		Cursor:      sc.Cursor,
+		FullRefresh: fullRefresh,
+		Describe:    live,
 		Stats: load.ObjectStats{
 			Rows: pw.Rows(), RejectedRows: sink.rejectedRows,
 			Pages: stats.Pages, Requests: stats.Requests, Retries: stats.Retries, Duration: dur,
 		},
 	}
 	so.result = ObjectResult{
-		Object: id, Rows: pw.Rows(), RejectedRows: sink.rejectedRows,
+		Object: id, Mode: mode, Diff: diff, Since: since, Rows: pw.Rows(), RejectedRows: sink.rejectedRows,
 		Pages: stats.Pages, Requests: stats.Requests, Retries: stats.Retries,
 		Duration: dur, SchemaVersion: schemas.SchemaVersion(schema), UnknownFields: sink.unknown,
 	}
@@ -349,6 +516,21 @@ type objectSink struct {
 	rejects      []transform.Reject
 	rejectedRows int64
 	unknown      []string
+}
+
+// restart drops what was written (the client is reading the object again)
+// and starts a new writer.
+func (s *objectSink) restart(newWriter func() (*load.ParquetWriter, error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.w.Abort()
+	w, err := newWriter()
+	if err != nil {
+		return err
+	}
+	s.w = w
+	s.rejects, s.rejectedRows, s.unknown = nil, 0, nil
+	return nil
 }
 
 func (s *objectSink) add(r transform.Result) error {

@@ -436,7 +436,11 @@ func TestCancelledRunLeavesNothing(t *testing.T) {
 		done <- err
 	}()
 	for g.waiting.Load() == 0 {
-		time.Sleep(5 * time.Millisecond)
+		select {
+		case err := <-done:
+			t.Fatalf("the run ended before its pages were gated: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 	// A second run on the same folder is refused while the first holds it.
 	_, err := pipeline.Sync(context.Background(), client(t, srv.URL, svc.AccessToken()), pipeline.Config{Out: out})

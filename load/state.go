@@ -1,0 +1,138 @@
+package load
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/sepipe/sepipe/extract"
+)
+
+// State is a stream's incremental position.
+type State struct {
+	Stream      string
+	CursorField string
+	Watermark   string // RFC 3339 UTC for date cursors, the number's text otherwise
+	RunID       string
+	// SnapshotDate is the day of the run that saved the state, and
+	// PriorWatermark the watermark before that day's first run ("" if the
+	// day's first run read everything). A rerun on the same day reads from
+	// PriorWatermark, so it replaces the day's partition with a whole one.
+	SnapshotDate   string
+	PriorWatermark string
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func stateOf(ctx context.Context, q querier, stream string) (State, bool, error) {
+	s := State{Stream: stream}
+	var prior sql.NullString
+	err := q.QueryRowContext(ctx, `SELECT cursor_field, watermark, run_id, strftime(snapshot_date, '%Y-%m-%d'), prior_watermark FROM _sepipe_state WHERE stream = ?`, stream).
+		Scan(&s.CursorField, &s.Watermark, &s.RunID, &s.SnapshotDate, &prior)
+	s.PriorWatermark = prior.String
+	if err == sql.ErrNoRows {
+		return s, false, nil
+	}
+	if err != nil {
+		return s, false, fmt.Errorf("read state of %q: %w", stream, err)
+	}
+	return s, true, nil
+}
+
+// State returns a stream's saved incremental position, if any.
+func (w *Warehouse) State(ctx context.Context, stream string) (State, bool, error) {
+	return stateOf(ctx, w.db, stream)
+}
+
+// ResetState forgets a stream's position (for a full refresh). It is a
+// separate, immediate change: the next run of the stream reads everything.
+func (w *Warehouse) ResetState(ctx context.Context, stream string) error {
+	_, err := w.db.ExecContext(ctx, `DELETE FROM _sepipe_state WHERE stream = ?`, stream)
+	return err
+}
+
+// StoredFields returns the fields an object's table was last loaded with
+// (the effective schema of its latest recorded version), or nil when the
+// object was never loaded.
+func (w *Warehouse) StoredFields(ctx context.Context, object string) ([]extract.Field, error) {
+	var raw string
+	err := w.db.QueryRowContext(ctx, `SELECT CAST(effective_json AS VARCHAR) FROM _sepipe_schemas WHERE object = ? ORDER BY last_seen_at DESC LIMIT 1`, object).Scan(&raw)
+	if err == sql.ErrNoRows {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read stored schema of %q: %w", object, err)
+	}
+	var f []extract.Field
+	if err := json.Unmarshal([]byte(raw), &f); err != nil {
+		return nil, fmt.Errorf("stored schema of %q is not valid: %w", object, err)
+	}
+	return f, nil
+}
+
+// Pending is a run that committed but whose lake partitions may not all be
+// published (its process died in between).
+type Pending struct {
+	RunID        string
+	SnapshotDate string
+	Objects      []string
+}
+
+// PendingPublishes lists committed runs not marked published.
+func (w *Warehouse) PendingPublishes(ctx context.Context) ([]Pending, error) {
+	rows, err := w.db.QueryContext(ctx, `SELECT r.run_id, strftime(r.snapshot_date, '%Y-%m-%d'), o.object
+		FROM _sepipe_runs r JOIN _sepipe_run_objects o USING (run_id)
+		WHERE NOT r.published ORDER BY r.started_at, o.object`)
+	if err != nil {
+		return nil, fmt.Errorf("warehouse %s: list unpublished runs: %w", w.path, err)
+	}
+	defer rows.Close()
+	var out []Pending
+	for rows.Next() {
+		var run, date, obj string
+		if err := rows.Scan(&run, &date, &obj); err != nil {
+			return nil, err
+		}
+		if len(out) == 0 || out[len(out)-1].RunID != run {
+			out = append(out, Pending{RunID: run, SnapshotDate: date})
+		}
+		out[len(out)-1].Objects = append(out[len(out)-1].Objects, obj)
+	}
+	return out, rows.Err()
+}
+
+// HistoryView is the name of the view over every snapshot of an object.
+func HistoryView(object string) string { return object + "_history" }
+
+// MarkPublished records that a run's partitions are in the lake and
+// (re)creates each object's history view over all of its partitions.
+func (w *Warehouse) MarkPublished(ctx context.Context, lake Lake, runID string, objects []string) error {
+	tx, err := w.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck
+	if _, err := tx.ExecContext(ctx, `UPDATE _sepipe_runs SET published = true WHERE run_id = ?`, runID); err != nil {
+		return fmt.Errorf("mark run %s published: %w", runID, err)
+	}
+	for _, o := range objects {
+		dir := lake.ObjectDir(o)
+		if _, err := os.Stat(dir); err != nil {
+			continue
+		}
+		glob, err := absGlob(dir)
+		if err != nil {
+			return err
+		}
+		q := "CREATE OR REPLACE VIEW " + Ident(HistoryView(o)) + " AS SELECT * FROM read_parquet(" + Literal(glob) +
+			", hive_partitioning = true, union_by_name = true)"
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return &WriteError{Object: o, Step: "create history view", Path: HistoryView(o), Err: err}
+		}
+	}
+	return tx.Commit()
+}

@@ -1,0 +1,88 @@
+package pipeline
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/schemas"
+)
+
+// streamQuery builds the read of one stream: its configured filters and,
+// for an incremental stream with a saved watermark, cursor >= watermark -
+// lookback. since is the cursor value read from ("" for a full read).
+func streamQuery(object string, sc StreamConfig, fields []extract.Field, st load.State, fullRefresh bool, day string) (extract.Query, string, error) {
+	q, since, err := buildQuery(object, sc, fields, st, fullRefresh, day)
+	if err != nil {
+		return q, "", err
+	}
+	if err := q.Validate(fields); err != nil {
+		return q, "", fmt.Errorf("filters of %s: %w", object, err)
+	}
+	return q, since, nil
+}
+
+func buildQuery(object string, sc StreamConfig, fields []extract.Field, st load.State, fullRefresh bool, day string) (q extract.Query, since string, err error) {
+	q.Filters = slices.Clone(sc.Filters)
+	byID := map[string]extract.Field{}
+	for _, f := range fields {
+		byID[f.ID] = f
+	}
+	for _, k := range sc.PrimaryKey {
+		if _, ok := byID[k]; !ok {
+			return q, "", fmt.Errorf("primary key field %q is not a field of %s", k, object)
+		}
+	}
+	if sc.Cursor == "" {
+		return q, "", nil
+	}
+	cf, ok := byID[sc.Cursor]
+	if !ok {
+		return q, "", fmt.Errorf("cursor field %q is not a field of %s", sc.Cursor, object)
+	}
+	switch cf.Type {
+	case schemas.TypeDate, schemas.TypeInt, schemas.TypeFloat, schemas.TypePercent:
+	default:
+		return q, "", fmt.Errorf("cursor field %q of %s has type %s; a cursor must be a date or a number", sc.Cursor, object, cf.Type)
+	}
+	if fullRefresh || st.Watermark == "" || st.CursorField != sc.Cursor {
+		return q, "", nil
+	}
+	wm := st.Watermark
+	if st.SnapshotDate == day {
+		// A rerun on the same day reads what that day's first run read.
+		if wm = st.PriorWatermark; wm == "" {
+			return q, "", nil
+		}
+	}
+	var from any
+	switch cf.Type {
+	case schemas.TypeDate:
+		t, err := time.Parse(time.RFC3339Nano, wm)
+		if err != nil {
+			return q, "", fmt.Errorf("saved watermark %q of %s is not a date: %w", wm, object, err)
+		}
+		t = t.Add(-sc.Lookback).UTC().Truncate(time.Second)
+		since = t.Format(time.RFC3339)
+		from = since
+	case schemas.TypeInt:
+		v, err := strconv.ParseInt(wm, 10, 64)
+		if err != nil {
+			return q, "", fmt.Errorf("saved watermark %q of %s is not an integer: %w", wm, object, err)
+		}
+		from = v
+		since = wm
+	default:
+		v, err := strconv.ParseFloat(wm, 64)
+		if err != nil {
+			return q, "", fmt.Errorf("saved watermark %q of %s is not a number: %w", wm, object, err)
+		}
+		from = v
+		since = wm
+	}
+	q.Filters = append(q.Filters, extract.Ge(sc.Cursor, from))
+	return q, since, nil
+}
