@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -32,6 +35,8 @@ const (
 	DefaultPageSize    = 1000
 	DefaultMaxAttempts = 6
 	DefaultMaxWait     = 2 * time.Minute
+	DefaultHealing     = 2
+	defaultRecoverRun  = 10
 	defaultBackoffBase = 250 * time.Millisecond
 	defaultBackoffCap  = 30 * time.Second
 	defaultHTTPTimeout = 5 * time.Minute
@@ -58,12 +63,29 @@ var _ Source = (*Client)(nil)
 type Client struct {
 	base      *url.URL // tenant URL
 	reporting *url.URL // base + reportingPath
-	token     secret
+	legacy    *url.URL // legacy host (default: the tenant URL)
+	v4        *url.URL // v4 base (default: tenant + /v4)
+	webhooks  *url.URL // webhook base (default: tenant + /webhooks/v1)
+	token     secret   // reporting, v3 and v4 access token (see tokenMu)
+	apiToken  secret   // developer API token (webhooks)
 	hc        *http.Client
 	limiter   *rate.Limiter
+	budget    *budget
 	log       *slog.Logger
 
+	// tokenSource, when set, gives a fresh access token on a 401. tokenMu
+	// guards token, tokenGen and seen.
+	tokenSource func(context.Context) (string, error)
+	tokenMu     sync.Mutex
+	tokenGen    uint64
+	seen        []secret // every credential value the client ever held, scrubbed from errors
+
+	baseOpts [3]string // legacy, v4, webhooks URLs given by options
+
 	concurrency int
+	maxInFlight int // 0: concurrency
+	recoverRun  int // successes before the adaptive limit grows by one
+	heal        int // re-reads of an object after an integrity failure
 	pageSize    int
 	maxAttempts int
 	maxWait     time.Duration
@@ -83,10 +105,74 @@ type Client struct {
 // Option configures a Client.
 type Option func(*Client)
 
-// WithAccessToken sets the OAuth 2.0 bearer token sent on every reporting
-// request.
+// WithAccessToken sets the OAuth 2.0 bearer token sent on every
+// reporting, v3 and v4 request.
 func WithAccessToken(tok string) Option {
 	return func(c *Client) { c.token = secret(tok) }
+}
+
+// WithTokenSource sets where a fresh OAuth 2.0 access token comes from
+// (access tokens live about an hour). It is asked for the first token when
+// WithAccessToken is not given, and again when the service answers 401 to
+// a request that carried the access token: the client then retries that
+// request once with the new token. Concurrent 401s for the same token ask
+// the source once. The source is called with the request's context and
+// must be safe for concurrent use.
+func WithTokenSource(src func(ctx context.Context) (string, error)) Option {
+	return func(c *Client) {
+		if src == nil {
+			c.optErrs = append(c.optErrs, errors.New("WithTokenSource: nil source"))
+			return
+		}
+		c.tokenSource = src
+	}
+}
+
+// WithAPIToken sets the developer API token sent as a bearer token on
+// every webhook subscription request.
+func WithAPIToken(tok string) Option {
+	return func(c *Client) { c.apiToken = secret(tok) }
+}
+
+// WithLegacyURL sets the host of the legacy session interface (requests go
+// to it + /service/webservices_mobile). Default: the tenant URL.
+func WithLegacyURL(u string) Option { return func(c *Client) { c.baseOpts[0] = u } }
+
+// WithV4URL sets the v4 base of shares and themes. Default: the tenant URL
+// + /v4.
+func WithV4URL(u string) Option { return func(c *Client) { c.baseOpts[1] = u } }
+
+// WithWebhookURL sets the webhook base. Default: the tenant URL +
+// /webhooks/v1.
+func WithWebhookURL(u string) Option { return func(c *Client) { c.baseOpts[2] = u } }
+
+// WithMaxInFlight sets the most requests of the client, of every kind, in
+// flight at once. The client starts there, halves the limit on every 429
+// (once per round of requests) and grows it by one after recoverAfter
+// successes in a row, never above n nor below 1. Default: the
+// WithConcurrency value, recovering after 10 successes.
+func WithMaxInFlight(n, recoverAfter int) Option {
+	return func(c *Client) {
+		if n < 1 || recoverAfter < 1 {
+			c.optErrs = append(c.optErrs, fmt.Errorf("WithMaxInFlight(%d, %d): want at least 1", n, recoverAfter))
+			return
+		}
+		c.maxInFlight, c.recoverRun = n, recoverAfter
+	}
+}
+
+// WithHealing sets how many times a read (ReadObject, ReadCollection and
+// the list calls) starts over from the beginning after its pages did not
+// add up (the data changed while paging) before it gives up with an
+// *IntegrityError. 0 turns healing off. Default 2.
+func WithHealing(n int) Option {
+	return func(c *Client) {
+		if n < 0 {
+			c.optErrs = append(c.optErrs, fmt.Errorf("WithHealing(%d): want at least 0", n))
+			return
+		}
+		c.heal = n
+	}
 }
 
 // WithHTTPClient sets the HTTP client (transport, per-attempt timeout).
@@ -117,8 +203,9 @@ func WithRateLimit(rps float64, burst int) Option {
 	}
 }
 
-// WithConcurrency sets the number of page-fetch workers per ReadObject.
-// Default 4.
+// WithConcurrency sets the number of page-fetch workers per ReadObject,
+// and, unless WithMaxInFlight says otherwise, the most requests of the
+// client in flight at once. Default 4.
 func WithConcurrency(n int) Option {
 	return func(c *Client) {
 		if n < 1 {
@@ -169,20 +256,32 @@ func withBackoff(base, cap time.Duration) Option {
 	return func(c *Client) { c.backoffBase, c.backoffCap = base, cap }
 }
 
-// New returns a client of the tenant at baseURL (e.g.
-// https://acme.example.com); requests go to baseURL +
-// /api/learn/reporting/v3/json.
-func New(baseURL string, opts ...Option) (*Client, error) {
-	u, err := url.Parse(baseURL)
+// parseBase checks and normalises a base URL.
+func parseBase(what, raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("extract: base URL: %w", err)
+		return nil, fmt.Errorf("extract: %s URL: %w", what, err)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("extract: base URL %q: want an absolute http or https URL", RedactURL(u))
+		return nil, fmt.Errorf("extract: %s URL %q: want an absolute http or https URL", what, RedactURL(u))
 	}
 	u.RawQuery, u.Fragment, u.RawFragment = "", "", ""
 	u.Path = strings.TrimRight(u.Path, "/")
 	u.RawPath = ""
+	return u, nil
+}
+
+// New returns a client of the tenant at baseURL (e.g.
+// https://acme.example.com): reporting requests go to baseURL +
+// /api/learn/reporting/v3/json, v3 requests to baseURL + /api/v3, and,
+// unless WithLegacyURL, WithV4URL or WithWebhookURL say otherwise, legacy
+// requests to baseURL + /service/webservices_mobile, v4 requests to
+// baseURL + /v4 and webhook requests to baseURL + /webhooks/v1.
+func New(baseURL string, opts ...Option) (*Client, error) {
+	u, err := parseBase("base", baseURL)
+	if err != nil {
+		return nil, err
+	}
 	rep := *u
 	rep.Path = u.Path + reportingPath
 
@@ -198,16 +297,59 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		maxWait:     DefaultMaxWait,
 		backoffBase: defaultBackoffBase,
 		backoffCap:  defaultBackoffCap,
+		heal:        DefaultHealing,
+		recoverRun:  defaultRecoverRun,
 		now:         time.Now,
 		sleep:       sleepCtx,
 	}
 	for _, o := range opts {
 		o(c)
 	}
+	defaults := [3]string{u.String(), u.String() + "/v4", u.String() + "/webhooks/v1"}
+	names := [3]string{"legacy", "v4", "webhook"}
+	var bases [3]*url.URL
+	for i := range bases {
+		raw := c.baseOpts[i]
+		if raw == "" {
+			raw = defaults[i]
+		}
+		b, err := parseBase(names[i], raw)
+		if err != nil {
+			c.optErrs = append(c.optErrs, err)
+		}
+		bases[i] = b
+	}
+	c.legacy, c.v4, c.webhooks = bases[0], bases[1], bases[2]
 	if len(c.optErrs) > 0 {
 		return nil, fmt.Errorf("extract: options: %w", errors.Join(c.optErrs...))
 	}
+	if c.maxInFlight == 0 {
+		c.maxInFlight = c.concurrency
+	}
+	c.budget = newBudget(c.limiter, c.maxInFlight, c.recoverRun, c.now, func(ctx context.Context, d time.Duration) error {
+		return c.sleep(ctx, d)
+	})
+	for _, s := range []secret{c.token, c.apiToken} {
+		if s != "" {
+			c.seen = append(c.seen, s)
+		}
+	}
 	return c, nil
+}
+
+// under returns base followed by path segments, each escaped as one
+// segment (an id cannot add or climb path levels). A segment may end in a
+// literal suffix after a NUL byte (used for ".json").
+func under(base *url.URL, segments ...string) *url.URL {
+	u := *base
+	raw := base.EscapedPath()
+	for _, s := range segments {
+		seg, suffix, _ := strings.Cut(s, "\x00")
+		u.Path += "/" + seg + suffix
+		raw += "/" + url.PathEscape(seg) + suffix
+	}
+	u.RawPath = raw
+	return &u
 }
 
 // endpoint returns the reporting base followed by path segments, each
@@ -258,12 +400,64 @@ func (c *Client) putBuf(b *bytes.Buffer) {
 	c.bufs.Put(b)
 }
 
-// reqInfo says what a request is about, for errors and logs.
+// Interfaces, as named in errors and logs.
+const (
+	IfaceReporting = "reporting"
+	IfaceV3        = "v3"
+	IfaceV4        = "v4"
+	IfaceWebhooks  = "webhooks"
+	IfaceLegacy    = "legacy"
+)
+
+// credKind says which credential a request carries.
+type credKind int
+
+const (
+	credAccess credKind = iota // bearer OAuth access token (reporting, v3, v4)
+	credAPI                    // bearer developer API token (webhooks)
+	credNone                   // none in a header (legacy: in the query or body)
+)
+
+// reqInfo says what a request is about, for errors and logs, and how to
+// send it.
 type reqInfo struct {
-	op     string // objects, describe, query
+	iface  string // IfaceXxx; "" means reporting
+	op     string // objects, describe, query, create share, ...
 	object string
 	page   int
 	params string // decoded `parameters` document, logged as is
+
+	method      string // "" means GET
+	body        []byte // request body, never logged
+	contentType string
+	cred        credKind
+	credName    string   // the credential named in 401/403 errors; "" derives it from cred
+	secrets     []string // per-call credential values scrubbed from errors
+	// noRetry: a GET that must not be repeated blindly (it creates
+	// something, e.g. an e-mailed auto-login token).
+	noRetry bool
+}
+
+func (r reqInfo) withDefaults() reqInfo {
+	if r.iface == "" {
+		r.iface = IfaceReporting
+	}
+	if r.method == "" {
+		r.method = http.MethodGet
+	}
+	if r.credName == "" {
+		switch r.cred {
+		case credAccess:
+			if r.iface == IfaceReporting {
+				r.credName = "reporting access token"
+			} else {
+				r.credName = "access token (" + r.iface + ")"
+			}
+		case credAPI:
+			r.credName = "developer API token"
+		}
+	}
+	return r
 }
 
 // response of one attempt.
@@ -284,25 +478,39 @@ type transportError struct {
 func (e *transportError) Error() string { return e.err.Error() }
 func (e *transportError) Unwrap() error { return e.err }
 
-// attempt sends one GET and reads the whole body into buf.
-func (c *Client) attempt(ctx context.Context, u *url.URL, buf *bytes.Buffer) (response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return response{}, err
+// attempt sends one request and reads the whole body into buf. sent
+// reports whether the request may have reached the service: false only
+// when the connection could not be made and no header was written.
+func (c *Client) attempt(ctx context.Context, info reqInfo, u *url.URL, bearer string, buf *bytes.Buffer) (r response, sent bool, err error) {
+	var wrote atomic.Bool
+	tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteHeaders: func() { wrote.Store(true) },
+	})
+	var body io.Reader
+	if info.body != nil {
+		body = bytes.NewReader(info.body)
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+string(c.token))
+	req, err := http.NewRequestWithContext(tctx, info.method, u.String(), body)
+	if err != nil {
+		return response{}, false, err
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	if info.contentType != "" {
+		req.Header.Set("Content-Type", info.contentType)
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "sepipe/"+version)
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		sent = wrote.Load() || !isDialError(err)
 		// url.Error carries the raw URL; rebuild it redacted.
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = &url.Error{Op: ue.Op, URL: RedactURL(u), Err: ue.Err}
 		}
-		return response{}, &transportError{err: err}
+		return response{}, sent, &transportError{err: err}
 	}
 	defer resp.Body.Close()
 	buf.Reset()
@@ -310,14 +518,25 @@ func (c *Client) attempt(ctx context.Context, u *url.URL, buf *bytes.Buffer) (re
 		buf.Grow(int(resp.ContentLength))
 	}
 	_, err = buf.ReadFrom(io.LimitReader(resp.Body, maxBodyBytes+1))
-	r := response{status: resp.StatusCode, header: resp.Header}
+	r = response{status: resp.StatusCode, header: resp.Header}
 	if err != nil {
-		return r, &transportError{err: fmt.Errorf("reading body after %d bytes: %w", buf.Len(), err)}
+		return r, true, &transportError{err: fmt.Errorf("reading body after %d bytes: %w", buf.Len(), err)}
 	}
 	if buf.Len() > maxBodyBytes {
-		return r, errBodyTooLarge
+		return r, true, errBodyTooLarge
 	}
-	return r, nil
+	return r, true, nil
+}
+
+// isDialError reports a failure to connect (refused, DNS, unreachable),
+// after which the request was certainly not sent.
+func isDialError(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns)
 }
 
 // retryableTransport reports whether a transport failure may succeed when
@@ -334,8 +553,8 @@ func (c *Client) Format(f fmt.State, _ rune) {
 		_, _ = io.WriteString(f, "extract.Client(nil)")
 		return
 	}
-	_, _ = fmt.Fprintf(f, "extract.Client{base: %s, token: %s, concurrency: %d, pageSize: %d}",
-		RedactURL(c.base), c.token, c.concurrency, c.pageSize)
+	_, _ = fmt.Fprintf(f, "extract.Client{base: %s, token: %s, apiToken: %s, concurrency: %d, pageSize: %d}",
+		RedactURL(c.base), secret(""), secret(""), c.concurrency, c.pageSize)
 }
 
 // LogValue logs the client without its credentials.
@@ -343,5 +562,5 @@ func (c *Client) LogValue() slog.Value {
 	if c == nil {
 		return slog.StringValue("extract.Client(nil)")
 	}
-	return slog.GroupValue(slog.String("base", RedactURL(c.base)), slog.String("token", redacted))
+	return slog.GroupValue(slog.String("base", RedactURL(c.base)), slog.String("token", redacted), slog.String("apiToken", redacted))
 }

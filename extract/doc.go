@@ -1,32 +1,39 @@
-// Package extract is the first stage of sepipe: a client of the Coach
-// reporting interface of the sales enablement service (interface section
-// B, base {tenant}/api/learn/reporting/v3/json).
+// Package extract is the first stage of sepipe: a client of the sales
+// enablement service, every interface of shared/service-interface.md:
+// Coach reporting (B, base {tenant}/api/learn/reporting/v3/json), the
+// legacy session interface (A), shares and themes (C, v4), webhook
+// subscriptions (D) and the v3 resource collections (E).
 //
 // What it does:
-//   - lists report objects (Objects) and describes their fields (Describe);
-//   - builds, validates (Query.Validate) and encodes (Query.Encode) the
-//     Base64 JSON `parameters` document of a results request;
-//   - reads every page of an object (ReadObject): page 1 first, then the
-//     other pages concurrently, handing each raw JSON page to a PageFunc,
-//     and reconciles the pages (totals, full pages, last page, echoed page
-//     numbers, repeated pages), returning *IntegrityError on any mismatch;
-//   - sends every request through one shared rate limiter, retries what can
-//     be retried (429 honouring Retry-After, 500/502/503/504, network errors,
-//     bodies that end early) within a budget of attempts and total wait,
-//     and turns error bodies of both service styles into *APIError.
+//   - lists report objects (Objects), describes their fields (Describe),
+//     builds, validates and encodes queries (Query), and reads every page of
+//     an object (ReadObject) handing raw JSON pages to a PageFunc;
+//   - creates legacy sessions, user tickets and auto-login tokens; creates
+//     shares, lists and reads themes; creates, updates, deletes, reads and
+//     lists webhook subscriptions and their logs; reads v3 collections by
+//     offset (ReadCollection, Assets), keeping untyped fields in Extra;
+//   - reconciles every paged read (totals, page sizes, repeated pages, key
+//     duplicates) and heals drift by reading again from the start
+//     (WithHealing), telling the caller to discard (Page.Restart,
+//     CollectionPage.Restart); what it cannot heal is an *IntegrityError;
+//   - sends every request through one budget (budget.go): an adaptive
+//     concurrency limit (AIMD on 429) and one shared rate limiter;
+//   - retries reads (429 honouring Retry-After, 5xx, dropped connections,
+//     bodies cut short) within a budget of attempts and total wait; never
+//     retries a create or update once it may have reached the service
+//     (*UncertainError says whether it may have taken effect); refreshes an
+//     expired access token once (WithTokenSource); turns both error body
+//     styles into *APIError naming the credential on 401/403.
 //
 // What it does not do:
-//   - it does not decode rows or map field types: the PageFunc receives
-//     raw JSON, and Field.Type is passed on as the service wrote it
-//     (schemas and transform own that);
-//   - it does not obtain or refresh OAuth tokens: the caller passes a
-//     bearer token with WithAccessToken;
-//   - it does not talk to the legacy session, sharing or webhook
-//     interfaces;
-//   - it does not write anything, keep state between runs or retry a
-//     whole object: a failed ReadObject means everything handed to the
-//     PageFunc during that call must be discarded.
+//   - it does not decode report rows or map field types (schemas and
+//     transform own that);
+//   - it does not obtain OAuth tokens (WithTokenSource gives it a way to
+//     ask for one);
+//   - it does not write anything or keep state between runs.
 //
-// The access token never appears in errors or logs; URLs are logged only
-// through RedactURL.
+// Credentials (tokens, passwords, session keys and ids, tickets, signature
+// keys) never appear in errors or logs: URLs are logged only through
+// RedactURL, credential values are scrubbed from messages, and values the
+// service hands out are Secrets that print as REDACTED.
 package extract

@@ -32,16 +32,20 @@ var (
 // fills Type, Title and Message (detail plus meta reasons). A body in
 // neither style leaves its first 200 bytes in Message.
 type APIError struct {
-	Interface string // "reporting"
-	Op        string // "objects", "describe" or "query"
-	Object    string // object id, if the request was about one
-	Page      int    // page number for query requests, else 0
-	Status    int    // HTTP status
-	Code      int    // v3 error code (2xxx parameter, 3xxx persistence, 4xxx validation, 5xxx body)
-	Name      string // v3 error name, e.g. "ResourceNotFoundError"
-	Type      string // v4 problem type, e.g. "/errors/not-found"
-	Title     string // v4 problem title
-	Message   string // v3 message, v4 detail, or the start of an unparseable body
+	Interface string // IfaceReporting, IfaceV3, IfaceV4, IfaceWebhooks or IfaceLegacy
+	Op        string // "objects", "describe", "query", "create share", ...
+	// Credential names the credential a 401 or 403 is about: "reporting
+	// access token", "access token (v4)", "developer API token", "legacy
+	// session (sid, sky, uid)", "legacy password", ...
+	Credential string
+	Object     string // object id, if the request was about one
+	Page       int    // page number for query requests, else 0
+	Status     int    // HTTP status
+	Code       int    // v3 error code (2xxx parameter, 3xxx persistence, 4xxx validation, 5xxx body)
+	Name       string // v3 error name, e.g. "ResourceNotFoundError"
+	Type       string // v4 problem type, e.g. "/errors/not-found"
+	Title      string // v4 problem title
+	Message    string // v3 message, v4 detail, or the start of an unparseable body
 }
 
 // Error reads like
@@ -79,12 +83,15 @@ func (e *APIError) Error() string {
 		b.WriteString(": ")
 		b.WriteString(e.Message)
 	}
-	cred := credentialName(e.Interface)
+	cred := e.Credential
+	if cred == "" {
+		cred = credentialName(e.Interface)
+	}
 	switch e.Status {
 	case http.StatusUnauthorized:
 		fmt.Fprintf(&b, " (the %s is missing, invalid or expired)", cred)
 	case http.StatusForbidden:
-		fmt.Fprintf(&b, " (the %s is not authorized: Coach Reports need a Coach license and an Admin or Manager role)", cred)
+		fmt.Fprintf(&b, " (the %s is not authorized%s)", cred, forbiddenHint(e.Interface))
 	}
 	return b.String()
 }
@@ -113,6 +120,18 @@ func statusSentinel(status int) error {
 	return nil
 }
 
+func forbiddenHint(iface string) string {
+	switch iface {
+	case IfaceReporting:
+		return ": Coach Reports need a Coach license and an Admin or Manager role"
+	case IfaceV4:
+		return ": shares and themes need an Ultimate, Advanced or Expert plan and administrator access"
+	case IfaceLegacy:
+		return ": tickets and tokens are for Company Administrators; an SSO-only company allows API sessions only for them"
+	}
+	return ""
+}
+
 func credentialName(iface string) string {
 	if iface == "" {
 		return "access token"
@@ -137,16 +156,66 @@ func (e *PageError) Unwrap() error { return e.Err }
 // does not match the rows read, a short page before the last, a non-empty
 // page past the end, a page echoing another page number, or a repeated
 // page. Rows already handed to the PageFunc must be discarded.
+//
+// With healing on (WithHealing), the error is returned only after the read
+// started over that many times and still did not add up; Reads says how
+// many full reads were tried.
 type IntegrityError struct {
-	Object   string
+	Object   string // report object id, or collection name (e.g. "assets", "themes")
 	Expected int64
 	Got      int64
 	Detail   string
+	Reads    int // reads tried (1 + restarts); 0 when not known
 }
 
 func (e *IntegrityError) Error() string {
-	return fmt.Sprintf("extract: integrity of object %q: expected %d, got %d: %s", e.Object, e.Expected, e.Got, e.Detail)
+	s := fmt.Sprintf("extract: integrity of %q: expected %d, got %d: %s", e.Object, e.Expected, e.Got, e.Detail)
+	if e.Reads > 1 {
+		s += fmt.Sprintf(" (still after %d reads from the start)", e.Reads)
+	}
+	return s
 }
+
+// UncertainError is the failure of a request that is not retried blindly:
+// a create or update (POST), for which the service has no idempotency key,
+// or an e-mailed auto-login token.
+//
+// Sent false means the request certainly did not take effect (the
+// connection could not be made, or the service answered 429 every time):
+// retrying is safe. Sent true means the request may have reached the
+// service and may have taken effect even though no usable answer came back
+// (the connection dropped after the request was written, a 5xx, a body cut
+// short): check, e.g. by listing subscriptions, before retrying, or the
+// retry may create a duplicate.
+type UncertainError struct {
+	Interface string
+	Op        string
+	Object    string
+	Sent      bool
+	Status    int // HTTP status if an answer came, else 0
+	Err       error
+}
+
+func (e *UncertainError) Error() string {
+	what := e.Interface + " " + e.Op
+	if e.Object != "" {
+		what += " " + strconv.Quote(e.Object)
+	}
+	if !e.Sent {
+		return fmt.Sprintf("extract: %s was not carried out (the request did not reach the service or was refused); it is safe to retry: %v", what, e.Err)
+	}
+	answer := "no complete answer came back"
+	if e.Status != 0 {
+		answer = fmt.Sprintf("the service answered %d", e.Status)
+	}
+	return fmt.Sprintf("extract: %s may have been carried out: the request was sent but %s; check before retrying, a retry may create a duplicate: %v", what, answer, e.Err)
+}
+
+func (e *UncertainError) Unwrap() error { return e.Err }
+
+// MayHaveTakenEffect reports whether the request may have changed
+// something at the service.
+func (e *UncertainError) MayHaveTakenEffect() bool { return e.Sent }
 
 // QueryError is a Query that does not fit the object's fields, found by
 // Query.Validate before any request is sent.

@@ -203,14 +203,22 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // collector is a PageFunc that records every row id it sees.
 type collector struct {
-	mu    sync.Mutex
-	ids   map[int]int // id → times seen
-	pages map[int]int
+	mu       sync.Mutex
+	ids      map[int]int // id → times seen
+	pages    map[int]int
+	restarts int
 }
 
 func newCollector() *collector { return &collector{ids: map[int]int{}, pages: map[int]int{}} }
 
 func (c *collector) fn(ctx context.Context, p *Page) (PageInfo, error) {
+	if p.Restart {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.ids, c.pages = map[int]int{}, map[int]int{}
+		c.restarts++
+		return PageInfo{}, nil
+	}
 	info, err := ParsePageInfo(p.Body)
 	if err != nil {
 		return info, err

@@ -121,11 +121,21 @@ func (c *Client) Describe(ctx context.Context, objectID string) ([]Field, error)
 	return out, nil
 }
 
-// Page is one results page as the service sent it.
+// Page is one results page as the service sent it, or a restart signal.
 type Page struct {
 	Object string
 	Number int
-	Body   []byte // raw JSON of the page
+	Body   []byte // raw JSON of the page; nil when Restart
+	// Read is the read of the object this page belongs to: 1 for the
+	// first, 2 after the first restart, and so on.
+	Read int
+	// Restart means the read starts over from page 1 (its pages did not
+	// add up; see ReadObject): discard every page handed to the PageFunc
+	// earlier in this ReadObject call. A restart page has no Body and
+	// Number 0; the PageFunc is called with it alone, no other call in
+	// flight, and should return PageInfo{} and nil (an error stops the
+	// read).
+	Restart bool
 }
 
 // PageInfo is what a page says about itself.
@@ -134,6 +144,48 @@ type PageInfo struct {
 	TotalResults         int64 // -1 if absent
 	TotalPages           int   // -1 if absent
 	Rows                 int   // rows in "results"
+}
+
+// ResultKeys returns one key per row of a results page: the JSON values of
+// the key fields, joined. A row missing a key field is an error.
+// ReadObject uses it with Query.KeyFields.
+func ResultKeys(body []byte, keyFields ...string) ([]string, error) {
+	if len(keyFields) == 0 {
+		return nil, errors.New("extract: ResultKeys: no key fields")
+	}
+	var p struct {
+		Results []map[string]json.RawMessage `json:"results"`
+	}
+	if err := json.Unmarshal(body, &p); err != nil {
+		return nil, fmt.Errorf("extract: ResultKeys: %w", err)
+	}
+	keys := make([]string, len(p.Results))
+	for i, row := range p.Results {
+		k, err := rowKey(row, keyFields)
+		if err != nil {
+			return nil, fmt.Errorf("extract: ResultKeys: row %d: %w", i, err)
+		}
+		keys[i] = k
+	}
+	return keys, nil
+}
+
+// rowKey joins the compacted JSON values of the key fields.
+func rowKey(row map[string]json.RawMessage, keyFields []string) (string, error) {
+	var b bytes.Buffer
+	for j, f := range keyFields {
+		v, ok := row[f]
+		if !ok {
+			return "", fmt.Errorf("no key field %q", f)
+		}
+		if j > 0 {
+			b.WriteByte(0x1f)
+		}
+		if err := json.Compact(&b, v); err != nil {
+			return "", err
+		}
+	}
+	return b.String(), nil
 }
 
 // ParsePageInfo reads the paging keys (page, resultsPerPage, totalResults,
@@ -178,17 +230,31 @@ func ParsePageInfo(body []byte) (PageInfo, error) {
 // in no particular page order, so it must be safe for concurrent use. It
 // must not retain p.Body after it returns (the client reuses buffers). It
 // returns what the page said about itself (ParsePageInfo, or the caller's
-// own decoding). An error stops the read. When ReadObject fails, every
-// page already handed to the PageFunc must be discarded.
+// own decoding). An error stops the read.
+//
+// Two rules keep the caller from storing a row twice or a partial object:
+//   - when p.Restart is true, the read starts over: discard every page
+//     received so far in this ReadObject call (the call comes alone, after
+//     every earlier call returned, and before any page of the new read);
+//   - when ReadObject fails, discard every page received in the call.
+//
+// A PageFunc that ignores Restart sees a nil Body and fails to decode it,
+// which fails the read: it cannot silently keep duplicates.
 type PageFunc func(ctx context.Context, p *Page) (PageInfo, error)
 
-// ReadStats says what a ReadObject cost.
+// ReadStats says what a ReadObject (or ReadCollection) cost.
 type ReadStats struct {
-	Pages    int           // pages handed to the PageFunc
+	Pages    int           // pages handed over in the last (kept) read
 	Rows     int64         // rows they held
-	Requests int           // HTTP requests sent, retries included
+	Requests int           // HTTP requests sent, retries and restarts included
 	Retries  int           // requests that were retries
 	Waited   time.Duration // time slept between retries (Retry-After and backoff), summed over workers
+	Restarts int           // reads started over after an integrity failure
+}
+
+func (s ReadStats) plus(o ReadStats) ReadStats {
+	return ReadStats{Pages: o.Pages, Rows: o.Rows, Requests: s.Requests + o.Requests,
+		Retries: s.Retries + o.Retries, Waited: s.Waited + o.Waited, Restarts: s.Restarts + o.Restarts}
 }
 
 // queryURL builds GET /objects/{id}?parameters=<base64 json>.
@@ -242,6 +308,16 @@ func (c *Client) QueryPage(ctx context.Context, objectID string, q Query) (*Page
 // smaller resultsPerPage (the service capped it), that size is used to
 // reconcile.
 //
+// When q.KeyFields names the fields that identify a row, every page's rows
+// are keyed (ResultKeys) and a key seen twice is an integrity failure too;
+// a row without a key field fails the read.
+//
+// Healing: after an integrity failure (the data changed while paging), the
+// read starts over from page 1, at most WithHealing times (default 2). The
+// PageFunc is told by a Page with Restart set and must discard what it
+// received (see PageFunc). When the last read still does not add up, the
+// *IntegrityError says how many reads were tried.
+//
 // Cancelling ctx stops every worker and returns context.Cause(ctx). Other
 // failures are *PageError or *IntegrityError. ReadStats is filled in
 // either case.
@@ -259,13 +335,34 @@ func (c *Client) ReadObject(ctx context.Context, objectID string, q Query, fn Pa
 	if q.ResultsPerPage == 0 {
 		q.ResultsPerPage = c.pageSize
 	}
-	r := &reader{c: c, object: objectID, q: q, size: q.ResultsPerPage, fn: fn, seed: maphash.MakeSeed(), seen: map[uint64]int{}}
-	err := r.run(ctx)
-	if err == nil {
-		c.log.DebugContext(ctx, "read object", "object", objectID, "pages", r.pages.Load(), "rows", r.rows.Load(),
-			"requests", r.requests.Load(), "retries", r.retries.Load())
+	var total ReadStats
+	for read := 1; ; read++ {
+		r := &reader{c: c, object: objectID, q: q, size: q.ResultsPerPage, fn: fn, read: read,
+			seed: maphash.MakeSeed(), seen: map[uint64]int{}, keys: map[string]int{}}
+		err := r.run(ctx)
+		total = total.plus(r.stats())
+		ie, ok := err.(*IntegrityError)
+		if !ok {
+			if err == nil {
+				c.log.DebugContext(ctx, "read object", "object", objectID, "pages", total.Pages, "rows", total.Rows,
+					"requests", total.Requests, "retries", total.Retries, "restarts", total.Restarts)
+			}
+			return total, err
+		}
+		ie.Reads = read
+		if read > c.heal {
+			return total, ie
+		}
+		c.log.WarnContext(ctx, "pages did not add up; reading the object again from page 1",
+			"object", objectID, "read", read, "cause", ie.Detail)
+		if _, err := fn(ctx, &Page{Object: objectID, Read: read + 1, Restart: true}); err != nil {
+			if ctx.Err() != nil {
+				return total, context.Cause(ctx)
+			}
+			return total, &PageError{Object: objectID, Page: 0, Err: err}
+		}
+		total.Restarts++
 	}
-	return r.stats(), err
 }
 
 // reader is the state of one ReadObject.
@@ -275,10 +372,12 @@ type reader struct {
 	q      Query
 	size   int // effective page size; fixed once page 1 is in
 	fn     PageFunc
+	read   int
 
 	seed maphash.Seed
 	mu   sync.Mutex
 	seen map[uint64]int // body hash of non-empty pages → page number
+	keys map[string]int // row key → page number
 
 	pages, rows, requests, retries, waited atomic.Int64
 }
@@ -294,7 +393,7 @@ func (r *reader) stats() ReadStats {
 }
 
 func (r *reader) integrity(expected, got int64, format string, args ...any) error {
-	return &IntegrityError{Object: r.object, Expected: expected, Got: got, Detail: fmt.Sprintf(format, args...)}
+	return &IntegrityError{Object: r.object, Expected: expected, Got: got, Detail: fmt.Sprintf(format, args...), Reads: r.read}
 }
 
 // fetch gets page n, hands it to fn and checks what the page can be
@@ -319,7 +418,16 @@ func (r *reader) fetch(ctx context.Context, n int) (PageInfo, error) {
 		return PageInfo{}, &PageError{Object: r.object, Page: n, Err: err}
 	}
 	sum := maphash.Bytes(r.seed, buf.Bytes())
-	info, err := r.fn(ctx, &Page{Object: r.object, Number: n, Body: buf.Bytes()})
+	var keys []string
+	if len(r.q.KeyFields) > 0 {
+		// Before fn: fn may not keep the body, but the buffer is ours until
+		// we return.
+		keys, err = ResultKeys(buf.Bytes(), r.q.KeyFields...)
+		if err != nil {
+			return PageInfo{}, &PageError{Object: r.object, Page: n, Err: err}
+		}
+	}
+	info, err := r.fn(ctx, &Page{Object: r.object, Number: n, Body: buf.Bytes(), Read: r.read})
 	if err != nil {
 		if ctx.Err() != nil {
 			return PageInfo{}, context.Cause(ctx)
@@ -338,6 +446,11 @@ func (r *reader) fetch(ctx context.Context, n int) (PageInfo, error) {
 	case n > 1 && info.Rows > r.size:
 		return info, r.integrity(int64(r.size), int64(info.Rows), "page %d holds %d rows, more than the page size %d", n, info.Rows, r.size)
 	}
+	if len(r.q.KeyFields) > 0 {
+		if err := r.checkKeys(n, keys, info.Rows); err != nil {
+			return info, err
+		}
+	}
 	if info.Rows > 0 {
 		r.mu.Lock()
 		prev, dup := r.seen[sum]
@@ -350,6 +463,22 @@ func (r *reader) fetch(ctx context.Context, n int) (PageInfo, error) {
 		}
 	}
 	return info, nil
+}
+
+// checkKeys records the row keys of page n and reports a key already seen.
+func (r *reader) checkKeys(n int, keys []string, rows int) error {
+	if len(keys) != rows {
+		return r.integrity(int64(rows), int64(len(keys)), "page %d: the PageFunc counted %d rows, the page holds %d", n, rows, len(keys))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range keys {
+		if p, dup := r.keys[k]; dup {
+			return r.integrity(1, 2, "row key %s on page %d was already read on page %d: a duplicate (moving data or a repeated page)", k, n, p)
+		}
+		r.keys[k] = n
+	}
+	return nil
 }
 
 func (r *reader) run(ctx context.Context) error {

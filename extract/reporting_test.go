@@ -1,6 +1,7 @@
 package extract
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -138,7 +139,88 @@ func TestReadObjectIntegrity(t *testing.T) {
 			if ie.Object != "course" || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
 			}
+			if ie.Reads != 1+DefaultHealing {
+				t.Fatalf("reads = %d, want %d (a persistent fault is re-read WithHealing times, then reported)", ie.Reads, 1+DefaultHealing)
+			}
 		})
+	}
+}
+
+// A fault of one read only (data moving while paging) is healed: the read
+// starts over, the PageFunc is told to discard, and the rows come out
+// exactly once.
+func TestReadObjectHealsDrift(t *testing.T) {
+	var faulted atomic.Bool
+	f := &fakeReport{rows: 50}
+	f.fault = func(w http.ResponseWriter, r *http.Request, p int) bool {
+		if p == 4 && faulted.CompareAndSwap(false, true) {
+			_, _ = w.Write(pageBody(4, 10, 60, totalsBoth, false, nil))
+			return true
+		}
+		return false
+	}
+	c, _ := newTestClient(t, f, WithPageSize(10), WithConcurrency(4))
+	col := newCollector()
+	st, err := c.ReadObject(context.Background(), "course", Query{}, col.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	col.checkAll(t, 50)
+	if col.restarts != 1 || st.Restarts != 1 || st.Rows != 50 || st.Pages != 5 {
+		t.Fatalf("restarts %d, stats %+v; want 1 restart, 5 pages, 50 rows", col.restarts, st)
+	}
+}
+
+// A PageFunc that ignores Restart fails on the nil body, so it cannot
+// keep rows of a discarded read.
+func TestReadObjectRestartUnawareFails(t *testing.T) {
+	var faulted atomic.Bool
+	f := &fakeReport{rows: 50}
+	f.fault = func(w http.ResponseWriter, r *http.Request, p int) bool {
+		if p == 2 && faulted.CompareAndSwap(false, true) {
+			_, _ = w.Write(pageBody(2, 10, 40, totalsBoth, false, nil))
+			return true
+		}
+		return false
+	}
+	c, _ := newTestClient(t, f, WithPageSize(10), WithConcurrency(1))
+	_, err := c.ReadObject(context.Background(), "course", Query{}, func(ctx context.Context, p *Page) (PageInfo, error) {
+		return ParsePageInfo(p.Body)
+	})
+	var pe *PageError
+	if !errors.As(err, &pe) {
+		t.Fatalf("err = %v, want a *PageError from the PageFunc", err)
+	}
+}
+
+// Overlapping pages with consistent totals are invisible to counts; key
+// fields catch them.
+func TestReadObjectDuplicateKeys(t *testing.T) {
+	overlap := func(w http.ResponseWriter, r *http.Request, p int) bool {
+		if p == 3 { // rows 15..24 instead of 20..29
+			b := pageBody(3, 10, 50, totalsBoth, false, nil)
+			b = bytes.Replace(b, []byte(`{"id":20,"name":"row 20"}`), []byte(`{"id":15,"name":"row 15 again"}`), 1)
+			_, _ = w.Write(b)
+			return true
+		}
+		return false
+	}
+	c, _ := newTestClient(t, &fakeReport{rows: 50, fault: overlap}, WithPageSize(10), WithHealing(0))
+	_, err := c.ReadObject(context.Background(), "course", Query{KeyFields: []string{"id"}}, newCollector().fn)
+	var ie *IntegrityError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "row key 15") {
+		t.Fatalf("err = %v, want a duplicate key *IntegrityError", err)
+	}
+	// Without key fields the overlap passes the counts: the reason to name keys.
+	c2, _ := newTestClient(t, &fakeReport{rows: 50, fault: overlap}, WithPageSize(10))
+	if _, err := c2.ReadObject(context.Background(), "course", Query{}, newCollector().fn); err != nil {
+		t.Fatalf("without keys: %v", err)
+	}
+	// Missing key field fails the read.
+	c3, _ := newTestClient(t, &fakeReport{rows: 5}, WithPageSize(10))
+	if _, err := c3.ReadObject(context.Background(), "course", Query{KeyFields: []string{"nope"}}, newCollector().fn); err == nil ||
+		!strings.Contains(err.Error(), `no key field "nope"`) {
+		t.Fatalf("missing key field: err = %v", err)
 	}
 }
 

@@ -25,7 +25,10 @@ func (s reqStats) retries() int { return max(s.attempts-1, 0) }
 
 func (r reqInfo) String() string {
 	var b strings.Builder
-	b.WriteString("reporting " + r.op)
+	if r.iface == "" {
+		r.iface = IfaceReporting
+	}
+	b.WriteString(r.iface + " " + r.op)
 	if r.object != "" {
 		b.WriteString(" " + strconv.Quote(r.object))
 	}
@@ -46,22 +49,60 @@ func retryableStatus(status int) bool {
 	return false
 }
 
-// get fetches u into buf, retrying within the client's budget. Every
-// attempt first waits on the shared limiter. A 2xx body that is not valid
-// JSON (cut short) is retried like a dropped connection. On success buf
-// holds the body.
+// get fetches a reporting URL into buf; see do.
 func (c *Client) get(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Buffer) (reqStats, error) {
+	return c.do(ctx, info, u, buf)
+}
+
+// do sends a request, retrying within the client's budget, and leaves a
+// success body in buf. Every attempt first takes a slot of the shared
+// budget (adaptive concurrency, then rate limiter).
+//
+// GET, HEAD and DELETE are retried on 429, 500/502/503/504, transport
+// failures and 2xx bodies that are not valid JSON (cut short). A DELETE
+// whose retry finds 404 after an earlier attempt may have reached the
+// service counts as done. Other methods (POST creates, updates) are
+// retried only on 429 and when the connection could not be made; every
+// other failure after the request may have been sent is an
+// *UncertainError, because the service has no idempotency key.
+//
+// A 401 to a request carrying the access token, when WithTokenSource is
+// set, refreshes the token and retries once, whatever the method.
+func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Buffer) (reqStats, error) {
+	info = info.withDefaults()
+	safe := !info.noRetry && (info.method == http.MethodGet || info.method == http.MethodHead || info.method == http.MethodDelete)
 	var st reqStats
+	refreshed := false
+	mayHaveActed := false // an earlier attempt may have reached the service
+	var sleptUntil time.Time
 	for {
-		if err := c.limiter.Wait(ctx); err != nil {
+		sl, paused, err := c.budget.acquire(ctx, sleptUntil)
+		st.waited += paused
+		if err != nil {
 			if ctx.Err() != nil {
 				return st, context.Cause(ctx)
 			}
 			return st, fmt.Errorf("%s: rate limiter: %w", info, err)
 		}
+		bearer, gen, err := c.bearer(ctx, info)
+		if err != nil {
+			c.budget.release(sl, outcomeOK)
+			if ctx.Err() != nil {
+				return st, context.Cause(ctx)
+			}
+			return st, fmt.Errorf("%s: %w", info, err)
+		}
 		st.attempts++
 		start := time.Now()
-		resp, err := c.attempt(ctx, u, buf)
+		resp, sent, err := c.attempt(ctx, info, u, bearer, buf)
+		switch {
+		case err != nil || retryableStatus(resp.status) && resp.status != http.StatusTooManyRequests:
+			c.budget.release(sl, outcomeFailed)
+		case resp.status == http.StatusTooManyRequests:
+			c.budget.release(sl, outcomeThrottled)
+		default:
+			c.budget.release(sl, outcomeOK)
+		}
 		c.logAttempt(ctx, info, u, resp.status, st.attempts, time.Since(start), err)
 		if ctx.Err() != nil {
 			return st, context.Cause(ctx)
@@ -73,34 +114,75 @@ func (c *Client) get(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.B
 		var te *transportError
 		switch {
 		case err != nil && errors.As(err, &te) && retryableTransport(err):
-			last = &wrapped{msg: fmt.Sprintf("%s: %s", info, c.token.scrub(err.Error())), err: err}
+			last = &wrapped{msg: fmt.Sprintf("%s: %s", info, c.scrub(err.Error(), info.secrets...)), err: err}
+			if !safe && sent {
+				return st, c.uncertain(info, true, 0, last)
+			}
+			mayHaveActed = mayHaveActed || sent
 		case err != nil:
-			return st, &wrapped{msg: fmt.Sprintf("%s: %s", info, c.token.scrub(err.Error())), err: err}
+			if !safe && sent {
+				return st, c.uncertain(info, true, resp.status, &wrapped{msg: fmt.Sprintf("%s: %s", info, c.scrub(err.Error(), info.secrets...)), err: err})
+			}
+			return st, &wrapped{msg: fmt.Sprintf("%s: %s", info, c.scrub(err.Error(), info.secrets...)), err: err}
 		case resp.status >= 200 && resp.status < 300:
-			if json.Valid(buf.Bytes()) {
+			if resp.status == http.StatusNoContent || info.method == http.MethodHead ||
+				(info.method == http.MethodDelete && buf.Len() == 0) || json.Valid(buf.Bytes()) {
 				return st, nil
 			}
 			last = fmt.Errorf("%s: %w (%d bytes)", info, errMalformedBody, buf.Len())
+			if !safe {
+				return st, c.uncertain(info, true, resp.status, last)
+			}
+		case resp.status == http.StatusUnauthorized && info.cred == credAccess && c.tokenSource != nil && !refreshed:
+			refreshed = true
+			apiErr := c.apiError(info, resp.status, buf.Bytes())
+			if err := c.refreshToken(ctx, gen); err != nil {
+				if ctx.Err() != nil {
+					return st, context.Cause(ctx)
+				}
+				return st, fmt.Errorf("%w; refreshing it failed: %w", apiErr, err)
+			}
+			c.log.DebugContext(ctx, "retrying with a refreshed access token", "interface", info.iface, "op", info.op)
+			continue // one extra attempt, outside the retry budget
+		case resp.status == http.StatusNotFound && info.method == http.MethodDelete && mayHaveActed:
+			// An earlier attempt deleted it.
+			return st, nil
 		default:
 			apiErr := c.apiError(info, resp.status, buf.Bytes())
 			if !retryableStatus(resp.status) {
 				return st, apiErr
 			}
+			if !safe && resp.status != http.StatusTooManyRequests {
+				return st, c.uncertain(info, true, resp.status, apiErr)
+			}
+			mayHaveActed = mayHaveActed || resp.status != http.StatusTooManyRequests
 			last = apiErr
 			wait, hinted = parseRetryAfter(resp.header.Get("Retry-After"), c.now())
 		}
 
 		if st.attempts >= c.maxAttempts {
-			return st, fmt.Errorf("%w after %d attempts (waited %s): %w", ErrRetriesExhausted, st.attempts, st.waited, last)
+			err := fmt.Errorf("%w after %d attempts (waited %s): %w", ErrRetriesExhausted, st.attempts, st.waited, last)
+			if !safe {
+				return st, c.uncertain(info, false, 0, err)
+			}
+			return st, err
 		}
 		if !hinted {
 			wait = c.backoff(st.attempts)
 		}
 		if st.waited+wait > c.maxWait {
-			return st, fmt.Errorf("%w after %d attempts (waited %s, next wait %s would exceed %s): %w",
+			err := fmt.Errorf("%w after %d attempts (waited %s, next wait %s would exceed %s): %w",
 				ErrRetriesExhausted, st.attempts, st.waited, wait, c.maxWait, last)
+			if !safe {
+				return st, c.uncertain(info, false, 0, err)
+			}
+			return st, err
 		}
-		c.log.WarnContext(ctx, "retrying reporting request",
+		sleptUntil = c.now().Add(wait)
+		if hinted {
+			c.budget.pause(sleptUntil)
+		}
+		c.log.WarnContext(ctx, "retrying "+info.iface+" request",
 			"op", info.op, "object", info.object, "page", info.page,
 			"attempt", st.attempts, "wait", wait, "retry_after", hinted, "cause", last.Error())
 		if err := c.sleep(ctx, wait); err != nil {
@@ -108,6 +190,11 @@ func (c *Client) get(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.B
 		}
 		st.waited += wait
 	}
+}
+
+// uncertain builds the error of a request that is not retried blindly.
+func (c *Client) uncertain(info reqInfo, sent bool, status int, err error) *UncertainError {
+	return &UncertainError{Interface: info.iface, Op: info.op, Object: info.object, Sent: sent, Status: status, Err: err}
 }
 
 // errMalformedBody: a success body that is not JSON, usually cut short.
@@ -179,7 +266,9 @@ func (c *Client) logAttempt(ctx context.Context, info reqInfo, u *url.URL, statu
 		return
 	}
 	attrs := []any{
-		"method", http.MethodGet,
+		"interface", info.iface,
+		"op", info.op,
+		"method", info.method,
 		"url", RedactURL(u),
 		"status", status,
 		"attempt", attempt,
@@ -189,14 +278,18 @@ func (c *Client) logAttempt(ctx context.Context, info reqInfo, u *url.URL, statu
 		attrs = append(attrs, "parameters", info.params)
 	}
 	if err != nil {
-		attrs = append(attrs, "error", c.token.scrub(err.Error()))
+		attrs = append(attrs, "error", c.scrub(err.Error(), info.secrets...))
 	}
-	c.log.DebugContext(ctx, "reporting request", attrs...)
+	c.log.DebugContext(ctx, info.iface+" request", attrs...)
 }
 
 // apiError decodes an error body of either service style.
 func (c *Client) apiError(info reqInfo, status int, body []byte) *APIError {
-	e := &APIError{Interface: "reporting", Op: info.op, Object: info.object, Page: info.page, Status: status}
+	info = info.withDefaults()
+	e := &APIError{Interface: info.iface, Op: info.op, Object: info.object, Page: info.page, Status: status}
+	if status == http.StatusUnauthorized || status == http.StatusForbidden {
+		e.Credential = info.credName
+	}
 	var v3 struct {
 		Response *struct {
 			Code    json.RawMessage `json:"code"`
@@ -236,15 +329,15 @@ func (c *Client) apiError(info reqInfo, status int, body []byte) *APIError {
 		e.Message = msg
 	default:
 		// Scrub before cutting, so no prefix of the token survives the cut.
-		b := c.token.scrub(string(bytes.TrimSpace(body)))
+		b := c.scrub(string(bytes.TrimSpace(body)), info.secrets...)
 		if len(b) > 200 {
 			b = b[:200]
 		}
 		e.Message = strings.ToValidUTF8(b, "?")
 	}
-	e.Message = c.token.scrub(e.Message)
-	e.Name = c.token.scrub(e.Name)
-	e.Title = c.token.scrub(e.Title)
+	e.Message = c.scrub(e.Message, info.secrets...)
+	e.Name = c.scrub(e.Name, info.secrets...)
+	e.Title = c.scrub(e.Title, info.secrets...)
 	return e
 }
 

@@ -426,6 +426,9 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 	}
 	if !diff.Empty() {
 		log.Warn("the object's describe changed", "object", id, "contract", contract, "diff", diff.String())
+		if sc.Cursor != "" && !fullRefresh && contract == schemas.Evolve {
+			log.Warn("new columns of an incremental stream stay null for rows it does not reread; run with --full-refresh to backfill them", "object", id)
+		}
 	}
 	schema, err := schemas.FromDescribe(id, fields)
 	if err != nil {

@@ -1,0 +1,198 @@
+package extract
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// itemCollector records v3 item ids and honours Restart.
+type itemCollector struct {
+	mu       sync.Mutex
+	ids      map[string]int
+	restarts int
+}
+
+func (c *itemCollector) fn(ctx context.Context, p *CollectionPage) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p.Restart {
+		c.ids = map[string]int{}
+		c.restarts++
+		return nil
+	}
+	if c.ids == nil {
+		c.ids = map[string]int{}
+	}
+	for _, it := range p.Items {
+		var v struct{ ID string }
+		if err := json.Unmarshal(it, &v); err != nil {
+			return err
+		}
+		c.ids[v.ID]++
+	}
+	return nil
+}
+
+func (c *itemCollector) exactly(t *testing.T, n int) {
+	t.Helper()
+	if len(c.ids) != n {
+		t.Fatalf("%d distinct items, want %d", len(c.ids), n)
+	}
+	for id, k := range c.ids {
+		if k != 1 {
+			t.Fatalf("item %s seen %d times", id, k)
+		}
+	}
+}
+
+func TestReadCollectionPaging(t *testing.T) {
+	for _, tc := range []struct {
+		n, limit, requests int
+	}{
+		{23, 10, 3}, // short last page: count and short page agree
+		{20, 10, 3}, // full last page: one more, empty page confirms the end
+		{0, 10, 1},
+		{5, 0, 1}, // client page size
+	} {
+		f := newFakeTenant(t)
+		f.list = func(string) []map[string]any { return assetItems(tc.n) }
+		c, _ := newTestClient(t, f, WithPageSize(10))
+		col := &itemCollector{}
+		st, err := c.ReadCollection(context.Background(), "assets", CollectionQuery{Limit: tc.limit, Fields: []string{"id", "name"}, Sort: "-name"}, col.fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		col.exactly(t, tc.n)
+		if st.Requests != tc.requests || st.Rows != int64(tc.n) {
+			t.Fatalf("n=%d: stats %+v, want %d requests", tc.n, st, tc.requests)
+		}
+	}
+}
+
+func TestAssetsTyped(t *testing.T) {
+	c, _ := newTestClient(t, newFakeTenant(t))
+	as, err := c.Assets(context.Background(), CollectionQuery{Limit: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := as[3]
+	if len(as) != 23 || a.Name != "asset 3" || *a.SizeBytes != 1003 || a.DivisionID != "" || a.CreatedAt.IsZero() ||
+		string(a.Extra) != `{"stats":{"shares":1,"views":3}}` {
+		t.Fatalf("asset %+v extra %s", a, a.Extra)
+	}
+	one, err := c.GetAsset(context.Background(), a.ID)
+	if err != nil || one.ID != a.ID {
+		t.Fatalf("get %+v, %v", one, err)
+	}
+	_, err = c.GetAsset(context.Background(), "nope")
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Interface != IfaceV3 || ae.Code != 3004 {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// Drift while paging: healed when it stops, a clear error when it does not;
+// never a silent duplicate or gap.
+func TestReadCollectionIntegrity(t *testing.T) {
+	insertAt := func(items []map[string]any) []map[string]any { // a new item at the front
+		n := assetItems(len(items) + 1)
+		n[0]["id"] = "new-item-" + itoa(len(items))
+		return append([]map[string]any{n[0]}, items...)
+	}
+	cases := []struct {
+		name string
+		// list is given the request number of the assets list (1-based).
+		list      func(n int64) []map[string]any
+		healed    bool
+		wantError string
+	}{
+		{"insert during the first read", func(n int64) []map[string]any {
+			if n >= 2 {
+				return insertAt(assetItems(23))
+			}
+			return assetItems(23)
+		}, true, ""},
+		{"insert on every page", func(n int64) []map[string]any {
+			items := assetItems(23)
+			for range n {
+				items = insertAt(items)
+			}
+			return items
+		}, false, "the count changed"},
+		{"swap with equal count (keys catch the duplicate)", func(n int64) []map[string]any {
+			items := assetItems(23)
+			if n == 2 { // second page shifted back by one: item 9 again, one lost at the end
+				items = append(items[:0:0], items[:1]...)
+				items = append(items, assetItems(23)...)[:23]
+			}
+			return items
+		}, true, ""},
+		{"count lies", func(n int64) []map[string]any { return nil }, false, "want 3"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeTenant(t)
+			var n atomic.Int64
+			f.list = func(string) []map[string]any { return tc.list(n.Add(1)) }
+			if tc.list(0) == nil {
+				f.list = nil
+				f.before = func(w http.ResponseWriter, r *http.Request) bool {
+					if r.URL.Query().Get("offset") == "20" {
+						writeJSON(w, 200, map[string]any{"meta": map[string]int{"count": 23}, "response": map[string]any{"items": assetItems(21)[20:]}})
+						return true
+					}
+					return false
+				}
+			}
+			c, _ := newTestClient(t, f)
+			col := &itemCollector{}
+			_, err := c.ReadCollection(context.Background(), "assets", CollectionQuery{Limit: 10}, col.fn)
+			if tc.healed {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if col.restarts == 0 {
+					t.Fatal("not healed")
+				}
+				for id, k := range col.ids {
+					if k != 1 {
+						t.Fatalf("item %s seen %d times", id, k)
+					}
+				}
+				return
+			}
+			var ie *IntegrityError
+			if !errors.As(err, &ie) || !strings.Contains(err.Error(), tc.wantError) || ie.Reads != 1+DefaultHealing {
+				t.Fatalf("err = %v, want an *IntegrityError with %q after %d reads", err, tc.wantError, 1+DefaultHealing)
+			}
+		})
+	}
+}
+
+// A page repeated by the service is fetched again, not passed on.
+func TestReadCollectionRepeatedPage(t *testing.T) {
+	f := newFakeTenant(t)
+	var repeated atomic.Int64
+	f.before = func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Query().Get("offset") == "10" && repeated.Add(1) == 1 {
+			r.URL.RawQuery = "limit=10&offset=0"
+		}
+		return false
+	}
+	c, _ := newTestClient(t, f)
+	col := &itemCollector{}
+	st, err := c.ReadCollection(context.Background(), "assets", CollectionQuery{Limit: 10}, col.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	col.exactly(t, 23)
+	if col.restarts != 0 || st.Requests != 4 {
+		t.Fatalf("restarts %d, stats %+v; want one re-fetch, no restart", col.restarts, st)
+	}
+}

@@ -1,0 +1,6 @@
+package extract
+
+import "time"
+
+// WithBackoffForTest lets external tests shorten the backoff.
+func WithBackoffForTest(base, cap time.Duration) Option { return withBackoff(base, cap) }

@@ -1,0 +1,286 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/pipeline"
+	"github.com/sepipe/sepipe/schemas"
+)
+
+var ucpMerge = pipeline.StreamConfig{Mode: load.Merge, PrimaryKey: []string{"userId", "courseId"}, Cursor: "lastModifiedDate", Lookback: time.Hour}
+
+func objectResult(t *testing.T, res *pipeline.Result, id string) pipeline.ObjectResult {
+	t.Helper()
+	for _, o := range res.Objects {
+		if o.Object == id {
+			return o
+		}
+	}
+	t.Fatalf("no result for %s in %+v", id, res.Objects)
+	return pipeline.ObjectResult{}
+}
+
+// sameTable compares a table of two warehouses on the given columns.
+func sameTable(t *testing.T, outA, outB, table string, cols []string) {
+	t.Helper()
+	db := openWH(t, outA)
+	if _, err := db.Exec("ATTACH " + load.Literal(outB+"/warehouse.duckdb") + " AS other (READ_ONLY)"); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Exec("DETACH other")
+	q := make([]string, len(cols))
+	for i, c := range cols {
+		q[i] = load.Ident(c)
+	}
+	sel := strings.Join(q, ", ")
+	a, b := "warehouse.main."+load.Ident(table), "other.main."+load.Ident(table)
+	for _, pair := range [][2]string{{a, b}, {b, a}} {
+		n := scalar[int64](t, db, fmt.Sprintf("SELECT count(*) FROM (SELECT %s FROM %s EXCEPT ALL SELECT %s FROM %s)", sel, pair[0], sel, pair[1]))
+		if n != 0 {
+			t.Errorf("%s: %d rows of %s are not in %s", table, n, pair[0], pair[1])
+		}
+	}
+	if na, nb := scalar[int64](t, db, "SELECT count(*) FROM "+a), scalar[int64](t, db, "SELECT count(*) FROM "+b); na != nb {
+		t.Errorf("%s: %d rows vs %d", table, na, nb)
+	}
+}
+
+func fieldIDs(t *testing.T, c *extract.Client, object string) []string {
+	fs, err := c.Describe(context.Background(), object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, len(fs))
+	for i, f := range fs {
+		ids[i] = f.ID
+	}
+	return ids
+}
+
+// TestIncrementalMergeEqualsFullRefresh: after the tenant's clock moves a
+// day, an incremental merge run reads only changed rows (fewer requests)
+// and its table equals a full read of the same moment.
+func TestIncrementalMergeEqualsFullRefresh(t *testing.T) {
+	svc := servicetest.New(servicetest.WithUsers(300))
+	srv := httptest.NewServer(svc)
+	defer srv.Close()
+	defer svc.Close()
+	c := client(t, srv.URL, svc.AccessToken(), extract.WithPageSize(200))
+	ctx := context.Background()
+	streams := map[string]pipeline.StreamConfig{"userCourseProgress": ucpMerge}
+	out := t.TempDir()
+
+	res1, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out, Streams: streams, Now: clock(day1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := objectResult(t, res1, "userCourseProgress")
+	if full.Since != "" || full.Rows == 0 {
+		t.Fatalf("first run must read everything: %+v", full)
+	}
+	if events := svc.Advance(24 * time.Hour); events == 0 {
+		t.Fatal("advancing a day completed no course: the test would prove nothing")
+	}
+	before := svc.RequestsFor("userCourseProgress")
+	res2, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out, Streams: streams, Now: clock(day1.Add(24 * time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inc := objectResult(t, res2, "userCourseProgress")
+	incRequests := svc.RequestsFor("userCourseProgress") - before
+	if inc.Since == "" || inc.Rows >= full.Rows/2 || incRequests >= int64(full.Requests)/2 {
+		t.Errorf("incremental run read %d rows in %d requests (since %q); the full read was %d rows in %d requests",
+			inc.Rows, incRequests, inc.Since, full.Rows, full.Requests)
+	}
+
+	// A full read at the same clock, into a fresh warehouse.
+	ref := t.TempDir()
+	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: ref, Streams: streams, Now: clock(day1.Add(24 * time.Hour))}); err != nil {
+		t.Fatal(err)
+	}
+	sameTable(t, out, ref, "userCourseProgress", fieldIDs(t, c, "userCourseProgress"))
+	sameTable(t, out, ref, "course", fieldIDs(t, c, "course"))
+
+	// The watermark moved with the data.
+	db := openWH(t, out)
+	wm := scalar[string](t, db, `SELECT watermark FROM _sepipe_state WHERE stream = 'userCourseProgress'`)
+	if want := svc.Now().UTC().Format("2006-01-02T15:04:05"); !strings.HasPrefix(wm, want) {
+		t.Errorf("watermark %s, want the tenant's clock %s", wm, want)
+	}
+
+	// A same-day rerun reads the day's window again and changes nothing.
+	res3, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out, Streams: streams, Now: clock(day1.Add(25 * time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := objectResult(t, res3, "userCourseProgress"); again.Since != inc.Since || again.Rows != inc.Rows {
+		t.Errorf("same-day rerun read from %q (%d rows), the day's first run from %q (%d rows)", again.Since, again.Rows, inc.Since, inc.Rows)
+	}
+	sameTable(t, out, ref, "userCourseProgress", fieldIDs(t, c, "userCourseProgress"))
+
+	// --full-refresh resets only the named stream.
+	res4, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out, Streams: streams, FullRefresh: []string{"userCourseProgress"}, Now: clock(day1.Add(26 * time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fr := objectResult(t, res4, "userCourseProgress"); fr.Since != "" || fr.Rows != full.Rows {
+		t.Errorf("full refresh read from %q, %d rows; want everything (%d)", fr.Since, fr.Rows, full.Rows)
+	}
+	sameTable(t, out, ref, "userCourseProgress", fieldIDs(t, c, "userCourseProgress"))
+	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out, FullRefresh: []string{"nope"}}); !errors.Is(err, pipeline.ErrUnknownObject) {
+		t.Errorf("full refresh of an unknown stream: %v", err)
+	}
+}
+
+func TestAppendSameDayReplacesTheDay(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(30))
+	defer srv.Close()
+	c := client(t, srv.URL, srv.Service.AccessToken())
+	out := t.TempDir()
+	cfg := func(day time.Time) pipeline.Config {
+		return pipeline.Config{Out: out, Objects: []string{"user"}, Streams: map[string]pipeline.StreamConfig{"user": {Mode: load.Append}}, Now: clock(day)}
+	}
+	for _, d := range []time.Time{day1, day1.Add(time.Hour), day1.Add(24 * time.Hour)} {
+		if _, err := pipeline.Sync(context.Background(), c, cfg(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := openWH(t, out)
+	got := scalar[string](t, db, `SELECT string_agg(_sepipe_snapshot_date || '=' || n, ',' ORDER BY 1) FROM (SELECT _sepipe_snapshot_date, count(*) AS n FROM "user" GROUP BY 1)`)
+	if got != "2026-11-23=30,2026-11-24=30" {
+		t.Errorf("rows per day = %s", got)
+	}
+	if n := scalar[int64](t, db, `SELECT count(*) FROM user_history`); n != 60 {
+		t.Errorf("history view rows = %d, want 60", n)
+	}
+}
+
+func TestSchemaDriftContracts(t *testing.T) {
+	setup := func(t *testing.T, contract schemas.Contract) (*servicetest.Service, *extract.Client, string, map[string]pipeline.StreamConfig) {
+		svc := servicetest.New(servicetest.WithUsers(40))
+		srv := httptest.NewServer(svc)
+		t.Cleanup(srv.Close)
+		t.Cleanup(svc.Close)
+		c := client(t, srv.URL, svc.AccessToken())
+		streams := map[string]pipeline.StreamConfig{
+			"userCourseProgress": {Mode: load.Merge, PrimaryKey: []string{"userId", "courseId"}, Cursor: "lastModifiedDate", Contract: contract},
+			"course":             {Contract: contract},
+		}
+		out := t.TempDir()
+		if _, err := pipeline.Sync(context.Background(), c, pipeline.Config{Out: out, Streams: streams, Now: clock(day1)}); err != nil {
+			t.Fatal(err)
+		}
+		svc.SetSchemaDrift(true)
+		return svc, c, out, streams
+	}
+	columns := func(t *testing.T, out, table string) string {
+		db := openWH(t, out)
+		return scalar[string](t, db, `SELECT string_agg(column_name || ':' || data_type, ',' ORDER BY column_index) FROM duckdb_columns() WHERE table_name = ?`, table)
+	}
+
+	t.Run("evolve", func(t *testing.T) {
+		_, c, out, streams := setup(t, schemas.Evolve)
+		before := columns(t, out, "userCourseProgress")
+		res, err := pipeline.Sync(context.Background(), c, pipeline.Config{Out: out, Streams: streams, Now: clock(day1.Add(24 * time.Hour))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := objectResult(t, res, "userCourseProgress").Diff.String(); d != "+certificateId (string)" {
+			t.Errorf("ucp diff = %s", d)
+		}
+		if d := objectResult(t, res, "course").Diff.String(); d != "~durationMinutes (int -> float)" {
+			t.Errorf("course diff = %s", d)
+		}
+		after := columns(t, out, "userCourseProgress")
+		if !strings.HasPrefix(strings.Replace(after, ",certificateId:VARCHAR", "", 1), strings.Split(before, ",_sepipe")[0]) || !strings.Contains(after, "certificateId:VARCHAR") {
+			t.Errorf("columns before %s\nafter %s", before, after)
+		}
+		if !strings.Contains(columns(t, out, "course"), "durationMinutes:DOUBLE") {
+			t.Errorf("course.durationMinutes not widened: %s", columns(t, out, "course"))
+		}
+		// An incremental stream does not backfill a new column for rows
+		// it does not reread; a full refresh of the stream does.
+		if _, err := pipeline.Sync(context.Background(), c, pipeline.Config{Out: out, Streams: streams, FullRefresh: []string{"userCourseProgress"}, Now: clock(day1.Add(24 * time.Hour))}); err != nil {
+			t.Fatal(err)
+		}
+		db := openWH(t, out)
+		if n := scalar[int64](t, db, `SELECT count(certificateId) FROM "userCourseProgress" WHERE status = 'Completed'`); n == 0 {
+			t.Error("the new column was not loaded")
+		}
+		if n := scalar[int64](t, db, `SELECT count(*) FROM _sepipe_schemas WHERE object = 'userCourseProgress'`); n != 2 {
+			t.Errorf("schema versions recorded = %d, want 2", n)
+		}
+		// Both snapshots read together, old partitions without the column.
+		if n := scalar[int64](t, db, `SELECT count(DISTINCT snapshot_date) FROM "userCourseProgress_history" WHERE certificateId IS NULL`); n != 2 {
+			t.Errorf("history over two schema versions: %d snapshot days with null certificateId", n)
+		}
+	})
+
+	t.Run("freeze", func(t *testing.T) {
+		_, c, out, streams := setup(t, schemas.Freeze)
+		counts := objectCounts(t, out)
+		before := columns(t, out, "userCourseProgress")
+		_, err := pipeline.Sync(context.Background(), c, pipeline.Config{Out: out, Streams: streams, Now: clock(day1.Add(24 * time.Hour))})
+		var de *schemas.DriftError
+		if !errors.As(err, &de) || !strings.Contains(err.Error(), "certificateId") {
+			t.Fatalf("err = %v, want a DriftError naming certificateId", err)
+		}
+		var re *pipeline.RunError
+		if !errors.As(err, &re) || !re.Partial {
+			t.Errorf("the frozen streams stop, the others go on: %v", err)
+		}
+		if after := columns(t, out, "userCourseProgress"); after != before {
+			t.Errorf("frozen table changed:\n%s\n%s", before, after)
+		}
+		after := objectCounts(t, out)
+		if after["userCourseProgress"] != counts["userCourseProgress"] || after["course"] != counts["course"] {
+			t.Errorf("frozen data changed: %v -> %v", counts, after)
+		}
+	})
+
+	t.Run("discard", func(t *testing.T) {
+		_, c, out, streams := setup(t, schemas.Discard)
+		if _, err := pipeline.Sync(context.Background(), c, pipeline.Config{Out: out, Streams: streams, Now: clock(day1.Add(24 * time.Hour))}); err != nil {
+			t.Fatal(err)
+		}
+		if cols := columns(t, out, "userCourseProgress"); strings.Contains(cols, "certificateId") {
+			t.Errorf("discard added the column: %s", cols)
+		}
+	})
+}
+
+func TestStreamConfigErrors(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	c := client(t, srv.URL, srv.Service.AccessToken())
+	cases := map[string]struct {
+		sc   pipeline.StreamConfig
+		want string
+	}{
+		"merge without key":   {pipeline.StreamConfig{Mode: load.Merge}, "merge needs a primary key"},
+		"unknown mode":        {pipeline.StreamConfig{Mode: "upsert"}, `unknown write mode "upsert"`},
+		"unknown contract":    {pipeline.StreamConfig{Contract: "melt"}, `unknown schema contract "melt"`},
+		"unknown cursor":      {pipeline.StreamConfig{Cursor: "nope"}, `cursor field "nope" is not a field of course`},
+		"string cursor":       {pipeline.StreamConfig{Cursor: "courseTitle"}, "a cursor must be a date or a number"},
+		"unknown key":         {pipeline.StreamConfig{Mode: load.Merge, PrimaryKey: []string{"id"}}, `primary key field "id" is not a field of course`},
+		"bad filter operator": {pipeline.StreamConfig{Filters: []extract.Filter{extract.Co("courseId", "1")}}, "courseId"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := pipeline.Sync(context.Background(), c, pipeline.Config{Out: t.TempDir(), Objects: []string{"course"},
+				Streams: map[string]pipeline.StreamConfig{"course": tc.sc}})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to say %q", err, tc.want)
+			}
+		})
+	}
+}
