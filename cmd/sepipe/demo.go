@@ -20,6 +20,8 @@ FROM "userCourseProgress"
 GROUP BY status
 ORDER BY assignments DESC`
 
+func init() { register(newDemoCmd) }
+
 func newDemoCmd(g *globals) *cobra.Command {
 	var (
 		out   string

@@ -84,9 +84,17 @@ Start with 'sepipe demo': it runs against a built-in fake tenant.`,
 	root.SetOut(g.stdout)
 	root.SetErr(g.stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newDemoCmd(g), newSimulateCmd(g), newSyncCmd(g), newQueryCmd(g), newVersionCmd(g))
+	for _, mk := range commands {
+		root.AddCommand(mk(g))
+	}
 	return root
 }
+
+// commands holds the constructors of the subcommands; each command's file
+// adds its own in an init function, so commands do not collide in main.go.
+var commands []func(*globals) *cobra.Command
+
+func register(mk func(*globals) *cobra.Command) { commands = append(commands, mk) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	g := &globals{stdout: stdout, stderr: stderr}

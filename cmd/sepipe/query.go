@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
+func init() { register(newQueryCmd) }
+
 func newQueryCmd(g *globals) *cobra.Command {
 	var out, format string
 	cmd := &cobra.Command{

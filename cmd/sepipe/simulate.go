@@ -81,6 +81,8 @@ func (f *simulateFlags) options() ([]servicetest.Option, error) {
 	return opts, nil
 }
 
+func init() { register(newSimulateCmd) }
+
 func newSimulateCmd(g *globals) *cobra.Command {
 	f := &simulateFlags{}
 	cmd := &cobra.Command{

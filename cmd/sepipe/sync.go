@@ -18,6 +18,8 @@ type syncFlags struct {
 	pageSize    int
 }
 
+func init() { register(newSyncCmd) }
+
 func newSyncCmd(g *globals) *cobra.Command {
 	f := &syncFlags{}
 	cmd := &cobra.Command{

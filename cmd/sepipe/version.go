@@ -8,6 +8,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
+func init() { register(newVersionCmd) }
+
 func newVersionCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
