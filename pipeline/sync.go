@@ -71,7 +71,29 @@ type Config struct {
 	Now func() time.Time
 	// Allocator for record batches (default memory.DefaultAllocator).
 	Allocator memory.Allocator
+	// Progress, if set, is told as objects start, pages land and objects
+	// finish. Its methods are called from several goroutines at once.
+	Progress Progress
 }
+
+// Progress receives a run's progress, for progress bars and logs. Calls
+// come from worker goroutines, concurrently; they must not block.
+type Progress interface {
+	// ObjectStarted is called once per object before its first page.
+	ObjectStarted(object string)
+	// PageDone is called after each page is written: rows in the page, and
+	// the object's page total as the service reported it (-1 if unknown).
+	PageDone(object string, page, rows, totalPages int)
+	// ObjectDone is called once per object, with its result (Err set on
+	// failure), before the run commits.
+	ObjectDone(r ObjectResult)
+}
+
+type noProgress struct{}
+
+func (noProgress) ObjectStarted(string)           {}
+func (noProgress) PageDone(string, int, int, int) {}
+func (noProgress) ObjectDone(ObjectResult)        {}
 
 func (c *Config) setDefaults() {
 	if c.ObjectConcurrency <= 0 {
@@ -85,6 +107,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Allocator == nil {
 		c.Allocator = memory.DefaultAllocator
+	}
+	if c.Progress == nil {
+		c.Progress = noProgress{}
 	}
 }
 
@@ -407,9 +432,11 @@ type stagedObject struct {
 func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, id string, cfg Config, pr *prior, log *slog.Logger) *stagedObject {
 	t0 := time.Now()
 	so := &stagedObject{object: id}
+	cfg.Progress.ObjectStarted(id)
 	fail := func(step string, err error) *stagedObject {
 		so.err = &ObjectError{Object: id, Step: step, Err: err}
 		log.Error("object failed", "object", id, "step", step, "err", err)
+		cfg.Progress.ObjectDone(ObjectResult{Object: id, Err: so.err})
 		return so
 	}
 	sc := cfg.Streams[id]
@@ -466,6 +493,7 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		if err := sink.add(r); err != nil {
 			return extract.PageInfo{}, err
 		}
+		cfg.Progress.PageDone(id, p.Number, r.Info.Rows, r.Info.TotalPages)
 		return r.Info, nil
 	})
 	pw = sink.w
@@ -509,6 +537,7 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 	}
 	log.Info("object staged", "object", id, "rows", pw.Rows(), "pages", stats.Pages,
 		"requests", stats.Requests, "retries", stats.Retries, "duration", dur.Round(time.Millisecond))
+	cfg.Progress.ObjectDone(so.result)
 	return so
 }
 
