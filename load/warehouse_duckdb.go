@@ -206,6 +206,15 @@ func DuckDBType(dt arrow.DataType) (string, error) {
 	return "", fmt.Errorf("no DuckDB type for Arrow type %s", dt)
 }
 
+// columnType is a field's DuckDB type: JSON for sepipe's json fields,
+// else DuckDBType of its Arrow type.
+func columnType(f arrow.Field) (string, error) {
+	if schemas.ServiceType(f) == schemas.TypeJSON {
+		return "JSON", nil
+	}
+	return DuckDBType(f.Type)
+}
+
 // Ident quotes a DuckDB identifier.
 func Ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
@@ -217,7 +226,7 @@ func Literal(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + 
 func columnDefs(object string, s *arrow.Schema, mode WriteMode) ([]string, error) {
 	defs := make([]string, 0, s.NumFields()+2)
 	for _, f := range s.Fields() {
-		t, err := DuckDBType(f.Type)
+		t, err := columnType(f)
 		if err != nil {
 			return nil, fmt.Errorf("object %q field %q: %w", object, f.Name, err)
 		}
@@ -476,7 +485,7 @@ func alignColumns(ctx context.Context, tx *sql.Tx, t Table) error {
 	}
 	rows.Close()
 	for _, f := range t.Schema.Fields() {
-		want, err := DuckDBType(f.Type)
+		want, err := columnType(f)
 		if err != nil {
 			return &WriteError{Object: t.Object, Step: "derive table", Err: err}
 		}

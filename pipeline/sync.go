@@ -52,8 +52,13 @@ type StreamConfig struct {
 type Config struct {
 	// Out is the output folder: lake/, warehouse.duckdb and .sepipe/.
 	Out string
-	// Objects limits the run to these object ids; empty means all.
+	// Objects limits the run to these report objects and collections;
+	// empty means every report object and every collection in Collections.
 	Objects []string
+	// Collections names the collection streams to sync besides the report
+	// objects (see pipeline.Collections); the source must then be a
+	// CollectionSource. Webhook collections need the developer API token.
+	Collections []string
 	// Streams configures objects by id; an object without an entry is a
 	// replace stream under the evolve contract.
 	Streams map[string]StreamConfig
@@ -242,13 +247,24 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	}
 	log = log.With("run", res.RunID)
 
-	objects, err := selectObjects(ctx, src, cfg.Objects)
-	if err != nil {
-		return nil, err
+	collections, reportObjects := splitStreams(cfg)
+	var objects []extract.Object
+	if len(cfg.Objects) == 0 || len(reportObjects) > 0 {
+		if objects, err = selectObjects(ctx, src, reportObjects); err != nil {
+			return nil, err
+		}
 	}
-	ids := make([]string, len(objects))
-	for i, o := range objects {
-		ids[i] = o.ID
+	ids := make([]string, 0, len(objects)+len(collections))
+	for _, o := range objects {
+		ids = append(ids, o.ID)
+	}
+	ids = append(ids, collections...)
+	var csrc CollectionSource
+	if len(collections) > 0 {
+		var ok bool
+		if csrc, ok = src.(CollectionSource); !ok {
+			return nil, fmt.Errorf("collections %v need a source that can read them", collections)
+		}
 	}
 	if err := checkStreams(cfg, ids); err != nil {
 		return nil, err
@@ -260,7 +276,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	log.Info("run started", "out", cfg.Out, "snapshot_date", res.SnapshotDate, "objects", len(ids))
 	defer lake.Discard(res.RunID) //nolint:errcheck // best effort; the next run cleans too
 
-	staged := make([]*stagedObject, len(objects))
+	staged := make([]*stagedObject, len(objects)+len(collections))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(cfg.ObjectConcurrency)
 	for i, o := range objects {
@@ -268,6 +284,12 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 			staged[i] = stageObject(gctx, src, lake, res, o.ID, cfg, pr, log)
 			// An object's failure is recorded, not returned: the others go on.
 			// Only cancellation stops the group.
+			return context.Cause(gctx)
+		})
+	}
+	for i, name := range collections {
+		g.Go(func() error {
+			staged[len(objects)+i] = stageCollection(gctx, csrc, lake, res, name, cfg, log)
 			return context.Cause(gctx)
 		})
 	}
@@ -350,6 +372,22 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	return res, nil
 }
 
+// splitStreams separates the collections a run syncs from the report
+// objects it was asked for (nil: all report objects).
+func splitStreams(cfg Config) (collections, objects []string) {
+	for _, c := range cfg.Collections {
+		if !slices.Contains(collections, c) && (len(cfg.Objects) == 0 || slices.Contains(cfg.Objects, c)) {
+			collections = append(collections, c)
+		}
+	}
+	for _, o := range cfg.Objects {
+		if !isCollection(o) {
+			objects = append(objects, o)
+		}
+	}
+	return collections, objects
+}
+
 // checkStreams rejects configuration that names streams the run does not
 // have, before any data moves.
 func checkStreams(cfg Config, ids []string) error {
@@ -358,8 +396,18 @@ func checkStreams(cfg Config, ids []string) error {
 			return fmt.Errorf("--full-refresh %q: %w in this run (objects: %v)", r, ErrUnknownObject, ids)
 		}
 	}
+	for _, c := range cfg.Collections {
+		if !isCollection(c) {
+			return fmt.Errorf("collection %q: %w (collections: %v)", c, ErrUnknownObject, Collections)
+		}
+	}
+	for _, o := range cfg.Objects {
+		if isCollection(o) && !slices.Contains(cfg.Collections, o) {
+			return fmt.Errorf("%q is a collection this run does not sync (its credentials are not configured?)", o)
+		}
+	}
 	for name, sc := range cfg.Streams {
-		if len(cfg.Objects) == 0 && !slices.Contains(ids, name) {
+		if len(cfg.Objects) == 0 && !slices.Contains(ids, name) && !isCollection(name) {
 			return fmt.Errorf("stream %q: %w (the service has: %v)", name, ErrUnknownObject, ids)
 		}
 		if sc.Mode == load.Merge && len(sc.PrimaryKey) == 0 {

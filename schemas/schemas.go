@@ -19,6 +19,11 @@ const (
 	TypeString   = "string"
 	TypePicklist = "picklist"
 	TypeDate     = "date"
+
+	// Types of sepipe's own collection schemas (themes, assets, webhook
+	// subscriptions and logs), never accepted from a describe.
+	TypeBool = "boolean"
+	TypeJSON = "json" // JSON text; a JSON column in DuckDB
 )
 
 // Metadata keys. Field metadata carries the service's view of a column;
@@ -59,6 +64,26 @@ func ArrowType(serviceType string) (arrow.DataType, bool) {
 // FromDescribe builds the Arrow schema of a report object from its describe
 // result. Columns keep the describe order and are named by field id.
 func FromDescribe(object string, fields []extract.Field) (*arrow.Schema, error) {
+	return build(object, fields, false)
+}
+
+// ForCollection builds the Arrow schema of a collection sepipe types
+// itself: the six service types plus boolean and json.
+func ForCollection(name string, fields []extract.Field) (*arrow.Schema, error) {
+	return build(name, fields, true)
+}
+
+func collectionType(t string) (arrow.DataType, bool) {
+	switch t {
+	case TypeBool:
+		return arrow.FixedWidthTypes.Boolean, true
+	case TypeJSON:
+		return arrow.BinaryTypes.String, true
+	}
+	return ArrowType(t)
+}
+
+func build(object string, fields []extract.Field, extended bool) (*arrow.Schema, error) {
 	out := make([]arrow.Field, 0, len(fields))
 	seen := make(map[string]bool, len(fields))
 	for _, f := range fields {
@@ -70,6 +95,9 @@ func FromDescribe(object string, fields []extract.Field) (*arrow.Schema, error) 
 		}
 		seen[f.ID] = true
 		dt, ok := ArrowType(f.Type)
+		if extended {
+			dt, ok = collectionType(f.Type)
+		}
 		if !ok {
 			return nil, &UnknownTypeError{Object: object, Field: f.ID, Type: f.Type}
 		}

@@ -53,6 +53,7 @@ Open the result with any DuckDB client, e.g.:
 			fmt.Fprintf(g.stdout, "fake tenant at %s (%d users, seed %d)\n", srv.URL, users, seed)
 			client, err := extract.New(srv.URL,
 				extract.WithAccessToken(srv.Service.AccessToken()),
+				extract.WithAPIToken(srv.Service.APIToken()),
 				extract.WithHTTPClient(srv.Client()),
 				extract.WithRateLimit(0, 0), // loopback: no budget needed
 				extract.WithLogger(log),
@@ -60,7 +61,7 @@ Open the result with any DuckDB client, e.g.:
 			if err != nil {
 				return err
 			}
-			res, err := pipeline.Sync(cmd.Context(), client, pipeline.Config{Out: out, Logger: log})
+			res, err := pipeline.Sync(cmd.Context(), client, pipeline.Config{Out: out, Logger: log, Collections: pipeline.Collections})
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -51,6 +52,7 @@ shell history and process list.`,
 			}
 			client, err := extract.New(f.baseURL,
 				extract.WithAccessToken(token),
+				extract.WithAPIToken(os.Getenv("SEPIPE_API_TOKEN")),
 				extract.WithConcurrency(f.concurrency),
 				extract.WithRateLimit(f.rate, max(1, int(f.rate))),
 				extract.WithPageSize(f.pageSize),
@@ -59,7 +61,7 @@ shell history and process list.`,
 			if err != nil {
 				return usagef("--base-url: %v", err)
 			}
-			res, err := pipeline.Sync(cmd.Context(), client, pipeline.Config{Out: f.out, Objects: f.objects, Logger: log})
+			res, err := pipeline.Sync(cmd.Context(), client, pipeline.Config{Out: f.out, Objects: f.objects, Logger: log, Collections: collectionsFor(os.Getenv("SEPIPE_API_TOKEN") != "")})
 			if res != nil {
 				printSummary(g.stdout, res)
 			}
@@ -73,4 +75,17 @@ shell history and process list.`,
 	cmd.Flags().Float64Var(&f.rate, "rate", 10, "request budget, requests per second, shared by all workers")
 	cmd.Flags().IntVar(&f.pageSize, "page-size", 1000, "rows per page requested")
 	return cmd
+}
+
+// collectionsFor returns the collection streams a run can read: themes and
+// assets with the access token, webhook subscriptions and delivery logs
+// only with the developer API token.
+func collectionsFor(haveAPIToken bool) []string {
+	var out []string
+	for _, c := range pipeline.Collections {
+		if haveAPIToken || !slices.Contains(pipeline.WebhookCollections, c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
