@@ -45,7 +45,9 @@ var Collections = []string{StreamThemes, StreamAssets, StreamSubscriptions, Stre
 // token.
 var WebhookCollections = []string{StreamSubscriptions, StreamDeliveryLogs}
 
-func f(id, typ, name string) extract.Field { return extract.Field{ID: id, DisplayName: name, Type: typ} }
+func f(id, typ, name string) extract.Field {
+	return extract.Field{ID: id, DisplayName: name, Type: typ}
+}
 
 // collectionFields are the columns sepipe gives each collection. Fields
 // the service sends beyond them are kept in the json column extra; header
