@@ -45,7 +45,7 @@ var Collections = []string{StreamThemes, StreamAssets, StreamSubscriptions, Stre
 // token.
 var WebhookCollections = []string{StreamSubscriptions, StreamDeliveryLogs}
 
-func f(id, typ, name string) extract.Field {
+func colField(id, typ, name string) extract.Field {
 	return extract.Field{ID: id, DisplayName: name, Type: typ}
 }
 
@@ -55,39 +55,39 @@ func f(id, typ, name string) extract.Field {
 // and URLs are stored with their credentials redacted.
 var collectionFields = map[string][]extract.Field{
 	StreamThemes: {
-		f("id", "string", "Theme ID"), f("title", "string", "Title"),
-		f("isGlobal", "boolean", "Global"), f("isDefault", "boolean", "Default"),
-		f("aboutDescription", "string", "About text"), f("logoUrl", "string", "Logo URL"),
-		f("displayImageUrl", "string", "Display image URL"),
-		f("headerColor", "string", "Header color"), f("headerFontColor", "string", "Header font color"),
-		f("accentColor", "string", "Accent color"), f("accentFontColor", "string", "Accent font color"),
-		f("createdAt", "date", "Created"), f("updatedAt", "date", "Updated"),
-		f("divisionId", "string", "Division ID (null for the global theme)"),
-		f("extra", "json", "Fields sepipe does not type"),
+		colField("id", "string", "Theme ID"), colField("title", "string", "Title"),
+		colField("isGlobal", "boolean", "Global"), colField("isDefault", "boolean", "Default"),
+		colField("aboutDescription", "string", "About text"), colField("logoUrl", "string", "Logo URL"),
+		colField("displayImageUrl", "string", "Display image URL"),
+		colField("headerColor", "string", "Header color"), colField("headerFontColor", "string", "Header font color"),
+		colField("accentColor", "string", "Accent color"), colField("accentFontColor", "string", "Accent font color"),
+		colField("createdAt", "date", "Created"), colField("updatedAt", "date", "Updated"),
+		colField("divisionId", "string", "Division ID (null for the global theme)"),
+		colField("extra", "json", "Fields sepipe does not type"),
 	},
 	StreamAssets: {
-		f("id", "string", "Asset ID"), f("name", "string", "Name"), f("type", "string", "Type (file, folder, link)"),
-		f("fileType", "string", "File type"), f("sizeBytes", "int", "Size (bytes)"),
-		f("createdAt", "date", "Created"), f("updatedAt", "date", "Updated"),
-		f("ownerId", "string", "Owner ID"), f("divisionId", "string", "Division ID"),
-		f("tags", "json", "Tags (JSON array)"), f("views", "int", "Views"), f("shares", "int", "Shares"),
-		f("extra", "json", "Fields sepipe does not type"),
+		colField("id", "string", "Asset ID"), colField("name", "string", "Name"), colField("type", "string", "Type (file, folder, link)"),
+		colField("fileType", "string", "File type"), colField("sizeBytes", "int", "Size (bytes)"),
+		colField("createdAt", "date", "Created"), colField("updatedAt", "date", "Updated"),
+		colField("ownerId", "string", "Owner ID"), colField("divisionId", "string", "Division ID"),
+		colField("tags", "json", "Tags (JSON array)"), colField("views", "int", "Views"), colField("shares", "int", "Shares"),
+		colField("extra", "json", "Fields sepipe does not type"),
 	},
 	StreamSubscriptions: {
-		f("id", "string", "Subscription ID"), f("name", "string", "Name"),
-		f("url", "string", "Destination URL (credentials redacted)"), f("method", "string", "Delivery method"),
-		f("types", "json", "Event types (JSON array)"), f("headerNames", "json", "Custom header names (values are not stored)"),
-		f("createdAt", "date", "Created"), f("updatedAt", "date", "Updated"),
-		f("requestCount", "int", "Requests sent"), f("extra", "json", "Fields sepipe does not type"),
+		colField("id", "string", "Subscription ID"), colField("name", "string", "Name"),
+		colField("url", "string", "Destination URL (credentials redacted)"), colField("method", "string", "Delivery method"),
+		colField("types", "json", "Event types (JSON array)"), colField("headerNames", "json", "Custom header names (values are not stored)"),
+		colField("createdAt", "date", "Created"), colField("updatedAt", "date", "Updated"),
+		colField("requestCount", "int", "Requests sent"), colField("extra", "json", "Fields sepipe does not type"),
 	},
 	StreamDeliveryLogs: {
-		f("id", "string", "Log entry ID"), f("subscriptionId", "string", "Subscription ID"),
-		f("eventId", "string", "Event ID"), f("eventType", "string", "Event type"), f("attempt", "int", "Attempt"),
-		f("requestMethod", "string", "Request method"), f("requestUrl", "string", "Request URL (credentials redacted)"),
-		f("requestBody", "string", "Request body"), f("responseStatus", "int", "Response status (0: no response)"),
-		f("responseBody", "string", "Response body (first KiB)"), f("error", "string", "Transport error"),
-		f("deliveredAt", "date", "Delivered at"), f("durationMs", "int", "Duration (ms)"),
-		f("outcome", "string", "Outcome (delivered, failed, retrying)"), f("extra", "json", "Fields sepipe does not type"),
+		colField("id", "string", "Log entry ID"), colField("subscriptionId", "string", "Subscription ID"),
+		colField("eventId", "string", "Event ID"), colField("eventType", "string", "Event type"), colField("attempt", "int", "Attempt"),
+		colField("requestMethod", "string", "Request method"), colField("requestUrl", "string", "Request URL (credentials redacted)"),
+		colField("requestBody", "string", "Request body"), colField("responseStatus", "int", "Response status (0: no response)"),
+		colField("responseBody", "string", "Response body (first KiB)"), colField("error", "string", "Transport error"),
+		colField("deliveredAt", "date", "Delivered at"), colField("durationMs", "int", "Duration (ms)"),
+		colField("outcome", "string", "Outcome (delivered, failed, retrying)"), colField("extra", "json", "Fields sepipe does not type"),
 	},
 }
 
