@@ -5,8 +5,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sepipe/sepipe/extract"
-	"github.com/sepipe/sepipe/extract/servicetest"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
 )
@@ -27,13 +25,16 @@ func newDemoCmd(g *globals) *cobra.Command {
 		out   string
 		users int
 		seed  int64
+		days  int
 	)
 	cmd := &cobra.Command{
 		Use:   "demo [--out DIR] [--users N]",
 		Short: "Sync a built-in fake tenant end to end and show the result",
-		Long: `Demo starts sepipe's fake of the service on a loopback port, syncs every
-report object into DIR exactly as 'sepipe sync' would a real tenant, then
-prints each table's row count and the result of an example query.
+		Long: `Demo starts sepipe's fake of the service on a loopback port and syncs every
+report object and collection into DIR exactly as 'sepipe sync' would a real
+tenant, once a day for --days days (the fake tenant's clock moves a day
+between runs, so the lake holds a short history), then prints the last
+run's row counts and the result of an example query.
 
 Open the result with any DuckDB client, e.g.:
   duckdb DIR/warehouse.duckdb "SELECT * FROM course LIMIT 5"`,
@@ -48,25 +49,14 @@ Open the result with any DuckDB client, e.g.:
 			if err != nil {
 				return err
 			}
-			srv := servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithSeed(seed))
-			defer srv.Close()
-			fmt.Fprintf(g.stdout, "fake tenant at %s (%d users, seed %d)\n", srv.URL, users, seed)
-			client, err := extract.New(srv.URL,
-				extract.WithAccessToken(srv.Service.AccessToken()),
-				extract.WithAPIToken(srv.Service.APIToken()),
-				extract.WithHTTPClient(srv.Client()),
-				extract.WithRateLimit(0, 0), // loopback: no budget needed
-				extract.WithLogger(log),
-			)
+			dr, err := pipeline.Demo(cmd.Context(), pipeline.DemoConfig{Out: out, Users: users, Seed: seed, Days: days, Logger: log})
 			if err != nil {
 				return err
 			}
-			res, err := pipeline.Sync(cmd.Context(), client, pipeline.Config{Out: out, Logger: log, Collections: pipeline.Collections})
-			if err != nil {
-				return err
-			}
+			fmt.Fprintf(g.stdout, "fake tenant: %d users, seed %d; %d daily runs\n", users, seed, len(dr.Runs))
+			res := &dr.Runs[len(dr.Runs)-1]
 			fmt.Fprintf(g.stdout, "\nrun %s, snapshot %s\n\n", res.RunID, res.SnapshotDate)
-			printSummary(g.stdout, res)
+			printSummary(g.stdout, res, nil)
 
 			wh, err := load.OpenWarehouse(cmd.Context(), res.Warehouse)
 			if err != nil {
@@ -85,5 +75,6 @@ Open the result with any DuckDB client, e.g.:
 	cmd.Flags().StringVar(&out, "out", "./sepipe-demo", "output folder")
 	cmd.Flags().IntVar(&users, "users", 500, "users in the fake tenant (about 12 userCourseProgress rows each)")
 	cmd.Flags().Int64Var(&seed, "seed", 1, "seed of the fake tenant's data")
+	cmd.Flags().IntVar(&days, "days", 3, "days of history to build: one run per day, the tenant's clock advancing a day between them")
 	return cmd
 }

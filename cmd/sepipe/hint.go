@@ -2,6 +2,9 @@ package main
 
 import (
 	"errors"
+	"io/fs"
+	"strings"
+	"syscall"
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/load"
@@ -10,6 +13,10 @@ import (
 
 // hint returns one line telling the user what to do about err, or "".
 func hint(err error) string {
+	var ce *ConfigError
+	if errors.As(err, &ce) {
+		return configHint(ce)
+	}
 	switch {
 	case errors.Is(err, extract.ErrUnauthorized):
 		return "check SEPIPE_ACCESS_TOKEN: the service refused it (missing, wrong or expired)"
@@ -20,7 +27,28 @@ func hint(err error) string {
 	case errors.Is(err, pipeline.ErrBusy):
 		return "another sepipe run is writing this output folder; wait for it or use another --out"
 	case errors.Is(err, pipeline.ErrUnknownObject):
-		return "run 'sepipe demo' or check the object ids the service lists"
+		return "run 'sepipe discover' to list the object ids the service has"
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EROFS):
+		return "the output folder (--out or output.dir) must be a folder sepipe can create and write"
+	}
+	return ""
+}
+
+// configHint says what to do about a fault in sepipe.yaml or a flag.
+func configHint(ce *ConfigError) string {
+	switch {
+	case strings.Contains(ce.Msg, "unknown report object"):
+		return "run 'sepipe discover' to list the object ids the service has"
+	case strings.Contains(ce.Key, "filters"):
+		return "run 'sepipe describe OBJECT' for its fields, their types and picklist options"
+	case strings.HasSuffix(ce.Key, "cron") || strings.Contains(ce.Msg, "cron expression"):
+		return "e.g. \"0 2 * * *\" runs at 02:00 every day; with 6 fields the first is seconds"
+	case strings.Contains(ce.Msg, "is not set"):
+		return "export the variable in the environment sepipe runs in (for systemd: EnvironmentFile=)"
+	case strings.HasPrefix(ce.Msg, "not valid YAML"):
+		return "check the indentation (spaces, not tabs) around that line"
+	case ce.File != "":
+		return "sepipe.example.yaml and docs/cli.md list every key"
 	}
 	return ""
 }

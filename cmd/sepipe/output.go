@@ -13,16 +13,25 @@ import (
 	"github.com/sepipe/sepipe/pipeline"
 )
 
-// printSummary writes the end-of-run table: one line per object.
-func printSummary(w io.Writer, res *pipeline.Result) {
+// printSummary writes the end-of-run table: one line per stream. newRows
+// (may be nil) holds the rows each stream brought that its table did not
+// hold before (for merge streams: inserted or changed); "-" when unknown.
+func printSummary(w io.Writer, res *pipeline.Result, newRows map[string]int64) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "OBJECT\tROWS\tREJECTED\tPAGES\tREQUESTS\tDURATION\tSTATUS")
+	fmt.Fprintln(tw, "STREAM\tMODE\tROWS\tNEW\tREJECTS\tPAGES\tREQUESTS\tDURATION\tSTATUS")
 	for _, o := range res.Objects {
-		status := "ok"
+		status, mode := "ok", string(o.Mode)
 		if o.Err != nil {
 			status = "FAILED"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", o.Object, o.Rows, o.RejectedRows, o.Pages, o.Requests,
+		if mode == "" {
+			mode = "-"
+		}
+		fresh := "-"
+		if n, ok := newRows[o.Object]; ok {
+			fresh = strconv.FormatInt(n, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", o.Object, mode, o.Rows, fresh, o.RejectedRows, o.Pages, o.Requests,
 			o.Duration.Round(time.Millisecond), status)
 	}
 	tw.Flush()

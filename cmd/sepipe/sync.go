@@ -1,22 +1,18 @@
 package main
 
 import (
-	"os"
-	"slices"
+	"context"
+	"log/slog"
 
 	"github.com/spf13/cobra"
 
-	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/pipeline"
 )
 
 type syncFlags struct {
-	baseURL     string
-	out         string
-	objects     []string
-	concurrency int
-	rate        float64
-	pageSize    int
+	runFlags
+	fullRefresh []string
+	quiet       bool
 }
 
 func init() { register(newSyncCmd) }
@@ -24,68 +20,86 @@ func init() { register(newSyncCmd) }
 func newSyncCmd(g *globals) *cobra.Command {
 	f := &syncFlags{}
 	cmd := &cobra.Command{
-		Use:   "sync --base-url URL [--out DIR]",
-		Short: "Sync every report object of a tenant into Parquet and DuckDB",
-		Long: `Sync reads every Coach report object of the tenant at --base-url (or the
-ones named by --objects), derives each object's schema from /describe, and
-writes DIR/lake/<object>/snapshot_date=<today>/part-*.parquet and the tables
-of DIR/warehouse.duckdb. A rerun on the same day replaces that day's data.
+		Use:   "sync [--config sepipe.yaml] [--base-url URL] [--out DIR]",
+		Short: "Sync the tenant's report objects into Parquet and DuckDB",
+		Long: `Sync reads every Coach report object of the tenant (or the ones the config's
+include/exclude or --objects select), derives each object's schema from
+/describe, and writes DIR/lake/<object>/snapshot_date=<today>/part-*.parquet
+and the tables of DIR/warehouse.duckdb. A rerun on the same day replaces that
+day's data. Streams are configured in sepipe.yaml (write mode, primary key,
+cursor, lookback, contract, filters); flags override the file.
 
-The OAuth access token is read from the environment variable
-SEPIPE_ACCESS_TOKEN; it is never taken from a flag, so it stays out of your
-shell history and process list.`,
+The OAuth access token comes from the environment: SEPIPE_ACCESS_TOKEN, or
+the variable credentials.access_token names in the config. It is never taken
+from a flag, so it stays out of your shell history and process list.
+
+On a terminal each stream gets a progress bar (pages, rows, rows/s); otherwise,
+or with --quiet, progress is plain log lines on stderr. A summary table ends
+the run on stdout: stream, mode, rows, new rows (rows the table did not hold
+before; for merge streams the rows inserted or changed), rejects, pages,
+requests, duration.
+
+Exit codes: 0 ok, 1 the run failed (nothing committed), 2 bad usage or
+configuration, 3 partly failed (some streams committed).`,
 		Example: `  export SEPIPE_ACCESS_TOKEN=...
-  sepipe sync --base-url https://acme.example.com --out ./warehouse
-  sepipe sync --base-url http://127.0.0.1:8080 --objects course,user`,
+  sepipe sync                                   # reads ./sepipe.yaml
+  sepipe sync --config /etc/sepipe/acme.yaml --full-refresh userCourseProgress
+  sepipe sync --base-url https://acme.example.com --out ./warehouse --objects course,user`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.baseURL == "" {
-				return usagef("--base-url is required (the tenant's URL, e.g. https://acme.example.com)")
-			}
-			token := os.Getenv("SEPIPE_ACCESS_TOKEN")
-			if token == "" {
-				return usagef("SEPIPE_ACCESS_TOKEN is not set: export the tenant's OAuth access token first")
-			}
-			log, err := g.logger()
+			c, err := f.load(cmd, g)
 			if err != nil {
 				return err
 			}
-			client, err := extract.New(f.baseURL,
-				extract.WithAccessToken(token),
-				extract.WithAPIToken(os.Getenv("SEPIPE_API_TOKEN")),
-				extract.WithConcurrency(f.concurrency),
-				extract.WithRateLimit(f.rate, max(1, int(f.rate))),
-				extract.WithPageSize(f.pageSize),
-				extract.WithLogger(log),
-			)
+			fb, log, err := newFeedback(g, f.quiet)
 			if err != nil {
-				return usagef("--base-url: %v", err)
+				return err
 			}
-			res, err := pipeline.Sync(cmd.Context(), client, pipeline.Config{Out: f.out, Objects: f.objects, Logger: log, Collections: collectionsFor(os.Getenv("SEPIPE_API_TOKEN") != "")})
-			if res != nil {
-				printSummary(g.stdout, res)
-			}
+			defer fb.finish()
+			c.warnTo(func(w string) { log.Warn(w) })
+			_, err = runSync(cmd.Context(), g, c, log, fb, f.objects, f.fullRefresh)
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&f.baseURL, "base-url", "", "tenant URL (https://<subdomain>.<domain>)")
-	cmd.Flags().StringVar(&f.out, "out", "./sepipe-data", "output folder for lake/ and warehouse.duckdb")
-	cmd.Flags().StringSliceVar(&f.objects, "objects", nil, "comma-separated object ids to sync (default: all)")
-	cmd.Flags().IntVar(&f.concurrency, "concurrency", 4, "page requests in flight per object")
-	cmd.Flags().Float64Var(&f.rate, "rate", 10, "request budget, requests per second, shared by all workers")
-	cmd.Flags().IntVar(&f.pageSize, "page-size", 1000, "rows per page requested")
+	f.add(cmd, true)
+	cmd.Flags().StringSliceVar(&f.fullRefresh, "full-refresh", nil, "streams to rebuild from a full read (their incremental state is dropped), comma-separated")
+	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress bars: plain log lines only")
 	return cmd
 }
 
-// collectionsFor returns the collection streams a run can read: themes and
-// assets with the access token, webhook subscriptions and delivery logs
-// only with the developer API token.
-func collectionsFor(haveAPIToken bool) []string {
-	var out []string
-	for _, c := range pipeline.Collections {
-		if haveAPIToken || !slices.Contains(pipeline.WebhookCollections, c) {
-			out = append(out, c)
-		}
+// runSync runs one sync as the config says and prints its summary. It is
+// shared by sync and schedule.
+func runSync(ctx context.Context, g *globals, c *Config, log *slog.Logger, fb feedback, objects, fullRefresh []string) (*pipeline.Result, error) {
+	client, err := newClient(c, log, true)
+	if err != nil {
+		return nil, err
 	}
-	return out
+	run, all, err := selectRun(ctx, c, client, objects)
+	if err != nil {
+		return nil, err
+	}
+	counted := run
+	if len(counted) == 0 {
+		counted = all
+	}
+	nr, err := snapshotNewRows(ctx, c.Output.Dir, counted)
+	if err != nil {
+		return nil, err
+	}
+	defer nr.close()
+	res, err := pipeline.Sync(ctx, client, pipeline.Config{
+		Out:               c.Output.Dir,
+		Objects:           run,
+		Collections:       c.collections(),
+		Streams:           c.streams(),
+		FullRefresh:       fullRefresh,
+		ObjectConcurrency: c.Requests.ObjectConcurrency,
+		Logger:            log,
+		Progress:          fb,
+	})
+	fb.finish()
+	if res != nil {
+		printSummary(g.stdout, res, nr.count(ctx, res, counted))
+	}
+	return res, err
 }

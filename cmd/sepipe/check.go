@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sepipe/sepipe/extract"
+)
+
+func init() { register(newCheckCmd) }
+
+// checkResult is one credential tried against one interface.
+type checkResult struct {
+	iface, cred, status, detail string
+}
+
+// errCheckFailed is returned when any check failed.
+var errCheckFailed = errors.New("some credentials failed")
+
+func newCheckCmd(g *globals) *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Try every configured credential against each interface",
+		Long: `Check tries each credential of the config against the interface it is for,
+with one small read each, and reports ok, failed (with the reason) or skipped
+(not configured):
+
+  reporting  access token      GET /objects
+  v3         access token      one page of assets
+  v4         access token      themes
+  webhooks   API token         list subscriptions
+  legacy     login_dir [+ username/password]   create a session
+
+The access token is required; the API token and the legacy login are checked
+when configured. Nothing is written. Exit code 1 if any check failed, so it
+fits a deployment pipeline or a monitoring probe.`,
+		Example: `  sepipe check
+  SEPIPE_ACCESS_TOKEN=... sepipe check --base-url https://acme.example.com`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.load(cmd, g)
+			if err != nil {
+				return err
+			}
+			log, err := g.loggerTo(g.stderr)
+			if err != nil {
+				return err
+			}
+			c.warnTo(func(w string) { log.Warn(w) })
+			client, err := newClient(c, log, false, extract.WithRetry(2, 5*time.Second))
+			if err != nil {
+				return err
+			}
+			results := runChecks(cmd.Context(), c, client)
+			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "INTERFACE\tCREDENTIAL\tRESULT\tDETAIL")
+			failed := 0
+			for _, r := range results {
+				if r.status == "failed" {
+					failed++
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.iface, r.cred, r.status, r.detail)
+			}
+			tw.Flush()
+			if failed > 0 {
+				return fmt.Errorf("%w: %d of %d checks", errCheckFailed, failed, len(results))
+			}
+			return nil
+		},
+	}
+	f.add(cmd, false)
+	return cmd
+}
+
+func runChecks(ctx context.Context, c *Config, client *extract.Client) []checkResult {
+	var out []checkResult
+	try := func(iface, cred string, fn func() (string, error)) {
+		detail, err := fn()
+		r := checkResult{iface: iface, cred: cred, status: "ok", detail: detail}
+		if err != nil {
+			r.status, r.detail = "failed", err.Error()
+		}
+		out = append(out, r)
+	}
+	access := "access token " + c.Credentials.AccessToken.String()
+	if !c.Credentials.AccessToken.Set() {
+		for _, iface := range []string{extract.IfaceReporting, extract.IfaceV3, extract.IfaceV4} {
+			out = append(out, checkResult{iface, access, "failed", c.Credentials.AccessToken.String() + " is not set"})
+		}
+	} else {
+		try(extract.IfaceReporting, access, func() (string, error) {
+			objs, err := client.Objects(ctx)
+			return fmt.Sprintf("%d report objects", len(objs)), err
+		})
+		try(extract.IfaceV3, access, func() (string, error) {
+			var total int64 = -1
+			_, err := client.ReadCollection(ctx, "assets", extract.CollectionQuery{Limit: 1}, func(_ context.Context, p *extract.CollectionPage) error {
+				total = p.Total
+				return errStop
+			})
+			if errors.Is(err, errStop) {
+				err = nil
+			}
+			return fmt.Sprintf("%d assets", total), err
+		})
+		try(extract.IfaceV4, access, func() (string, error) {
+			ts, err := client.Themes(ctx, extract.ThemeQuery{})
+			return fmt.Sprintf("%d themes", len(ts)), err
+		})
+	}
+	api := "API token " + c.Credentials.APIToken.String()
+	if !c.Credentials.APIToken.Set() {
+		out = append(out, checkResult{extract.IfaceWebhooks, api, "skipped", c.Credentials.APIToken.String() + " is not set"})
+	} else {
+		try(extract.IfaceWebhooks, api, func() (string, error) {
+			ss, err := client.Subscriptions(ctx)
+			return fmt.Sprintf("%d subscriptions", len(ss)), err
+		})
+	}
+	l := c.Legacy
+	switch {
+	case l.LoginDir == "":
+		out = append(out, checkResult{extract.IfaceLegacy, "login", "skipped", "legacy.login_dir is not configured"})
+	case l.Username == "":
+		try(extract.IfaceLegacy, "public session (login_dir "+l.LoginDir+")", func() (string, error) {
+			_, err := client.PublicSession(ctx, l.LoginDir)
+			return "public session created", err
+		})
+	default:
+		cred := fmt.Sprintf("password session (login_dir %s, username %s, password %s)", l.LoginDir, l.Username, l.Password)
+		switch {
+		case !l.Password.Set():
+			out = append(out, checkResult{extract.IfaceLegacy, cred, "failed", l.Password.String() + " is not set"})
+		default:
+			try(extract.IfaceLegacy, cred, func() (string, error) {
+				s, err := client.PasswordSession(ctx, l.LoginDir, l.Username, l.Password.Value.Reveal())
+				if err != nil {
+					return "", err
+				}
+				return fmt.Sprintf("session for user %d (admin %v)", s.UID, s.IsAdmin), nil
+			})
+		}
+	}
+	return out
+}

@@ -1,0 +1,498 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sepipe/sepipe/extract/servicetest"
+)
+
+// userConfig is what a new user writes after reading docs/cli.md, pointed
+// at the fake. %s: tenant URL, output folder; extra is appended.
+const userConfig = `# sepipe.yaml
+service:
+  tenant_url: %s
+credentials:
+  access_token: ${SEPIPE_ACCESS_TOKEN}
+  api_token: ${SEPIPE_API_TOKEN}
+legacy:
+  login_dir: demo
+  username: admin
+  password: ${SEPIPE_LEGACY_PASSWORD}
+streams:
+  userCourseProgress:
+    mode: merge
+    primary_key: [userId, courseId]
+    cursor: lastModifiedDate
+    lookback: 1h
+  user:
+    filters:
+      - {field: status, operator: in, values: [Active, Inactive]}
+requests:
+  rate: 1000
+  page_size: 100
+output:
+  dir: %s
+%s`
+
+func writeConfig(t *testing.T, dir, url, out, extra string) string {
+	t.Helper()
+	p := filepath.Join(dir, "sepipe.yaml")
+	if err := os.WriteFile(p, []byte(fmt.Sprintf(userConfig, url, out, extra)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func setEnv(t *testing.T, srv *servicetest.Server) {
+	t.Setenv("SEPIPE_ACCESS_TOKEN", srv.Service.AccessToken())
+	t.Setenv("SEPIPE_API_TOKEN", srv.Service.APIToken())
+	t.Setenv("SEPIPE_LEGACY_PASSWORD", srv.Service.Password())
+}
+
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	code, out, errOut := runCLI(t, args...)
+	if code != exitOK {
+		t.Fatalf("sepipe %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+func queryOne(t *testing.T, out, q string) string {
+	t.Helper()
+	s := mustRun(t, "query", "--out", out, "--format", "csv", q)
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// summaryCell returns a column of a stream's line in the summary table.
+func summaryCell(t *testing.T, summary, stream, col string) string {
+	t.Helper()
+	var header []string
+	for _, line := range strings.Split(summary, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 && f[0] == "STREAM" {
+			header = f
+		}
+		if len(f) > 0 && f[0] == stream && header != nil {
+			for i, h := range header {
+				if h == col && i < len(f) {
+					return f[i]
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s of %s in:\n%s", col, stream, summary)
+	return ""
+}
+
+// TestNewUserPath follows docs/cli.md: configure against the fake, check,
+// plan, sync, query, discover, describe, schedule for two short intervals.
+func TestNewUserPath(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(20))
+	defer srv.Close()
+	setEnv(t, srv)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "data")
+	cfg := writeConfig(t, dir, srv.URL, out, "")
+
+	s := mustRun(t, "check", "--config", cfg)
+	for _, iface := range []string{"reporting", "v3", "v4", "webhooks", "legacy"} {
+		if !regexp.MustCompile(`(?m)^` + iface + `\s.*\sok\s`).MatchString(s) {
+			t.Errorf("check: %s not ok:\n%s", iface, s)
+		}
+	}
+	if strings.Contains(s, srv.Service.AccessToken()) || strings.Contains(s, srv.Service.Password()) {
+		t.Errorf("check printed a secret:\n%s", s)
+	}
+
+	s = mustRun(t, "plan", "--config", cfg)
+	if !strings.Contains(s, "userCourseProgress") || !strings.Contains(s, "new table") || !strings.Contains(s, "estimated requests") {
+		t.Errorf("plan output:\n%s", s)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("plan created %s", out)
+	}
+
+	s = mustRun(t, "discover", "--config", cfg)
+	for _, want := range []string{"userCourseProgress", "assets", "themes", "subscriptions"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("discover lacks %q:\n%s", want, s)
+		}
+	}
+	s = mustRun(t, "describe", "--config", cfg, "userCourseProgress")
+	if !regexp.MustCompile(`lastModifiedDate\s+date\s+TIMESTAMP WITH TIME ZONE|lastModifiedDate\s+date\s+TIMESTAMPTZ`).MatchString(s) {
+		t.Errorf("describe:\n%s", s)
+	}
+
+	s = mustRun(t, "sync", "--config", cfg)
+	ucp := summaryCell(t, s, "userCourseProgress", "ROWS")
+	if summaryCell(t, s, "userCourseProgress", "NEW") != ucp || summaryCell(t, s, "userCourseProgress", "MODE") != "merge" {
+		t.Errorf("first sync: every row is new:\n%s", s)
+	}
+	if got := queryOne(t, out, "SELECT count(*) FROM userCourseProgress"); got != ucp {
+		t.Errorf("table has %s rows, summary says %s", got, ucp)
+	}
+	// Nothing changed upstream: the incremental merge rereads its lookback
+	// window and changes nothing.
+	s = mustRun(t, "sync", "--config", cfg, "--quiet")
+	if n := summaryCell(t, s, "userCourseProgress", "NEW"); n != "0" {
+		t.Errorf("second sync, unchanged tenant: %s new rows:\n%s", n, s)
+	}
+	// The tenant moves on a day: learners progress; the merge brings the
+	// changed rows and the summary counts them.
+	srv.Service.Advance(24 * time.Hour)
+	s = mustRun(t, "sync", "--config", cfg)
+	if n := summaryCell(t, s, "userCourseProgress", "NEW"); n == "0" || n == "-" {
+		t.Errorf("after a day: %s new rows:\n%s", n, s)
+	}
+	before := queryOne(t, out, "SELECT count(*) FROM _sepipe_runs WHERE status = 'succeeded'")
+
+	code, stdout, errOut := runCLI(t, "schedule", "--config", cfg, "--cron", "*/1 * * * * *", "--time-zone", "Europe/Berlin", "--max-runs", "2")
+	if code != exitOK {
+		t.Fatalf("schedule exit %d\n%s\n%s", code, stdout, errOut)
+	}
+	if strings.Count(errOut, "next run") < 2 || !strings.Contains(errOut, "schedule stopped") {
+		t.Errorf("schedule log:\n%s", errOut)
+	}
+	after := queryOne(t, out, "SELECT count(*) FROM _sepipe_runs WHERE status = 'succeeded'")
+	var b, a int
+	fmt.Sscan(before, &b)
+	fmt.Sscan(after, &a)
+	if a-b != 2 {
+		t.Errorf("schedule recorded %d runs, want 2", a-b)
+	}
+}
+
+// fileTree hashes every file under dir (the warehouse and the lake).
+func fileTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.Contains(p, ".sepipe") {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		h := sha256.Sum256(b)
+		out[p] = hex.EncodeToString(h[:])
+		return nil
+	})
+	return out
+}
+
+func sameTree(t *testing.T, before, after map[string]string) {
+	t.Helper()
+	if len(before) != len(after) {
+		t.Errorf("files: %d before, %d after", len(before), len(after))
+	}
+	for f, h := range before {
+		if after[f] != h {
+			t.Errorf("%s changed", f)
+		}
+	}
+}
+
+// TestBadInputTable: each bad input gives its own one-line message, a
+// hint, its exit code, and leaves the warehouse and the lake as they were.
+func TestBadInputTable(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	setEnv(t, srv)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "data")
+	good := writeConfig(t, dir, srv.URL, out, "")
+	mustRun(t, "sync", "--config", good)
+	tree := fileTree(t, out)
+	notDir := filepath.Join(dir, "a-file")
+	os.WriteFile(notDir, []byte("x"), 0o644)
+
+	cases := []struct {
+		name    string
+		config  string // replaces the streams: section onwards when set
+		extra   string // appended to the good config
+		replace [2]string
+		args    []string
+		env     map[string]string
+		code    int
+		msg     string
+		hint    string
+	}{
+		{name: "unknown key", extra: "colour: blue\n", args: []string{"sync"}, code: exitUsage,
+			msg: `sepipe.yaml:25: colour: unknown key "colour" (want service, credentials`, hint: "sepipe.example.yaml"},
+		{name: "unknown stream key", config: "streams:\n  user:\n    primary_keys: [userId]\n", args: []string{"sync"}, code: exitUsage,
+			msg: `sepipe.yaml:13: streams.user.primary_keys: unknown key "primary_keys" (want mode, primary_key`},
+		{name: "bad write mode", config: "streams:\n  userCourseProgress:\n    mode: upsert\n", args: []string{"sync"}, code: exitUsage,
+			msg: `sepipe.yaml:13: streams.userCourseProgress.mode: unknown write mode "upsert" (want replace, append or merge)`},
+		{name: "bad lookback", config: "streams:\n  userCourseProgress:\n    cursor: lastModifiedDate\n    lookback: soon\n", args: []string{"sync"}, code: exitUsage,
+			msg: `sepipe.yaml:14: streams.userCourseProgress.lookback: bad duration "soon"`},
+		{name: "not yaml", extra: "output:\n\tdir: x\n", args: []string{"sync"}, code: exitUsage, msg: "sepipe.yaml:26: not valid YAML"},
+		{name: "unknown stream", config: "streams:\n  coarse:\n    mode: append\n", args: []string{"plan"}, code: exitUsage,
+			msg: `sepipe.yaml:12: streams.coarse: unknown report object "coarse"`, hint: "sepipe discover"},
+		{name: "unknown include", config: "include: [course, coarse]\n", args: []string{"sync"}, code: exitUsage,
+			msg: `sepipe.yaml:11: include[1]: unknown report object "coarse"`, hint: "sepipe discover"},
+		{name: "unknown object flag", args: []string{"sync", "--objects", "coarse"}, code: exitFailed,
+			msg: `unknown report object "coarse"`, hint: "sepipe discover"},
+		{name: "filter unknown field", config: "streams:\n  user:\n    filters:\n      - {field: regin, operator: eq, values: [EMEA]}\n", args: []string{"sync"}, code: exitUsage,
+			msg: `sepipe.yaml:14: streams.user.filters[0]: bad filter: `, hint: "sepipe describe"},
+		{name: "filter bad operator", config: "streams:\n  user:\n    filters:\n      - {field: status, operator: like, values: [x]}\n", args: []string{"plan"}, code: exitUsage,
+			msg: `streams.user.filters[0].operator: unknown operator "like"`},
+		{name: "filter bad option", config: "streams:\n  user:\n    filters:\n      - {field: status, operator: in, values: [Sleeping]}\n", args: []string{"sync"}, code: exitUsage,
+			msg: `streams.user.filters[0]: bad filter`},
+		{name: "bad cron flag", args: []string{"schedule", "--cron", "61 * * * *"}, code: exitUsage,
+			msg: `--cron: bad cron expression "61 * * * *"`, hint: "02:00 every day"},
+		{name: "bad cron in file", extra: "schedule:\n  cron: every night\n", args: []string{"schedule"}, code: exitUsage,
+			msg: `sepipe.yaml:26: schedule.cron: bad cron expression "every night"`, hint: "02:00 every day"},
+		{name: "bad time zone", extra: "schedule:\n  cron: '0 2 * * *'\n  time_zone: Mars/Olympus\n", args: []string{"schedule"}, code: exitUsage,
+			msg: `sepipe.yaml:27: schedule.time_zone: unknown time zone "Mars/Olympus"`},
+		{name: "missing config", args: []string{"sync", "--config", filepath.Join(dir, "nope.yaml")}, code: exitUsage,
+			msg: "nope.yaml: no such file or directory"},
+		{name: "config is a folder", args: []string{"sync", "--config", dir}, code: exitUsage, msg: "is a directory"},
+		{name: "unset token variable", replace: [2]string{"${SEPIPE_ACCESS_TOKEN}", "${ACME_TOKEN_UNSET}"}, args: []string{"sync"}, code: exitUsage,
+			msg: "sepipe.yaml:5: credentials.access_token: ${ACME_TOKEN_UNSET} is not set", hint: "export the variable"},
+		{name: "wrong token", env: map[string]string{"SEPIPE_ACCESS_TOKEN": "wrong-token-123"}, args: []string{"sync"}, code: exitFailed,
+			msg: "reporting access token", hint: "check SEPIPE_ACCESS_TOKEN"},
+		{name: "wrong token check", env: map[string]string{"SEPIPE_ACCESS_TOKEN": "wrong-token-123", "SEPIPE_LEGACY_PASSWORD": "nope"}, args: []string{"check"}, code: exitFailed,
+			msg: "some credentials failed: 4 of 5 checks"},
+		{name: "unwritable output", args: []string{"sync", "--out", filepath.Join(notDir, "data")}, code: exitFailed,
+			msg: notDir, hint: "output folder"},
+		{name: "merge without key", config: "streams:\n  course:\n    mode: merge\n", args: []string{"sync"}, code: exitUsage,
+			msg: "sepipe.yaml:12: streams.course.primary_key: write mode merge needs a primary key"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			cfg := good
+			if tc.config != "" || tc.extra != "" || tc.replace[0] != "" {
+				sub := t.TempDir()
+				cfg = writeConfig(t, sub, srv.URL, out, tc.extra)
+				if tc.config != "" {
+					b, _ := os.ReadFile(cfg)
+					s := string(b)
+					i, j := strings.Index(s, "streams:"), strings.Index(s, "requests:")
+					s = s[:i] + tc.config + s[j:]
+					os.WriteFile(cfg, []byte(s), 0o644)
+				}
+				if tc.replace[0] != "" {
+					b, _ := os.ReadFile(cfg)
+					os.WriteFile(cfg, []byte(strings.Replace(string(b), tc.replace[0], tc.replace[1], 1)), 0o644)
+				}
+			}
+			args := append([]string{}, tc.args...)
+			if !strings.Contains(strings.Join(args, " "), "--config") {
+				args = append(args, "--config", cfg)
+			}
+			code, stdout, errOut := runCLI(t, args...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, stdout, errOut)
+			}
+			first, _, _ := strings.Cut(errOut, "\n")
+			if !strings.Contains(errOut, tc.msg) {
+				t.Errorf("stderr lacks %q:\n%s", tc.msg, errOut)
+			}
+			if tc.code == exitUsage && (!strings.HasPrefix(first, "sepipe: ") || !strings.Contains(first, tc.msg)) {
+				t.Errorf("the fault is not one line: %q", first)
+			}
+			if _, h, _ := strings.Cut(errOut, "hint: "); tc.hint != "" && !strings.Contains(h, tc.hint) {
+				t.Errorf("no hint %q:\n%s", tc.hint, errOut)
+			}
+			if strings.Contains(errOut+stdout, "wrong-token-123") {
+				t.Errorf("the token was printed:\n%s%s", stdout, errOut)
+			}
+			sameTree(t, tree, fileTree(t, out))
+		})
+	}
+}
+
+func TestLiteralSecretIsWarnedNotPrinted(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	setEnv(t, srv)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, srv.URL, filepath.Join(dir, "data"), "")
+	b, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, []byte(strings.Replace(string(b), "${SEPIPE_API_TOKEN}", srv.Service.APIToken(), 1)), 0o644)
+	code, stdout, errOut := runCLI(t, "check", "--config", cfg)
+	if code != exitOK {
+		t.Fatalf("check: %d\n%s\n%s", code, stdout, errOut)
+	}
+	if !strings.Contains(errOut, "sepipe.yaml:6: credentials.api_token holds a literal secret") {
+		t.Errorf("no warning:\n%s", errOut)
+	}
+	if strings.Contains(stdout+errOut, srv.Service.APIToken()) {
+		t.Errorf("the literal secret was printed:\n%s\n%s", stdout, errOut)
+	}
+}
+
+// TestHelperHoldWarehouse is not a test: TestSyncFailsOnLockedWarehouse
+// runs the test binary again with it, to hold the warehouse open for
+// writing in another process until its stdin closes.
+func TestHelperHoldWarehouse(t *testing.T) {
+	path := os.Getenv("SEPIPE_TEST_HOLD_WAREHOUSE")
+	if path == "" {
+		t.Skip("helper process only")
+	}
+	db, err := sql.Open("duckdb", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Ping(); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("holding")
+	io.Copy(io.Discard, os.Stdin)
+}
+
+func TestSyncFailsOnLockedWarehouse(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	setEnv(t, srv)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "data")
+	cfg := writeConfig(t, dir, srv.URL, out, "")
+	mustRun(t, "sync", "--config", cfg)
+
+	helper := exec.Command(os.Args[0], "-test.run=^TestHelperHoldWarehouse$", "-test.v")
+	helper.Env = append(os.Environ(), "SEPIPE_TEST_HOLD_WAREHOUSE="+filepath.Join(out, "warehouse.duckdb"))
+	stdin, _ := helper.StdinPipe()
+	stdout, _ := helper.StdoutPipe()
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); helper.Wait() }()
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if sc.Text() == "holding" {
+				ready <- true
+			}
+		}
+		close(ready)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatal("helper ended before holding the warehouse")
+		}
+	case <-ctx.Done():
+		t.Fatal("helper never held the warehouse")
+	}
+	tree := fileTree(t, out)
+	code, _, errOut := runCLI(t, "sync", "--config", cfg)
+	if code != exitFailed {
+		t.Errorf("exit %d, want %d:\n%s", code, exitFailed, errOut)
+	}
+	if !strings.Contains(errOut, "warehouse is locked by another process") || !strings.Contains(errOut, "hint: another program has warehouse.duckdb open") {
+		t.Errorf("stderr:\n%s", errOut)
+	}
+	code, _, errOut = runCLI(t, "plan", "--config", cfg)
+	if code != exitFailed || !strings.Contains(errOut, "warehouse is locked") {
+		t.Errorf("plan on a locked warehouse: exit %d:\n%s", code, errOut)
+	}
+	sameTree(t, tree, fileTree(t, out))
+}
+
+// TestSchedulerSignals: the first signal lets the current run finish, the
+// second cancels it; a tick while a run goes on is skipped.
+func TestSchedulerSignals(t *testing.T) {
+	sched := every(50 * time.Millisecond)
+	var logs strings.Builder
+	g := &globals{logLevel: "info", logFormat: "text", stderr: &syncWriter{w: &logs}}
+	log, _ := g.loggerTo(g.stderr)
+	started := make(chan struct{}, 10)
+	var cancelled bool
+	s := &scheduler{sched: sched, loc: time.UTC, log: log, run: func(ctx context.Context) error {
+		started <- struct{}{}
+		select {
+		case <-ctx.Done():
+			cancelled = true
+			return ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+			return nil
+		}
+	}}
+	sigs := make(chan os.Signal, 2)
+	done := make(chan error, 1)
+	go func() { done <- s.loop(context.Background(), sigs) }()
+	<-started
+	time.Sleep(150 * time.Millisecond) // ticks come while the run goes on
+	sigs <- os.Interrupt
+	if err := <-done; err != nil || cancelled {
+		t.Errorf("first signal: err %v, cancelled %v", err, cancelled)
+	}
+	if !strings.Contains(logs.String(), "skipped a scheduled run") {
+		t.Errorf("no skip logged:\n%s", logs.String())
+	}
+	go func() { done <- s.loop(context.Background(), sigs) }()
+	<-started
+	sigs <- os.Interrupt
+	sigs <- os.Interrupt
+	if err := <-done; err != errRunCancelled || !cancelled {
+		t.Errorf("second signal: err %v, cancelled %v", err, cancelled)
+	}
+}
+
+// every is a schedule finer than cron's one second.
+type every time.Duration
+
+func (e every) Next(t time.Time) time.Time { return t.Add(time.Duration(e)) }
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
+}
+
+// TestExampleConfigIsValid keeps sepipe.example.yaml loadable.
+func TestExampleConfigIsValid(t *testing.T) {
+	c, err := LoadConfig("../../sepipe.example.yaml", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Warnings()) != 0 {
+		t.Errorf("the example has literal secrets: %v", c.Warnings())
+	}
+	if s := c.Streams["userCourseProgress"]; s.Mode != "merge" || time.Duration(s.Lookback) != 2*time.Hour {
+		t.Errorf("userCourseProgress: %+v", s)
+	}
+}
+
+func TestHelpOfNewCommands(t *testing.T) {
+	for _, c := range []string{"sync", "plan", "discover", "describe", "check", "schedule"} {
+		code, out, _ := runCLI(t, c, "--help")
+		if code != exitOK || !strings.Contains(out, "Examples:") || !strings.Contains(out, "--config") {
+			t.Errorf("%s --help: %d\n%s", c, code, out)
+		}
+	}
+}

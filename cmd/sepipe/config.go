@@ -1,0 +1,713 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/pipeline"
+	"github.com/sepipe/sepipe/schemas"
+)
+
+// defaultConfigFile is read when --config is not given and the file exists.
+const defaultConfigFile = "sepipe.yaml"
+
+// Config is sepipe.yaml: what users write. Load decodes it (line numbers
+// kept for messages), SetDefaults fills what it leaves out, Validate checks
+// it without touching the network.
+type Config struct {
+	Service     ServiceConfig           `yaml:"service"`
+	Credentials CredentialsConfig       `yaml:"credentials"`
+	Legacy      LegacyConfig            `yaml:"legacy"`
+	Include     []string                `yaml:"include"`
+	Exclude     []string                `yaml:"exclude"`
+	Streams     map[string]StreamConfig `yaml:"streams"`
+	Requests    RequestsConfig          `yaml:"requests"`
+	Output      OutputConfig            `yaml:"output"`
+	Log         LogConfig               `yaml:"log"`
+	Schedule    ScheduleConfig          `yaml:"schedule"`
+	Webhooks    WebhooksConfig          `yaml:"webhooks"`
+
+	file  string         // path it was read from ("" when there is no file)
+	lines map[string]int // key path -> line
+	warns []string       // literal secrets and the like
+}
+
+// ServiceConfig holds the four base URLs; only tenant_url is required.
+type ServiceConfig struct {
+	TenantURL   string `yaml:"tenant_url"`
+	LegacyURL   string `yaml:"legacy_url"`   // default tenant_url
+	V4URL       string `yaml:"v4_url"`       // default tenant_url + /v4
+	WebhooksURL string `yaml:"webhooks_url"` // default tenant_url + /webhooks/v1
+}
+
+// CredentialsConfig holds the tokens, as ${ENV_VAR} references.
+type CredentialsConfig struct {
+	AccessToken Secret `yaml:"access_token"` // reporting, v3, v4 (default ${SEPIPE_ACCESS_TOKEN})
+	APIToken    Secret `yaml:"api_token"`    // webhooks (default ${SEPIPE_API_TOKEN})
+}
+
+// LegacyConfig is the legacy session login.
+type LegacyConfig struct {
+	LoginDir string `yaml:"login_dir"`
+	Username string `yaml:"username"`
+	Password Secret `yaml:"password"`
+}
+
+// StreamConfig configures one report object.
+type StreamConfig struct {
+	Mode       string         `yaml:"mode"`
+	PrimaryKey []string       `yaml:"primary_key"`
+	Cursor     string         `yaml:"cursor"`
+	Lookback   Duration       `yaml:"lookback"`
+	Contract   string         `yaml:"contract"`
+	Filters    []FilterConfig `yaml:"filters"`
+}
+
+// FilterConfig is one filter sent with every read of a stream.
+type FilterConfig struct {
+	Field    string `yaml:"field"`
+	Operator string `yaml:"operator"`
+	Values   []any  `yaml:"values"`
+}
+
+// RequestsConfig is the load sepipe puts on the service.
+type RequestsConfig struct {
+	Concurrency       int      `yaml:"concurrency"`        // pages in flight per object
+	ObjectConcurrency int      `yaml:"object_concurrency"` // objects read at once
+	Rate              float64  `yaml:"rate"`               // requests per second, all workers
+	Burst             int      `yaml:"burst"`
+	PageSize          int      `yaml:"page_size"`
+	MaxAttempts       int      `yaml:"max_attempts"`
+	MaxWait           Duration `yaml:"max_wait"`
+}
+
+// OutputConfig says where the lake and the warehouse go.
+type OutputConfig struct {
+	Dir string `yaml:"dir"`
+}
+
+// LogConfig sets the log level and format.
+type LogConfig struct {
+	Level  string `yaml:"level"`
+	Format string `yaml:"format"`
+}
+
+// ScheduleConfig is read by 'sepipe schedule'.
+type ScheduleConfig struct {
+	Cron     string `yaml:"cron"`
+	TimeZone string `yaml:"time_zone"`
+}
+
+// WebhooksConfig is read by 'sepipe listen'.
+type WebhooksConfig struct {
+	Listen  string   `yaml:"listen"`
+	Secrets []Secret `yaml:"secrets"`
+}
+
+// Secret is a credential: Ref is what the file says (normally
+// "${ENV_VAR}"), Value what it expanded to. It never prints its value.
+type Secret struct {
+	Ref   string
+	Value extract.Secret
+}
+
+// Set reports whether the secret has a value after expansion.
+func (s Secret) Set() bool { return s.Value != "" }
+
+// String names the secret by its reference, never its value.
+func (s Secret) String() string {
+	if isEnvRef(s.Ref) {
+		return s.Ref
+	}
+	return "<literal>"
+}
+
+// Duration is a time.Duration written as "90m", "6h" or "7d".
+type Duration time.Duration
+
+// ParseDuration reads a Go duration, with d for days.
+func ParseDuration(s string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.ParseFloat(n, 64)
+		if err != nil || days < 0 {
+			return 0, fmt.Errorf("bad duration %q (want e.g. 90m, 6h or 7d)", s)
+		}
+		return time.Duration(days * float64(24*time.Hour)), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("bad duration %q (want e.g. 90m, 6h or 7d)", s)
+	}
+	return d, nil
+}
+
+// ConfigError names the file, line and key at fault.
+type ConfigError struct {
+	File string
+	Line int
+	Key  string
+	Msg  string
+}
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		if e.Line > 0 {
+			fmt.Fprintf(&b, ":%d", e.Line)
+		}
+		b.WriteString(": ")
+	}
+	if e.Key != "" {
+		b.WriteString(e.Key + ": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// errf returns a *ConfigError at key, wrapped as a usage error.
+func (c *Config) errf(key, format string, a ...any) error {
+	return usageError{&ConfigError{File: c.file, Line: c.line(key), Key: key, Msg: fmt.Sprintf(format, a...)}}
+}
+
+// line returns the line of key, or of its closest parent written in the file.
+func (c *Config) line(key string) int {
+	for k := key; k != ""; {
+		if l, ok := c.lines[k]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(k, ".[")
+		if i < 0 {
+			break
+		}
+		k = k[:i]
+	}
+	return 0
+}
+
+// File is the path the config was read from, "" without a file.
+func (c *Config) File() string { return c.file }
+
+// Warnings are things that load but should be fixed (literal secrets).
+func (c *Config) Warnings() []string { return c.warns }
+
+// LoadConfig reads path. A missing default file is not an error: it
+// returns an empty config (explicit is false).
+func LoadConfig(path string, explicit bool) (*Config, error) {
+	if path == "" {
+		path = defaultConfigFile
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if !explicit && errors.Is(err, fs.ErrNotExist) {
+			c := &Config{lines: map[string]int{}}
+			c.SetDefaults()
+			return c, nil
+		}
+		return nil, usagef("config %s: %v", path, unwrapPathError(err))
+	}
+	c, err := parseConfig(path, b)
+	if err != nil {
+		return nil, err
+	}
+	c.SetDefaults()
+	return c, nil
+}
+
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func parseConfig(file string, b []byte) (*Config, error) {
+	c := &Config{file: file, lines: map[string]int{}}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		line, msg := yamlErrorLine(err)
+		return nil, usageError{&ConfigError{File: file, Line: line, Msg: "not valid YAML: " + msg}}
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return c, nil // empty file
+	}
+	d := &decoder{c: c}
+	if err := d.decode(doc.Content[0], reflect.ValueOf(c).Elem(), ""); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+func yamlErrorLine(err error) (int, string) {
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n, m[2]
+	}
+	return 0, strings.TrimPrefix(err.Error(), "yaml: ")
+}
+
+// decoder decodes a yaml.Node into the config struct by reflection, so that
+// every message names the line and the key path, and unknown keys are
+// errors.
+type decoder struct{ c *Config }
+
+var (
+	durationType = reflect.TypeFor[Duration]()
+	secretType   = reflect.TypeFor[Secret]()
+	envRef       = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+)
+
+func isEnvRef(s string) bool {
+	m := envRef.FindStringIndex(s)
+	return m != nil && m[0] == 0 && m[1] == len(s)
+}
+
+func expandEnv(s string) string {
+	return envRef.ReplaceAllStringFunc(s, func(m string) string { return os.Getenv(m[2 : len(m)-1]) })
+}
+
+func (d *decoder) fail(n *yaml.Node, key, format string, a ...any) error {
+	return usageError{&ConfigError{File: d.c.file, Line: n.Line, Key: key, Msg: fmt.Sprintf(format, a...)}}
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	return fmt.Sprintf("%q", n.Value)
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if path != "" {
+		if _, ok := d.c.lines[path]; !ok {
+			d.c.lines[path] = n.Line
+		}
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return nil // key: (nothing) leaves the default
+	}
+	switch v.Type() {
+	case durationType:
+		if n.Kind != yaml.ScalarNode {
+			return d.fail(n, path, "want a duration such as 90m, 6h or 7d, got %s", kindName(n))
+		}
+		dur, err := ParseDuration(expandEnv(n.Value))
+		if err != nil {
+			return d.fail(n, path, "%v", err)
+		}
+		v.SetInt(int64(dur))
+		return nil
+	case secretType:
+		if n.Kind != yaml.ScalarNode {
+			return d.fail(n, path, "want a ${ENV_VAR} reference, got %s", kindName(n))
+		}
+		s := Secret{Ref: n.Value, Value: extract.Secret(expandEnv(n.Value))}
+		if !strings.Contains(n.Value, "${") && n.Value != "" {
+			d.c.warns = append(d.c.warns, fmt.Sprintf("%s:%d: %s holds a literal secret; write a ${ENV_VAR} reference instead and keep the value out of the file", d.c.file, n.Line, path))
+		}
+		v.Set(reflect.ValueOf(s))
+		return nil
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return d.fail(n, path, "want a mapping of keys, got %s", kindName(n))
+		}
+		t := v.Type()
+		var known []string
+		byName := map[string]int{}
+		for i := range t.NumField() {
+			tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+			if tag == "" || tag == "-" {
+				continue
+			}
+			known = append(known, tag)
+			byName[tag] = i
+		}
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			key := join(path, k.Value)
+			idx, ok := byName[k.Value]
+			if !ok {
+				return d.fail(k, key, "unknown key %q (want %s)", k.Value, strings.Join(known, ", "))
+			}
+			if seen[k.Value] {
+				return d.fail(k, key, "given twice")
+			}
+			seen[k.Value] = true
+			d.c.lines[key] = k.Line
+			if err := d.decode(val, v.Field(idx), key); err != nil {
+				return err
+			}
+		}
+		return nil
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return d.fail(n, path, "want a mapping, got %s", kindName(n))
+		}
+		if v.IsNil() {
+			v.Set(reflect.MakeMap(v.Type()))
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			key := join(path, k.Value)
+			if v.MapIndex(reflect.ValueOf(k.Value)).IsValid() {
+				return d.fail(k, key, "given twice")
+			}
+			d.c.lines[key] = k.Line
+			ev := reflect.New(v.Type().Elem()).Elem()
+			if err := d.decode(val, ev, key); err != nil {
+				return err
+			}
+			v.SetMapIndex(reflect.ValueOf(k.Value), ev)
+		}
+		return nil
+	case reflect.Slice:
+		if n.Kind == yaml.ScalarNode && v.Type().Elem().Kind() == reflect.String {
+			// include: course  is a list of one.
+			n = &yaml.Node{Kind: yaml.SequenceNode, Line: n.Line, Content: []*yaml.Node{n}}
+		}
+		if n.Kind != yaml.SequenceNode {
+			return d.fail(n, path, "want a list, got %s", kindName(n))
+		}
+		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+		for i, e := range n.Content {
+			key := fmt.Sprintf("%s[%d]", path, i)
+			d.c.lines[key] = e.Line
+			if err := d.decode(e, s.Index(i), key); err != nil {
+				return err
+			}
+		}
+		v.Set(s)
+		return nil
+	case reflect.Interface:
+		if n.Kind != yaml.ScalarNode {
+			return d.fail(n, path, "want a single value, got %s", kindName(n))
+		}
+		var x any
+		if err := n.Decode(&x); err != nil {
+			return d.fail(n, path, "%v", err)
+		}
+		if s, ok := x.(string); ok {
+			x = expandEnv(s)
+		}
+		v.Set(reflect.ValueOf(x))
+		return nil
+	}
+	if n.Kind != yaml.ScalarNode {
+		return d.fail(n, path, "want a single value, got %s", kindName(n))
+	}
+	raw := expandEnv(n.Value)
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(raw)
+	case reflect.Int:
+		x, err := strconv.Atoi(raw)
+		if err != nil {
+			return d.fail(n, path, "want a whole number, got %q", n.Value)
+		}
+		v.SetInt(int64(x))
+	case reflect.Float64:
+		x, err := strconv.ParseFloat(raw, 64)
+		if err != nil {
+			return d.fail(n, path, "want a number, got %q", n.Value)
+		}
+		v.SetFloat(x)
+	case reflect.Bool:
+		x, err := strconv.ParseBool(raw)
+		if err != nil {
+			return d.fail(n, path, "want true or false, got %q", n.Value)
+		}
+		v.SetBool(x)
+	default:
+		return d.fail(n, path, "cannot hold a value of kind %s", v.Kind())
+	}
+	return nil
+}
+
+// Defaults.
+const (
+	defaultOut         = "./sepipe-data"
+	defaultAccessEnv   = "SEPIPE_ACCESS_TOKEN"
+	defaultAPITokenEnv = "SEPIPE_API_TOKEN"
+)
+
+// SetDefaults fills what the file leaves out. Credentials default to the
+// environment variables SEPIPE_ACCESS_TOKEN and SEPIPE_API_TOKEN.
+func (c *Config) SetDefaults() {
+	envSecret := func(s *Secret, env string) {
+		if s.Ref == "" {
+			*s = Secret{Ref: "${" + env + "}", Value: extract.Secret(os.Getenv(env))}
+		}
+	}
+	envSecret(&c.Credentials.AccessToken, defaultAccessEnv)
+	envSecret(&c.Credentials.APIToken, defaultAPITokenEnv)
+	r := &c.Requests
+	if r.Concurrency == 0 {
+		r.Concurrency = extract.DefaultConcurrency
+	}
+	if r.ObjectConcurrency == 0 {
+		r.ObjectConcurrency = 2
+	}
+	if r.Rate == 0 {
+		r.Rate = 10
+	}
+	if r.Burst == 0 {
+		r.Burst = max(1, int(r.Rate))
+	}
+	if r.PageSize == 0 {
+		r.PageSize = extract.DefaultPageSize
+	}
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = extract.DefaultMaxAttempts
+	}
+	if r.MaxWait == 0 {
+		r.MaxWait = Duration(extract.DefaultMaxWait)
+	}
+	if c.Output.Dir == "" {
+		c.Output.Dir = defaultOut
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
+	if c.Schedule.TimeZone == "" {
+		c.Schedule.TimeZone = "Local"
+	}
+	if c.lines == nil {
+		c.lines = map[string]int{}
+	}
+}
+
+// filterArity is how many values each operator takes (-1: one or more).
+var filterArity = map[string]int{
+	"eq": 1, "ne": 1, "co": 1, "bw": 1, "nc": 1, "in": -1,
+	"lt": 1, "le": 1, "gt": 1, "ge": 1, "be": 2, "nb": 2,
+}
+
+// Validate checks the config without the network. Filters are checked
+// against the live describe at run time (checkFilters).
+func (c *Config) Validate() error {
+	if c.Service.TenantURL == "" {
+		return c.errf("service.tenant_url", "is required (the tenant's URL, e.g. https://acme.example.com)")
+	}
+	for key, u := range map[string]string{
+		"service.tenant_url": c.Service.TenantURL, "service.legacy_url": c.Service.LegacyURL,
+		"service.v4_url": c.Service.V4URL, "service.webhooks_url": c.Service.WebhooksURL,
+	} {
+		if u == "" {
+			continue
+		}
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return c.errf(key, "%q is not an absolute http or https URL", u)
+		}
+	}
+	if c.Legacy.LoginDir == "" && (c.Legacy.Username != "" || c.Legacy.Password.Ref != "") {
+		return c.errf("legacy.login_dir", "is required with legacy.username and legacy.password")
+	}
+	if (c.Legacy.Username == "") != (c.Legacy.Password.Ref == "") {
+		return c.errf("legacy.password", "legacy.username and legacy.password go together")
+	}
+	if len(c.Include) > 0 && len(c.Exclude) > 0 {
+		return c.errf("exclude", "give include or exclude, not both")
+	}
+	for _, list := range []struct {
+		key string
+		ids []string
+	}{{"include", c.Include}, {"exclude", c.Exclude}} {
+		for i, id := range list.ids {
+			if id == "" {
+				return c.errf(fmt.Sprintf("%s[%d]", list.key, i), "empty object id")
+			}
+		}
+	}
+	for _, id := range sortedKeys(c.Streams) {
+		s := c.Streams[id]
+		key := "streams." + id
+		if _, err := load.ParseWriteMode(s.Mode); err != nil {
+			return c.errf(key+".mode", "%v", err)
+		}
+		if s.Mode == string(load.Merge) && len(s.PrimaryKey) == 0 {
+			return c.errf(key+".primary_key", "write mode merge needs a primary key (the fields that identify a row)")
+		}
+		if _, err := schemas.ParseContract(s.Contract); err != nil {
+			return c.errf(key+".contract", "%v", err)
+		}
+		if s.Lookback != 0 && s.Cursor == "" {
+			return c.errf(key+".lookback", "needs a cursor: lookback only applies to incremental streams")
+		}
+		for i, f := range s.Filters {
+			fk := fmt.Sprintf("%s.filters[%d]", key, i)
+			if f.Field == "" {
+				return c.errf(fk+".field", "is required")
+			}
+			n, ok := filterArity[f.Operator]
+			if !ok {
+				return c.errf(fk+".operator", "unknown operator %q (want eq, ne, co, bw, nc, in, lt, le, gt, ge, be or nb)", f.Operator)
+			}
+			switch {
+			case n == -1 && len(f.Values) == 0:
+				return c.errf(fk+".values", "operator in needs at least one value")
+			case n > 0 && len(f.Values) != n:
+				return c.errf(fk+".values", "operator %s takes %d value(s), got %d", f.Operator, n, len(f.Values))
+			}
+		}
+	}
+	r := c.Requests
+	switch {
+	case r.Concurrency < 1:
+		return c.errf("requests.concurrency", "want at least 1, got %d", r.Concurrency)
+	case r.ObjectConcurrency < 1:
+		return c.errf("requests.object_concurrency", "want at least 1, got %d", r.ObjectConcurrency)
+	case r.Rate < 0:
+		return c.errf("requests.rate", "want a rate of requests per second >= 0 (0 is unlimited... use a positive number), got %v", r.Rate)
+	case r.Burst < 1:
+		return c.errf("requests.burst", "want at least 1, got %d", r.Burst)
+	case r.PageSize < 1 || r.PageSize > 1000:
+		return c.errf("requests.page_size", "want 1 to 1000 rows, got %d", r.PageSize)
+	case r.MaxAttempts < 1:
+		return c.errf("requests.max_attempts", "want at least 1, got %d", r.MaxAttempts)
+	}
+	if _, err := parseLevel(c.Log.Level); err != nil {
+		return c.errf("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		return c.errf("log.format", "%q: want text or json", c.Log.Format)
+	}
+	if _, err := time.LoadLocation(c.Schedule.TimeZone); err != nil {
+		return c.errf("schedule.time_zone", "unknown time zone %q (want an IANA name such as Europe/Berlin, UTC or Local)", c.Schedule.TimeZone)
+	}
+	if c.Schedule.Cron != "" {
+		if _, err := parseCron(c.Schedule.Cron); err != nil {
+			return c.errf("schedule.cron", "%v", err)
+		}
+	}
+	return nil
+}
+
+// Warning keeps the literal-secret messages in one place for the commands.
+func (c *Config) warnTo(warn func(string)) {
+	for _, w := range c.warns {
+		warn(w)
+	}
+}
+
+func sortedKeys[M ~map[string]V, V any](m M) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// cronParser accepts five fields (minute first) or six (seconds first),
+// descriptors such as @daily and @every 1h, and a CRON_TZ= prefix.
+var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+func parseCron(spec string) (cron.Schedule, error) {
+	s, err := cronParser.Parse(spec)
+	if err != nil {
+		return nil, fmt.Errorf("bad cron expression %q: %v (want 5 fields \"min hour day month weekday\", 6 with seconds first, or @daily, @hourly, @every 1h)", spec, err)
+	}
+	return s, nil
+}
+
+// streams converts the stream configs for pipeline.Sync.
+func (c *Config) streams() map[string]pipeline.StreamConfig {
+	out := make(map[string]pipeline.StreamConfig, len(c.Streams))
+	for id, s := range c.Streams {
+		mode, _ := load.ParseWriteMode(s.Mode)
+		contract, _ := schemas.ParseContract(s.Contract)
+		ps := pipeline.StreamConfig{
+			Mode: mode, PrimaryKey: s.PrimaryKey, Cursor: s.Cursor,
+			Lookback: time.Duration(s.Lookback), Contract: contract,
+		}
+		for _, f := range s.Filters {
+			ps.Filters = append(ps.Filters, extract.Filter{Field: f.Field, Operator: f.Operator, Values: f.Values})
+		}
+		out[id] = ps
+	}
+	return out
+}
+
+// clientOptions are the extract options the config asks for.
+func (c *Config) clientOptions() []extract.Option {
+	r := c.Requests
+	opts := []extract.Option{
+		extract.WithConcurrency(r.Concurrency),
+		extract.WithRateLimit(r.Rate, r.Burst),
+		extract.WithPageSize(r.PageSize),
+		extract.WithRetry(r.MaxAttempts, time.Duration(r.MaxWait)),
+	}
+	if c.Credentials.AccessToken.Set() {
+		opts = append(opts, extract.WithAccessToken(c.Credentials.AccessToken.Value.Reveal()))
+	}
+	if c.Credentials.APIToken.Set() {
+		opts = append(opts, extract.WithAPIToken(c.Credentials.APIToken.Value.Reveal()))
+	}
+	if c.Service.LegacyURL != "" {
+		opts = append(opts, extract.WithLegacyURL(c.Service.LegacyURL))
+	}
+	if c.Service.V4URL != "" {
+		opts = append(opts, extract.WithV4URL(c.Service.V4URL))
+	}
+	if c.Service.WebhooksURL != "" {
+		opts = append(opts, extract.WithWebhookURL(c.Service.WebhooksURL))
+	}
+	return opts
+}
+
+// secretMissing explains an unset credential: which reference, where.
+func (c *Config) secretMissing(key string, s Secret) error {
+	if c.file == "" || c.line(key) == 0 {
+		name := strings.TrimSuffix(strings.TrimPrefix(s.Ref, "${"), "}")
+		return usagef("%s is not set: export the tenant's %s first", name, secretWhat(key))
+	}
+	return c.errf(key, "%s is not set: export it first", s.String())
+}
+
+func secretWhat(key string) string {
+	switch key {
+	case "credentials.access_token":
+		return "OAuth access token"
+	case "credentials.api_token":
+		return "developer API token"
+	}
+	return "credential"
+}

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/pipeline"
+	"github.com/sepipe/sepipe/schemas"
+)
+
+func init() {
+	register(newDiscoverCmd)
+	register(newDescribeCmd)
+}
+
+func newDiscoverCmd(g *globals) *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "discover",
+		Short: "List the tenant's report objects and collections",
+		Long: `Discover lists what sepipe can read from the tenant: every Coach report
+object (id, display name, number of fields, rows) and the collections of the
+other interfaces (v3 assets, v4 themes, webhook subscriptions) with their
+item counts. A collection whose credential is missing or refused is listed
+with the reason. Nothing is written.
+
+Use the object ids in sepipe.yaml (include, exclude, streams.<id>) and
+'sepipe describe OBJECT' for an object's fields.`,
+		Example: `  sepipe discover
+  sepipe discover --config ./acme.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.load(cmd, g)
+			if err != nil {
+				return err
+			}
+			log, err := g.loggerTo(g.stderr)
+			if err != nil {
+				return err
+			}
+			client, err := newClient(c, log, true)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			objs, err := client.Objects(ctx)
+			if err != nil {
+				return fmt.Errorf("list report objects: %w", err)
+			}
+			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "REPORT OBJECT\tNAME\tFIELDS\tROWS")
+			for _, o := range objs {
+				fields, rows := "?", "?"
+				if fs, err := client.Describe(ctx, o.ID); err == nil {
+					fields = fmt.Sprint(len(fs))
+				}
+				if n, err := countRows(ctx, client, o.ID); err == nil && n >= 0 {
+					rows = fmt.Sprint(n)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", o.ID, o.DisplayName, fields, rows)
+			}
+			tw.Flush()
+			fmt.Fprintln(g.stdout)
+			tw = tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "COLLECTION\tINTERFACE\tITEMS")
+			for _, col := range collections(ctx, c, client) {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", col.name, col.iface, col.items)
+			}
+			return tw.Flush()
+		},
+	}
+	f.add(cmd, false)
+	return cmd
+}
+
+type collection struct{ name, iface, items string }
+
+// errStop ends a collection read after its first page.
+var errStop = errors.New("stop")
+
+func collections(ctx context.Context, c *Config, client *extract.Client) []collection {
+	reason := func(err error) string {
+		if errors.Is(err, extract.ErrUnauthorized) || errors.Is(err, extract.ErrForbidden) {
+			return "not readable: " + err.Error()
+		}
+		return "error: " + err.Error()
+	}
+	var out []collection
+	assets := collection{name: "assets", iface: "v3"}
+	var total int64 = -1
+	_, err := client.ReadCollection(ctx, "assets", extract.CollectionQuery{Limit: 1}, func(_ context.Context, p *extract.CollectionPage) error {
+		total = p.Total
+		return errStop
+	})
+	switch {
+	case err != nil && !errors.Is(err, errStop):
+		assets.items = reason(err)
+	case total >= 0:
+		assets.items = fmt.Sprint(total)
+	default:
+		assets.items = "?"
+	}
+	out = append(out, assets)
+	themes := collection{name: "themes", iface: "v4"}
+	if ts, err := client.Themes(ctx, extract.ThemeQuery{}); err != nil {
+		themes.items = reason(err)
+	} else {
+		themes.items = fmt.Sprint(len(ts))
+	}
+	out = append(out, themes)
+	subs := collection{name: "subscriptions", iface: "webhooks"}
+	if !c.Credentials.APIToken.Set() {
+		subs.items = "not readable: " + c.Credentials.APIToken.String() + " is not set"
+	} else if ss, err := client.Subscriptions(ctx); err != nil {
+		subs.items = reason(err)
+	} else {
+		subs.items = fmt.Sprint(len(ss))
+	}
+	return append(out, subs)
+}
+
+// countRows asks for page 1 with one row per page: totalResults.
+func countRows(ctx context.Context, client *extract.Client, object string) (int64, error) {
+	p, err := client.QueryPage(ctx, object, extract.Query{Page: 1, ResultsPerPage: 1})
+	if err != nil {
+		return -1, err
+	}
+	info, err := extract.ParsePageInfo(p.Body)
+	return info.TotalResults, err
+}
+
+func newDescribeCmd(g *globals) *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "describe OBJECT",
+		Short: "Show a report object's fields, types and picklist options",
+		Long: `Describe prints the fields of one report object as the service's /describe
+gives them: field id (the column name), service type, the DuckDB column type
+sepipe loads it as, display name (the column comment) and, for picklists, the
+allowed options. Use it to write a stream's primary_key, cursor and filters:
+a filter's operator must suit the field's type (eq/ne for any but picklist;
+co/bw/nc for strings; in for picklists, with values among the options;
+lt/le/gt/ge/be/nb for numbers and dates).`,
+		Example: `  sepipe describe userCourseProgress
+  sepipe describe user --config ./acme.yaml`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.load(cmd, g)
+			if err != nil {
+				return err
+			}
+			log, err := g.loggerTo(g.stderr)
+			if err != nil {
+				return err
+			}
+			client, err := newClient(c, log, true)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			objs, err := client.Objects(ctx)
+			if err != nil {
+				return fmt.Errorf("list report objects: %w", err)
+			}
+			ids := make([]string, len(objs))
+			for i, o := range objs {
+				ids[i] = o.ID
+			}
+			if !slices.Contains(ids, args[0]) {
+				return fmt.Errorf("%w %q (the service has: %s)", pipeline.ErrUnknownObject, args[0], strings.Join(ids, ", "))
+			}
+			fields, err := client.Describe(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "FIELD\tTYPE\tDUCKDB\tDISPLAY NAME\tOPTIONS")
+			for _, fd := range fields {
+				duck := "?"
+				if s, err := schemas.FromDescribe(args[0], []extract.Field{fd}); err == nil {
+					if t, err := load.DuckDBType(s.Field(0).Type); err == nil {
+						duck = t
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", fd.ID, fd.Type, duck, fd.DisplayName, strings.Join(fd.Options, ", "))
+			}
+			return tw.Flush()
+		},
+	}
+	f.add(cmd, false)
+	return cmd
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sepipe/sepipe/pipeline"
+)
+
+func init() { register(newPlanCmd) }
+
+func newPlanCmd(g *globals) *cobra.Command {
+	f := &syncFlags{}
+	cmd := &cobra.Command{
+		Use:   "plan [--config sepipe.yaml] [--full-refresh STREAM,...]",
+		Short: "Dry run: what a sync would read and write, writing nothing",
+		Long: `Plan shows what 'sepipe sync' with the same config and flags would do, and
+writes nothing: no lock, no staging, no folder. The warehouse is opened
+read-only (and not at all if it does not exist yet).
+
+Per stream it shows the write mode, whether it reads incrementally and from
+which cursor value, the schema changes since the warehouse's last load (and
+whether the stream's contract lets them through), the rows the read would
+return and the requests it would take (one page with resultsPerPage 1 gives
+the service's totalResults), and the lake partition it would write or
+replace. A stream that would fail (bad filter, schema drift under a freeze
+contract, describe refused) is shown with the reason, and plan exits 1.`,
+		Example: `  sepipe plan
+  sepipe plan --full-refresh userCourseProgress
+  sepipe plan --objects course,user --out ./warehouse`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.load(cmd, g)
+			if err != nil {
+				return err
+			}
+			log, err := g.loggerTo(g.stderr)
+			if err != nil {
+				return err
+			}
+			c.warnTo(func(w string) { log.Warn(w) })
+			client, err := newClient(c, log, true)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			run, _, err := selectRun(ctx, c, client, f.objects)
+			if err != nil {
+				return err
+			}
+			p, err := pipeline.Plan(ctx, client, pipeline.PlanConfig{
+				Config: pipeline.Config{
+					Out: c.Output.Dir, Objects: run, Collections: c.collections(), Streams: c.streams(), FullRefresh: f.fullRefresh, Logger: log,
+				},
+				PageSize: c.Requests.PageSize,
+			})
+			if err != nil {
+				return err
+			}
+			w := g.stdout
+			wh := "does not exist yet: the sync creates it"
+			if p.HasWarehouse {
+				wh = "exists (read-only)"
+			}
+			fmt.Fprintf(w, "plan for snapshot %s into %s\nwarehouse %s %s\n\n", p.SnapshotDate, c.Output.Dir, p.Warehouse, wh)
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "STREAM\tMODE\tREAD\tROWS\tPAGES\tREQUESTS\tSCHEMA\tPARTITION")
+			failed := 0
+			for _, o := range p.Objects {
+				read := "full"
+				switch {
+				case o.FullRefresh:
+					read = "full refresh"
+				case o.Since != "":
+					read = "since " + o.Since
+				case o.Incremental:
+					read = "full (no watermark yet)"
+				}
+				schema := "unchanged"
+				switch {
+				case o.NewTable:
+					schema = fmt.Sprintf("new table, %d columns", o.Fields)
+				case !o.Diff.Empty():
+					schema = fmt.Sprintf("%d change(s) under %s", len(o.Diff.Changes), o.Contract)
+				}
+				part := "new " + o.Partition
+				if o.Replaces {
+					part = "replace " + o.Partition
+				}
+				rows := fmt.Sprint(o.Rows)
+				if o.Rows < 0 {
+					rows = "?"
+				}
+				if o.Err != nil {
+					failed++
+					fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t%d\t%s\tWOULD FAIL\n", o.Object, o.Mode, read, o.Requests, schema)
+					continue
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", o.Object, o.Mode, read, rows, o.Pages, o.Requests, schema, part)
+			}
+			tw.Flush()
+			fmt.Fprintf(w, "\nestimated requests: %d (without retries)\n", p.Requests)
+			for _, o := range p.Objects {
+				if !o.Diff.Empty() {
+					fmt.Fprintf(w, "schema changes of %s: %s\n", o.Object, o.Diff)
+				}
+			}
+			for _, o := range p.Objects {
+				if o.Err != nil {
+					fmt.Fprintf(w, "would fail: %v\n", o.Err)
+				}
+			}
+			if failed > 0 {
+				return fmt.Errorf("%d stream(s) would fail; see above", failed)
+			}
+			return nil
+		},
+	}
+	f.add(cmd, true)
+	cmd.Flags().StringSliceVar(&f.fullRefresh, "full-refresh", nil, "streams the sync would rebuild from a full read, comma-separated")
+	return cmd
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/pipeline"
+)
+
+// runFlags are the flags shared by the commands that talk to the service.
+// Each overrides the config key it names when given.
+type runFlags struct {
+	config      string
+	baseURL     string
+	out         string
+	objects     []string
+	concurrency int
+	rate        float64
+	pageSize    int
+}
+
+func (f *runFlags) add(cmd *cobra.Command, withOut bool) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", "", "config file (default ./sepipe.yaml when it exists)")
+	fl.StringVar(&f.baseURL, "base-url", "", "tenant URL (https://<subdomain>.<domain>); overrides service.tenant_url")
+	if withOut {
+		fl.StringVar(&f.out, "out", defaultOut, "output folder for lake/ and warehouse.duckdb; overrides output.dir")
+		fl.StringSliceVar(&f.objects, "objects", nil, "comma-separated object ids (default: all, or the config's include/exclude)")
+	}
+	fl.IntVar(&f.concurrency, "concurrency", extract.DefaultConcurrency, "page requests in flight per object; overrides requests.concurrency")
+	fl.Float64Var(&f.rate, "rate", 10, "request budget, requests per second shared by all workers; overrides requests.rate")
+	fl.IntVar(&f.pageSize, "page-size", extract.DefaultPageSize, "rows per page requested; overrides requests.page_size")
+}
+
+// load reads the config, applies the flags given on the command line, and
+// validates the result.
+func (f *runFlags) load(cmd *cobra.Command, g *globals) (*Config, error) {
+	fl := cmd.Flags()
+	c, err := LoadConfig(f.config, fl.Changed("config"))
+	if err != nil {
+		return nil, err
+	}
+	if fl.Changed("base-url") {
+		c.Service.TenantURL = f.baseURL
+	}
+	if fl.Lookup("out") != nil && fl.Changed("out") {
+		c.Output.Dir = f.out
+	}
+	if fl.Changed("concurrency") {
+		c.Requests.Concurrency = f.concurrency
+	}
+	if fl.Changed("rate") {
+		c.Requests.Rate = f.rate
+		c.Requests.Burst = max(1, int(f.rate))
+	}
+	if fl.Changed("page-size") {
+		c.Requests.PageSize = f.pageSize
+	}
+	if fl.Changed("log-level") {
+		if _, err := parseLevel(g.logLevel); err != nil {
+			return nil, usagef("--log-level %q: want debug, info, warn or error", g.logLevel)
+		}
+		c.Log.Level = g.logLevel
+	} else {
+		g.logLevel = c.Log.Level
+	}
+	if fl.Changed("log-format") {
+		if g.logFormat != "text" && g.logFormat != "json" {
+			return nil, usagef("--log-format %q: want text or json", g.logFormat)
+		}
+		c.Log.Format = g.logFormat
+	} else {
+		g.logFormat = c.Log.Format
+	}
+	if c.Service.TenantURL == "" && c.file == "" {
+		return nil, usagef("--base-url is required (the tenant's URL, e.g. https://acme.example.com), or write service.tenant_url in ./sepipe.yaml")
+	}
+	if err := c.Validate(); err != nil {
+		// A flag's value is named by its flag, not by a line of the file.
+		var ce *ConfigError
+		if errors.As(err, &ce) && c.file == "" {
+			ce.File = ""
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// logger builds the logger the config and flags ask for, writing to w.
+func (g *globals) loggerTo(w io.Writer) (*slog.Logger, error) {
+	lvl, err := parseLevel(g.logLevel)
+	if err != nil {
+		return nil, usagef("--log-level %q: want debug, info, warn or error", g.logLevel)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch g.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usagef("--log-format %q: want text or json", g.logFormat)
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var lvl slog.Level
+	err := lvl.UnmarshalText([]byte(s))
+	return lvl, err
+}
+
+// newClient builds the service client. needToken: the command reads
+// reports, so the access token must be set.
+func newClient(c *Config, log *slog.Logger, needToken bool, extra ...extract.Option) (*extract.Client, error) {
+	if needToken && !c.Credentials.AccessToken.Set() {
+		return nil, c.secretMissing("credentials.access_token", c.Credentials.AccessToken)
+	}
+	opts := append(c.clientOptions(), extract.WithLogger(log))
+	client, err := extract.New(c.Service.TenantURL, append(opts, extra...)...)
+	if err != nil {
+		if c.file != "" {
+			return nil, c.errf("service", "%v", err)
+		}
+		return nil, usagef("--base-url: %v", err)
+	}
+	return client, nil
+}
+
+// selectRun resolves the objects of a run: --objects, else the config's
+// include or exclude, checked against the service's list, and every
+// filter checked against its object's describe. Config faults come back
+// with their file and line.
+func selectRun(ctx context.Context, c *Config, client *extract.Client, flagObjects []string) (run, all []string, err error) {
+	objs, err := client.Objects(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list report objects: %w", err)
+	}
+	ids := make([]string, len(objs))
+	for i, o := range objs {
+		ids[i] = o.ID
+	}
+	ids = append(ids, c.collections()...)
+	have := func(id string) bool { return slices.Contains(ids, id) }
+	unknown := func(id string) string {
+		msg := fmt.Sprintf("%v %q (the service has: %s)", pipeline.ErrUnknownObject, id, strings.Join(ids, ", "))
+		return msg
+	}
+	for _, list := range []struct {
+		key string
+		ids []string
+	}{{"include", c.Include}, {"exclude", c.Exclude}} {
+		for i, id := range list.ids {
+			if !have(id) {
+				return nil, nil, c.errf(fmt.Sprintf("%s[%d]", list.key, i), "%s", unknown(id))
+			}
+		}
+	}
+	for _, id := range sortedKeys(c.Streams) {
+		if !have(id) {
+			return nil, nil, c.errf("streams."+id, "%s", unknown(id))
+		}
+	}
+	switch {
+	case len(flagObjects) > 0:
+		for _, id := range flagObjects {
+			if !have(id) {
+				return nil, nil, fmt.Errorf("--objects: %w %q (the service has: %s)", pipeline.ErrUnknownObject, id, strings.Join(ids, ", "))
+			}
+		}
+		run = flagObjects
+	case len(c.Include) > 0:
+		run = c.Include
+	case len(c.Exclude) > 0:
+		for _, id := range ids {
+			if !slices.Contains(c.Exclude, id) {
+				run = append(run, id)
+			}
+		}
+		if len(run) == 0 {
+			return nil, nil, c.errf("exclude", "excludes every object the service has")
+		}
+	}
+	// Filters: validated against the live describe before any data moves.
+	check := run
+	if len(check) == 0 {
+		check = ids
+	}
+	for _, id := range check {
+		s, ok := c.Streams[id]
+		if !ok || len(s.Filters) == 0 {
+			continue
+		}
+		fields, err := client.Describe(ctx, id)
+		if err != nil {
+			return nil, nil, fmt.Errorf("describe %s: %w", id, err)
+		}
+		for i, f := range s.Filters {
+			q := extract.Query{Filters: []extract.Filter{{Field: f.Field, Operator: f.Operator, Values: f.Values}}}
+			if err := q.Validate(fields); err != nil {
+				return nil, nil, c.errf(fmt.Sprintf("streams.%s.filters[%d]", id, i), "bad filter: %v", err)
+			}
+		}
+	}
+	return run, ids, nil
+}
+
+// collections returns the collection streams the configured credentials can
+// read: themes and assets with the access token, webhook subscriptions and
+// delivery logs only with the developer API token.
+func (c *Config) collections() []string {
+	var out []string
+	for _, name := range pipeline.Collections {
+		if c.Credentials.APIToken.Set() || !slices.Contains(pipeline.WebhookCollections, name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+	_ "time/tzdata" // time zones work on hosts without a zoneinfo database
+
+	"github.com/robfig/cron/v3"
+	"github.com/spf13/cobra"
+)
+
+func init() { register(newScheduleCmd) }
+
+func newScheduleCmd(g *globals) *cobra.Command {
+	f := &syncFlags{}
+	var spec, tz string
+	var maxRuns int
+	cmd := &cobra.Command{
+		Use:   "schedule [--cron SPEC] [--time-zone ZONE]",
+		Short: "Run the sync on a cron schedule, in the foreground",
+		Long: `Schedule is a long-running process that runs the same sync as 'sepipe sync'
+on a cron expression (schedule.cron, or --cron) in a time zone
+(schedule.time_zone, or --time-zone; default the machine's). It logs the next
+run time after each start, never runs two syncs at once (a tick that comes
+while a run is still going is skipped and logged), and keeps going when a
+run fails (the failure is logged and recorded in _sepipe_runs).
+
+Cron expressions: 5 fields "minute hour day-of-month month day-of-week"
+("0 2 * * *" is 02:00 every day, "30 6 * * 1-5" 06:30 on weekdays), 6 fields
+with seconds first, or @hourly, @daily, @every 6h. Times follow the time zone,
+daylight-saving changes included.
+
+SIGTERM or SIGINT (Ctrl-C) stops it cleanly: no new run starts, the current
+one finishes and commits, then it exits 0. A second signal cancels the
+current run (which then commits nothing) and exits. Run it under systemd, a
+container or supervisord; docs/cli.md has a unit file and the plain cron
+alternative.`,
+		Example: `  sepipe schedule                                  # schedule.cron from ./sepipe.yaml
+  sepipe schedule --cron "0 2 * * *" --time-zone Europe/Berlin
+  sepipe schedule --cron "@every 6h" --log-format json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.load(cmd, g)
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("cron") {
+				c.Schedule.Cron = spec
+			}
+			if cmd.Flags().Changed("time-zone") {
+				c.Schedule.TimeZone = tz
+			}
+			if c.Schedule.Cron == "" {
+				return usagef("no schedule: give --cron or write schedule.cron in sepipe.yaml")
+			}
+			sched, err := parseCron(c.Schedule.Cron)
+			if err != nil {
+				if cmd.Flags().Changed("cron") {
+					return usageError{&ConfigError{Key: "--cron", Msg: err.Error()}}
+				}
+				return c.errf("schedule.cron", "%v", err)
+			}
+			loc, err := time.LoadLocation(c.Schedule.TimeZone)
+			if err != nil {
+				if cmd.Flags().Changed("time-zone") {
+					return usagef("--time-zone: unknown time zone %q (want an IANA name such as Europe/Berlin, UTC or Local)", tz)
+				}
+				return c.errf("schedule.time_zone", "unknown time zone %q", c.Schedule.TimeZone)
+			}
+			if maxRuns < 0 {
+				return usagef("--max-runs must not be negative, got %d", maxRuns)
+			}
+			log, err := g.loggerTo(g.stderr)
+			if err != nil {
+				return err
+			}
+			c.warnTo(func(w string) { log.Warn(w) })
+			if _, err := newClient(c, log, true); err != nil {
+				return err // a missing token fails now, not at 2 a.m.
+			}
+			sigs := make(chan os.Signal, 2)
+			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+			defer signal.Stop(sigs)
+			s := &scheduler{sched: sched, loc: loc, log: log, maxRuns: maxRuns,
+				run: func(ctx context.Context) error {
+					fb := &logProgress{log: log, every: 10 * time.Second, objs: map[string]*objLog{}}
+					_, err := runSync(ctx, g, c, log, fb, f.objects, nil)
+					return err
+				}}
+			log.Info("schedule started", "cron", c.Schedule.Cron, "time_zone", loc.String(), "out", c.Output.Dir)
+			return s.loop(cmd.Context(), sigs)
+		},
+	}
+	f.add(cmd, true)
+	cmd.Flags().StringVar(&spec, "cron", "", "cron expression; overrides schedule.cron")
+	cmd.Flags().StringVar(&tz, "time-zone", "", "IANA time zone of the cron expression (e.g. Europe/Berlin); overrides schedule.time_zone")
+	cmd.Flags().IntVar(&maxRuns, "max-runs", 0, "exit after this many runs (0: run until stopped); for trying a schedule out")
+	return cmd
+}
+
+// scheduler runs run on sched, one run at a time.
+type scheduler struct {
+	sched   cron.Schedule
+	loc     *time.Location
+	log     *slog.Logger
+	run     func(ctx context.Context) error
+	maxRuns int
+	now     func() time.Time // default time.Now
+}
+
+// errRunCancelled is returned when a second signal cancelled a run.
+var errRunCancelled = errors.New("schedule stopped: the current run was cancelled by a second signal")
+
+// loop runs until stopped: by the first signal on sigs or ctx's end (the
+// current run finishes first), or after maxRuns runs. A second signal
+// cancels the current run.
+func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
+	if s.now == nil {
+		s.now = time.Now
+	}
+	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRun()
+	var (
+		running   bool
+		stopping  bool
+		cancelled bool
+		runs      int
+		signals   int
+		done      = make(chan error, 1)
+		ctxDone   = ctx.Done()
+	)
+	next := s.sched.Next(s.now().In(s.loc))
+	s.log.Info("next run", "at", next.Format(time.RFC3339))
+	timer := time.NewTimer(next.Sub(s.now()))
+	defer timer.Stop()
+	stop := func(why string) {
+		if !stopping {
+			stopping = true
+			if running {
+				s.log.Info("stopping after the current run", "why", why, "cancel", "signal again to cancel the run")
+			}
+		}
+	}
+	for {
+		if stopping && !running {
+			s.log.Info("schedule stopped", "runs", runs)
+			if cancelled {
+				return errRunCancelled
+			}
+			return nil
+		}
+		select {
+		case <-timer.C:
+			scheduled := next
+			switch {
+			case stopping:
+			case running:
+				s.log.Warn("skipped a scheduled run: the previous run is still going", "scheduled", scheduled.Format(time.RFC3339))
+			default:
+				running = true
+				runs++
+				n := runs
+				s.log.Info("run starting", "run", n, "scheduled", scheduled.Format(time.RFC3339))
+				go func() { done <- s.run(runCtx) }()
+			}
+			next = s.sched.Next(s.now().In(s.loc))
+			timer.Reset(next.Sub(s.now()))
+			if !stopping && (s.maxRuns == 0 || runs < s.maxRuns) {
+				s.log.Info("next run", "at", next.Format(time.RFC3339))
+			}
+		case err := <-done:
+			running = false
+			if err != nil {
+				s.log.Error("run failed", "run", runs, "err", err)
+			} else {
+				s.log.Info("run finished", "run", runs)
+			}
+			if s.maxRuns > 0 && runs >= s.maxRuns {
+				stop("max runs reached")
+			}
+		case sig := <-sigs:
+			signals++
+			if signals == 1 {
+				stop(sig.String())
+			} else if running {
+				s.log.Warn("cancelling the current run", "signal", sig.String())
+				cancelled = true
+				cancelRun()
+			}
+		case <-ctxDone:
+			ctxDone = nil
+			stop("context done")
+		}
+	}
+}

@@ -1,0 +1,45 @@
+package load
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+)
+
+// ErrNoWarehouse is wrapped by OpenReadOnly when the file does not exist.
+var ErrNoWarehouse = errors.New("no warehouse")
+
+// OpenReadOnly opens an existing warehouse for reading only: it never
+// creates the file, its bookkeeping tables or a write-ahead log, so a dry
+// run (sepipe plan) leaves the output folder exactly as it was. A missing
+// file wraps ErrNoWarehouse; a file another process holds open for writing
+// wraps ErrWarehouseLocked. The methods that read (State, StoredFields,
+// PendingPublishes, DB) work; those that write fail.
+func OpenReadOnly(ctx context.Context, path string) (*Warehouse, error) {
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("warehouse %s: %w", path, ErrNoWarehouse)
+		}
+		return nil, fmt.Errorf("warehouse %s: %w", path, err)
+	}
+	db, err := sql.Open("duckdb", path+"?access_mode=read_only")
+	if err != nil {
+		return nil, classifyOpen(path, err)
+	}
+	db.SetMaxOpenConns(1)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, classifyOpen(path, err)
+	}
+	return &Warehouse{db: db, path: path}, nil
+}
+
+// HasTable reports whether the warehouse has a table named object.
+func (w *Warehouse) HasTable(ctx context.Context, object string) (bool, error) {
+	var n int
+	err := w.db.QueryRowContext(ctx, `SELECT count(*) FROM duckdb_tables() WHERE schema_name = current_schema() AND table_name = ?`, object).Scan(&n)
+	return n > 0, err
+}

@@ -1,0 +1,191 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/schemas"
+)
+
+// Counter is what a plan needs beyond Source: one results page, to read
+// totalResults without reading the rows. *extract.Client implements it.
+type Counter interface {
+	Source
+	QueryPage(ctx context.Context, objectID string, q extract.Query) (*extract.Page, error)
+}
+
+var _ Counter = (*extract.Client)(nil)
+
+// PlanConfig is a Config and the page size the client would read with.
+type PlanConfig struct {
+	Config
+	PageSize int // rows per page; default extract.DefaultPageSize
+}
+
+// ObjectPlan is what a sync would do for one object.
+type ObjectPlan struct {
+	Object      string
+	Mode        load.WriteMode
+	Contract    schemas.Contract
+	FullRefresh bool
+	Incremental bool   // the stream has a cursor
+	Since       string // cursor value it would read from, "" for a full read
+	Fields      int    // effective fields (columns) after this run
+	NewTable    bool   // the warehouse has no table for it yet
+	Diff        schemas.Diff
+	Rows        int64  // rows the read would return (totalResults); -1 if unknown
+	Pages       int    // result pages it would read
+	Requests    int    // describe + pages
+	Partition   string // lake partition the run would write
+	Replaces    bool   // that partition exists and would be replaced
+	Err         error  // the object would fail: describe refused, drift under freeze, bad filter
+}
+
+// PlanResult is a dry run's answer.
+type PlanResult struct {
+	SnapshotDate string
+	Warehouse    string
+	HasWarehouse bool // the warehouse file exists (it was opened read-only)
+	Objects      []ObjectPlan
+	Requests     int // estimated requests of the whole sync: objects + every object's
+}
+
+// Plan says what Sync would do with cfg, and writes nothing: no lock, no
+// staging, no folder. The warehouse is opened read-only, and not at all if
+// it does not exist. Per object it describes, compares the describe with
+// the warehouse's stored schema under the stream's contract, and asks the
+// service for page 1 with resultsPerPage 1 (with the cursor filter for an
+// incremental stream) to learn how many rows, and so pages, the read would
+// take. Errors that would stop the whole sync (objects not listed, unknown
+// object, warehouse locked) are returned; an object's own failure is in
+// its ObjectPlan.Err.
+func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error) {
+	cfg.setDefaults()
+	if cfg.PageSize <= 0 {
+		cfg.PageSize = extract.DefaultPageSize
+	}
+	lake := load.Lake{Root: cfg.Out}
+	day := cfg.Now().UTC().Format("2006-01-02")
+	res := &PlanResult{SnapshotDate: day, Warehouse: lake.WarehousePath(), Requests: 1}
+
+	// Collections have no describe and no count to ask for: a dry run
+	// plans the report objects; the collections are read whole each run.
+	_, reportObjects := splitStreams(cfg.Config)
+	var objects []extract.Object
+	if len(cfg.Objects) == 0 || len(reportObjects) > 0 {
+		var err error
+		if objects, err = selectObjects(ctx, src, reportObjects); err != nil {
+			return nil, err
+		}
+	}
+	ids := make([]string, len(objects))
+	for i, o := range objects {
+		ids[i] = o.ID
+	}
+	if err := checkStreams(cfg.Config, ids); err != nil {
+		return nil, err
+	}
+
+	pr := &prior{fields: map[string][]extract.Field{}, state: map[string]load.State{}}
+	tables := map[string]bool{}
+	wh, err := load.OpenReadOnly(ctx, lake.WarehousePath())
+	switch {
+	case errors.Is(err, load.ErrNoWarehouse):
+	case err != nil:
+		return nil, err
+	default:
+		res.HasWarehouse = true
+		err := func() error {
+			defer wh.Close()
+			for _, id := range ids {
+				if slices.Contains(cfg.FullRefresh, id) {
+					continue
+				}
+				f, err := wh.StoredFields(ctx, id)
+				if err != nil {
+					return err
+				}
+				pr.fields[id] = f
+				if st, ok, err := wh.State(ctx, id); err != nil {
+					return err
+				} else if ok {
+					pr.state[id] = st
+				}
+				has, err := wh.HasTable(ctx, id)
+				if err != nil {
+					return fmt.Errorf("warehouse %s: %w", wh.Path(), err)
+				}
+				tables[id] = has
+			}
+			return nil
+		}()
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	for _, id := range ids {
+		op := planObject(ctx, src, cfg, id, day, pr, tables[id])
+		op.Partition = lake.PartitionDir(id, day)
+		if _, err := os.Stat(op.Partition); err == nil {
+			op.Replaces = true
+		}
+		res.Requests += op.Requests
+		res.Objects = append(res.Objects, op)
+	}
+	slices.SortFunc(res.Objects, func(a, b ObjectPlan) int { return strings.Compare(a.Object, b.Object) })
+	return res, nil
+}
+
+func planObject(ctx context.Context, src Counter, cfg PlanConfig, id, day string, pr *prior, hasTable bool) ObjectPlan {
+	sc := cfg.Streams[id]
+	op := ObjectPlan{Object: id, Rows: -1, Incremental: sc.Cursor != "", NewTable: !hasTable,
+		FullRefresh: slices.Contains(cfg.FullRefresh, id)}
+	op.Mode, _ = load.ParseWriteMode(string(sc.Mode))
+	op.Contract, _ = schemas.ParseContract(string(sc.Contract))
+	op.Requests = 1
+	live, err := src.Describe(ctx, id)
+	if err != nil {
+		op.Err = &ObjectError{Object: id, Step: "describe", Err: err}
+		return op
+	}
+	fields, diff, err := schemas.Resolve(op.Contract, id, pr.fields[id], live)
+	op.Diff = diff
+	if err != nil {
+		op.Err = &ObjectError{Object: id, Step: "schema", Err: err}
+		return op
+	}
+	op.Fields = len(fields)
+	q, since, err := streamQuery(id, sc, fields, pr.state[id], op.FullRefresh, day)
+	if err != nil {
+		op.Err = &ObjectError{Object: id, Step: "config", Err: err}
+		return op
+	}
+	op.Since = since
+	q.KeyFields = nil
+	q.Page, q.ResultsPerPage = 1, 1
+	p, err := src.QueryPage(ctx, id, q)
+	if err != nil {
+		op.Err = &ObjectError{Object: id, Step: "count", Err: err}
+		return op
+	}
+	info, err := extract.ParsePageInfo(p.Body)
+	if err != nil {
+		op.Err = &ObjectError{Object: id, Step: "count", Err: err}
+		return op
+	}
+	op.Rows = info.TotalResults
+	pages := 1
+	if info.TotalResults > 0 {
+		pages = int((info.TotalResults + int64(cfg.PageSize) - 1) / int64(cfg.PageSize))
+	}
+	op.Pages = pages
+	op.Requests += pages
+	return op
+}
