@@ -78,7 +78,7 @@ func newClient(t *testing.T, srv *servicetest.Server, opts ...extract.Option) *e
 		extract.WithHTTPClient(srv.Client()),
 		extract.WithPageSize(10),
 		extract.WithConcurrency(4),
-		extract.WithRetry(12, 2*time.Minute),
+		extract.WithRetry(40, 2*time.Minute), // generous: the faults are random, the test is about rows and request counts
 		extract.WithBackoffForTest(5*time.Millisecond, 200*time.Millisecond),
 	}
 	c, err := extract.New(srv.URL, append(base, opts...)...)

@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("SEPIPE_KILL_CHILD") != "" {
 		os.Exit(childSync())
 	}
+	if os.Getenv("SEPIPE_LISTEN_CHILD") != "" { // the receiver of listen_test.go
+		os.Exit(childListen())
+	}
 	os.Exit(m.Run())
 }
 

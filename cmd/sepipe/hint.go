@@ -17,7 +17,13 @@ func hint(err error) string {
 	if errors.As(err, &ce) {
 		return configHint(ce)
 	}
+	var ae *extract.APIError
+	if errors.As(err, &ae) && ae.Interface == extract.IfaceWebhooks && errors.Is(err, extract.ErrUnauthorized) {
+		return "check SEPIPE_API_TOKEN (or credentials.api_token): the webhooks API refused the developer API token"
+	}
 	switch {
+	case errors.Is(err, pipeline.ErrListening):
+		return "another 'sepipe listen' is receiving into this folder; stop it or use another --out"
 	case errors.Is(err, extract.ErrUnauthorized):
 		return "check SEPIPE_ACCESS_TOKEN: the service refused it (missing, wrong or expired)"
 	case errors.Is(err, extract.ErrForbidden):

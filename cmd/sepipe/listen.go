@@ -1,0 +1,104 @@
+package main
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/pipeline"
+)
+
+func init() { register(newListenCmd) }
+
+func newListenCmd(g *globals) *cobra.Command {
+	var (
+		cfg        pipeline.ListenConfig
+		secrets    []string
+		configPath string
+	)
+	cmd := &cobra.Command{
+		Use:   "listen --addr HOST:PORT --out DIR",
+		Short: "Receive webhook events and land them in the warehouse",
+		Long: `Listen receives the service's webhook deliveries on --addr, by POST (the
+event as JSON body) or GET (the event as query parameters), on any path.
+Each delivery must carry a valid X-Service-Signature-V1 made with one of the
+signing secrets, and an X-Service-Signature-Timestamp within 5 minutes of
+now. Answers: 200 stored (or already stored: redeliveries are not stored
+twice), 401 bad or missing signature, 400 stale timestamp or malformed
+event, 413 larger than --max-body, 405 another method, 503 not stored
+(the service retries).
+
+An event is written to the spool DIR/.sepipe/events and fsynced before the
+200, then loaded into DIR/warehouse.duckdb, table events, in small batches;
+the warehouse is opened only for each batch. If the process dies, the next
+'sepipe listen' replays the spool. SIGTERM or Ctrl-C stops accepting,
+loads what is spooled and exits 0.
+
+Secrets come from --secret (repeatable), SEPIPE_WEBHOOK_SECRET
+(comma-separated) and the config's webhooks.secrets (each "${VAR}"); all
+of them are accepted at once, for rotation. Prefer the environment: flags
+show in the process list. --addr and --out default to the config's
+webhooks.listen and output.dir.
+
+The subscription column holds the ?subscription= value of the delivery URL
+(add it to the URL you subscribe); the service sends no header naming it.`,
+		Example: `  export SEPIPE_WEBHOOK_SECRET=...
+  sepipe listen --addr 0.0.0.0:8787 --out ./sepipe-data
+  sepipe webhooks create --base-url https://acme.example.com --name lms \
+      --url 'https://hooks.example.com/sepipe?subscription=lms' --types COURSE_COMPLETED`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fl := cmd.Flags()
+			conf, err := LoadConfig(configPath, fl.Changed("config"))
+			if err != nil {
+				return err
+			}
+			if !fl.Changed("addr") && conf.Webhooks.Listen != "" {
+				cfg.Addr = conf.Webhooks.Listen
+			}
+			if !fl.Changed("out") && conf.Output.Dir != "" {
+				cfg.Out = conf.Output.Dir
+			}
+			all := secrets
+			all = append(all, strings.Split(os.Getenv("SEPIPE_WEBHOOK_SECRET"), ",")...)
+			for _, s := range conf.Webhooks.Secrets {
+				all = append(all, s.Value.Reveal())
+			}
+			for _, s := range all {
+				if s = strings.TrimSpace(s); s != "" && !slices.Contains(cfg.Secrets, s) {
+					cfg.Secrets = append(cfg.Secrets, s)
+				}
+			}
+			if len(cfg.Secrets) == 0 {
+				return usagef("no signing secret: export SEPIPE_WEBHOOK_SECRET (the signing secret 'sepipe webhooks create' printed), list it in the config's webhooks.secrets, or pass --secret")
+			}
+			if cfg.Addr == "" {
+				return usagef("--addr is required (HOST:PORT, e.g. 127.0.0.1:8787)")
+			}
+			if cfg.MaxBody < 1 {
+				return usagef("--max-body %d: want at least 1 byte", cfg.MaxBody)
+			}
+			if cfg.BatchSize < 1 || cfg.BatchInterval <= 0 {
+				return usagef("--batch-size and --batch-interval must be positive")
+			}
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			cfg.Logger = log
+			return pipeline.Listen(cmd.Context(), cfg)
+		},
+	}
+	cmd.Flags().StringVar(&configPath, "config", "", "config file (default ./sepipe.yaml when it exists)")
+	cmd.Flags().StringVar(&cfg.Addr, "addr", "127.0.0.1:8787", "HOST:PORT to listen on; overrides webhooks.listen")
+	cmd.Flags().StringVar(&cfg.Out, "out", "./sepipe-data", "output folder holding warehouse.duckdb (and the spool in .sepipe/events); overrides output.dir")
+	cmd.Flags().StringArrayVar(&secrets, "secret", nil, "signing secret (repeatable), besides SEPIPE_WEBHOOK_SECRET and webhooks.secrets")
+	cmd.Flags().Int64Var(&cfg.MaxBody, "max-body", extract.DefaultMaxDeliveryBody, "largest delivery accepted, bytes")
+	cmd.Flags().IntVar(&cfg.BatchSize, "batch-size", 500, "load as soon as this many events wait")
+	cmd.Flags().DurationVar(&cfg.BatchInterval, "batch-interval", time.Second, "load waiting events at least this often")
+	return cmd
+}

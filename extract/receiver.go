@@ -1,0 +1,336 @@
+package extract
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The receiving end of webhook deliveries (section D): the service pushes
+// events to a URL of ours, signed with the subscription's signatureKey.
+
+// Headers of a webhook delivery.
+const (
+	// SignatureHeader carries base64(HMAC-SHA256(key, raw + "." + ts)),
+	// possibly several comma-separated (valid if any matches).
+	SignatureHeader = "X-Service-Signature-V1"
+	// SignatureTimestampHeader carries ts, Unix seconds.
+	SignatureTimestampHeader = "X-Service-Signature-Timestamp"
+)
+
+// SubscriptionParam is the query parameter of the delivery URL that names
+// the subscription an event came through. The service sends no header
+// naming it, so the user puts it in the subscription's URL, e.g.
+// http://host:8787/events?subscription=lms-sync. For GET deliveries it is
+// covered by the signature; for POST it is not (it is a label, not a
+// credential).
+const SubscriptionParam = "subscription"
+
+// Receiver defaults.
+const (
+	// DefaultSignatureTolerance is how far a delivery's timestamp may be
+	// from the receiver's clock, either way.
+	DefaultSignatureTolerance = 5 * time.Minute
+	// DefaultMaxDeliveryBody bounds a POST body (and a GET query).
+	DefaultMaxDeliveryBody = 1 << 20
+)
+
+// Sentinels of delivery verification; Receiver maps them to statuses.
+var (
+	// ErrBadSignature: the signature or its timestamp is missing, or no
+	// signature matches any secret (401).
+	ErrBadSignature = errors.New("extract: webhook delivery: bad or missing signature")
+	// ErrStaleDelivery: the signed timestamp is outside the tolerance,
+	// in the past or in the future (400).
+	ErrStaleDelivery = errors.New("extract: webhook delivery: timestamp outside the accepted window")
+	// ErrMalformedDelivery: the event is not a JSON event with an id and a
+	// type (400).
+	ErrMalformedDelivery = errors.New("extract: webhook delivery: malformed event")
+)
+
+// Event is one webhook event as received.
+type Event struct {
+	ID          string
+	Type        string
+	SpecVersion int
+	Time        time.Time // zero when the event has none
+	Data        json.RawMessage
+	// Raw is the event's JSON: the body as received for POST; for GET, an
+	// object rebuilt from the query parameters in the body's shape.
+	Raw []byte
+	// Subscription is the delivery URL's ?subscription= value, or "".
+	Subscription string
+	ReceivedAt   time.Time
+}
+
+// EventSink takes accepted events. The Receiver answers 2xx only after
+// Accept returned nil, so Accept must not return before ev is durable.
+// duplicate reports that ev.ID was accepted before (nothing new is
+// stored). Accept is called from many goroutines at once.
+type EventSink interface {
+	Accept(ctx context.Context, ev *Event) (duplicate bool, err error)
+}
+
+// VerifySignature checks a delivery signature: sigHeader holds one or more
+// comma-separated base64 HMAC-SHA256 signatures of raw + "." + ts, each
+// compared in constant time with the one computed under every secret
+// (several secrets allow rotation). It then checks ts (Unix seconds)
+// against now within tolerance, either way. It returns nil,
+// ErrBadSignature or ErrStaleDelivery.
+func VerifySignature(secrets []string, raw []byte, ts, sigHeader string, now time.Time, tolerance time.Duration) error {
+	ts = strings.TrimSpace(ts)
+	if ts == "" || strings.TrimSpace(sigHeader) == "" || len(secrets) == 0 {
+		return ErrBadSignature
+	}
+	var given [][]byte
+	for _, s := range strings.Split(sigHeader, ",") {
+		if b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s)); err == nil && len(b) == sha256.Size {
+			given = append(given, b)
+		}
+	}
+	ok := false
+	for _, key := range secrets {
+		if key == "" {
+			continue
+		}
+		m := hmac.New(sha256.New, []byte(key))
+		m.Write(raw)
+		m.Write([]byte("."))
+		m.Write([]byte(ts))
+		want := m.Sum(nil)
+		for _, g := range given {
+			if hmac.Equal(g, want) {
+				ok = true // keep going: the time taken does not say which matched
+			}
+		}
+	}
+	if !ok {
+		return ErrBadSignature
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: timestamp %q is not Unix seconds", ErrStaleDelivery, ts)
+	}
+	if d := now.Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
+		return fmt.Errorf("%w: signed %s from now (tolerance %s)", ErrStaleDelivery, d.Round(time.Second), tolerance)
+	}
+	return nil
+}
+
+// Receiver is the http.Handler of webhook deliveries: POST with the event
+// as JSON body, or GET with the event as query parameters. For each
+// delivery it checks, in order: method (405), size (413), signature (401),
+// timestamp window (400), event shape (400); then hands the event to the
+// sink and answers 200 once the sink has it durably (also for an event id
+// accepted before), or 503 when the sink fails (the service retries 5xx).
+type Receiver struct {
+	sink      EventSink
+	secrets   []string
+	maxBody   int64
+	tolerance time.Duration
+	now       func() time.Time
+	log       *slog.Logger
+}
+
+// ReceiverOption configures a Receiver.
+type ReceiverOption func(*Receiver)
+
+// WithMaxBody bounds a delivery's body (POST) or query (GET) in bytes
+// (default DefaultMaxDeliveryBody); larger deliveries get 413.
+func WithMaxBody(n int64) ReceiverOption { return func(r *Receiver) { r.maxBody = n } }
+
+// WithSignatureTolerance sets how far a signed timestamp may be from now
+// (default DefaultSignatureTolerance).
+func WithSignatureTolerance(d time.Duration) ReceiverOption {
+	return func(r *Receiver) { r.tolerance = d }
+}
+
+// WithReceiverClock sets the receiver's clock (default time.Now).
+func WithReceiverClock(now func() time.Time) ReceiverOption { return func(r *Receiver) { r.now = now } }
+
+// WithReceiverLogger sets where refusals and sink failures are logged.
+func WithReceiverLogger(l *slog.Logger) ReceiverOption { return func(r *Receiver) { r.log = l } }
+
+// NewReceiver returns a Receiver verifying deliveries with any of secrets
+// (the subscriptions' signatureKeys, as returned) and handing accepted
+// events to sink.
+func NewReceiver(sink EventSink, secrets []string, opts ...ReceiverOption) (*Receiver, error) {
+	r := &Receiver{sink: sink, maxBody: DefaultMaxDeliveryBody, tolerance: DefaultSignatureTolerance,
+		now: time.Now, log: slog.New(slog.DiscardHandler)}
+	for _, s := range secrets {
+		if s = strings.TrimSpace(s); s != "" {
+			r.secrets = append(r.secrets, s)
+		}
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	switch {
+	case sink == nil:
+		return nil, errors.New("extract: receiver: nil sink")
+	case len(r.secrets) == 0:
+		return nil, errors.New("extract: receiver: no signing secret")
+	case r.maxBody <= 0:
+		return nil, fmt.Errorf("extract: receiver: max body %d: want at least 1", r.maxBody)
+	case r.tolerance <= 0:
+		return nil, fmt.Errorf("extract: receiver: tolerance %s: want more than 0", r.tolerance)
+	}
+	return r, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var signed []byte
+	switch r.Method {
+	case http.MethodPost:
+		if r.ContentLength > rc.maxBody {
+			rc.refuse(w, r, http.StatusRequestEntityTooLarge, "body larger than the limit")
+			return
+		}
+		b, err := io.ReadAll(io.LimitReader(r.Body, rc.maxBody+1))
+		if err != nil {
+			rc.refuse(w, r, http.StatusBadRequest, "reading body: "+err.Error())
+			return
+		}
+		if int64(len(b)) > rc.maxBody {
+			rc.refuse(w, r, http.StatusRequestEntityTooLarge, "body larger than the limit")
+			return
+		}
+		signed = b
+	case http.MethodGet:
+		if int64(len(r.URL.RawQuery)) > rc.maxBody {
+			rc.refuse(w, r, http.StatusRequestEntityTooLarge, "query larger than the limit")
+			return
+		}
+		signed = []byte(r.URL.RawQuery)
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		rc.refuse(w, r, http.StatusMethodNotAllowed, "method "+r.Method)
+		return
+	}
+	now := rc.now()
+	err := VerifySignature(rc.secrets, signed, r.Header.Get(SignatureTimestampHeader),
+		strings.Join(r.Header.Values(SignatureHeader), ","), now, rc.tolerance)
+	switch {
+	case errors.Is(err, ErrBadSignature):
+		rc.refuse(w, r, http.StatusUnauthorized, "bad or missing signature")
+		return
+	case err != nil:
+		rc.refuse(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	var ev *Event
+	if r.Method == http.MethodPost {
+		ev, err = parseEventJSON(signed)
+	} else {
+		ev, err = parseEventQuery(r.URL.RawQuery)
+	}
+	if err != nil {
+		rc.refuse(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	if q, err := url.ParseQuery(r.URL.RawQuery); err == nil {
+		ev.Subscription = q.Get(SubscriptionParam)
+	}
+	ev.ReceivedAt = now.UTC()
+	dup, err := rc.sink.Accept(r.Context(), ev)
+	if err != nil {
+		rc.log.Error("webhook event not stored", "id", ev.ID, "type", ev.Type, "error", err)
+		http.Error(w, "event not stored, retry later", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if dup {
+		io.WriteString(w, `{"status":"duplicate"}`+"\n")
+		return
+	}
+	io.WriteString(w, `{"status":"accepted"}`+"\n")
+}
+
+func (rc *Receiver) refuse(w http.ResponseWriter, r *http.Request, status int, why string) {
+	rc.log.Warn("webhook delivery refused", "method", r.Method, "status", status, "reason", why,
+		"remote", r.RemoteAddr)
+	http.Error(w, http.StatusText(status)+": "+why, status)
+}
+
+// wireEvent is the delivery body.
+type wireEvent struct {
+	Type        string          `json:"type"`
+	SpecVersion json.RawMessage `json:"specversion,omitempty"`
+	ID          string          `json:"id"`
+	Time        string          `json:"time,omitempty"`
+	Data        json.RawMessage `json:"data,omitempty"`
+}
+
+// parseEventJSON reads a POST body.
+func parseEventJSON(raw []byte) (*Event, error) {
+	var w wireEvent
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformedDelivery, err)
+	}
+	return w.event(raw)
+}
+
+// parseEventQuery reads a GET delivery's query. The event's parameters are
+// appended after the URL's own, so the last value of each one counts.
+func parseEventQuery(rawQuery string) (*Event, error) {
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("%w: query: %v", ErrMalformedDelivery, err)
+	}
+	last := func(k string) string {
+		if v := q[k]; len(v) > 0 {
+			return v[len(v)-1]
+		}
+		return ""
+	}
+	w := wireEvent{Type: last("type"), ID: last("id"), Time: last("time")}
+	if v := last("specversion"); v != "" {
+		if _, err := strconv.Atoi(v); err == nil {
+			w.SpecVersion = json.RawMessage(v)
+		} else {
+			w.SpecVersion, _ = json.Marshal(v)
+		}
+	}
+	if d := last("data"); d != "" {
+		if !json.Valid([]byte(d)) {
+			return nil, fmt.Errorf("%w: data is not JSON", ErrMalformedDelivery)
+		}
+		w.Data = json.RawMessage(d)
+	}
+	raw, err := json.Marshal(w)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformedDelivery, err)
+	}
+	return w.event(raw)
+}
+
+func (w wireEvent) event(raw []byte) (*Event, error) {
+	if w.ID == "" || w.Type == "" {
+		return nil, fmt.Errorf("%w: want an id and a type", ErrMalformedDelivery)
+	}
+	if len(w.ID) > 256 || len(w.Type) > 256 {
+		return nil, fmt.Errorf("%w: id or type longer than 256 bytes", ErrMalformedDelivery)
+	}
+	ev := &Event{ID: w.ID, Type: w.Type, Data: w.Data, Raw: raw}
+	_ = json.Unmarshal(w.SpecVersion, &ev.SpecVersion) // 1 as sent; another form ("1.0") stays in Raw
+	if w.Time != "" {
+		t, err := time.Parse(time.RFC3339Nano, w.Time)
+		if err != nil {
+			return nil, fmt.Errorf("%w: time %q is not ISO 8601", ErrMalformedDelivery, w.Time)
+		}
+		ev.Time = t.UTC()
+	}
+	return ev, nil
+}

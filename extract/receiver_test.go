@@ -1,0 +1,310 @@
+package extract_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/extract/servicetest"
+)
+
+// memSink is an EventSink in memory, deduplicating by id.
+type memSink struct {
+	mu   sync.Mutex
+	evs  map[string]extract.Event
+	fail error
+}
+
+func newMemSink() *memSink { return &memSink{evs: map[string]extract.Event{}} }
+
+func (s *memSink) Accept(_ context.Context, ev *extract.Event) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return false, s.fail
+	}
+	if _, ok := s.evs[ev.ID]; ok {
+		return true, nil
+	}
+	s.evs[ev.ID] = *ev
+	return false, nil
+}
+
+func (s *memSink) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.evs)
+}
+
+func (s *memSink) get(id string) (extract.Event, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ev, ok := s.evs[id]
+	return ev, ok
+}
+
+func sign(key string, raw []byte, ts int64) string {
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write(raw)
+	m.Write([]byte("." + strconv.FormatInt(ts, 10)))
+	return base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
+const (
+	rKey    = "c2lnbmluZy1rZXktb25lLXRoaXJ0eS10d28tYnl0ZXM="
+	rOldKey = "b2xkLWtleS1iZWZvcmUtcm90YXRpb24tMzItYnl0ZXM="
+)
+
+var rNow = time.Date(2026, 11, 23, 4, 5, 6, 0, time.UTC)
+
+func eventBody(id string) []byte {
+	return []byte(`{"type":"COURSE_COMPLETED","specversion":1,"id":"` + id + `","time":"2026-11-23T04:00:00Z","data":{"userId":10042,"score":87.5}}`)
+}
+
+func TestReceiverStatuses(t *testing.T) {
+	ts := rNow.Unix()
+	body := eventBody("ev-1")
+	getQuery := "subscription=lms&" + url.Values{"type": {"content-viewed"}, "specversion": {"1"}, "id": {"ev-get"},
+		"time": {"2026-11-23T04:00:00Z"}, "data": {`{"share":{"id":"s1"}}`}}.Encode()
+	cases := []struct {
+		name    string
+		method  string
+		query   string
+		body    []byte
+		chunked bool // no Content-Length
+		sig     string
+		ts      string
+		status  int
+		stored  string // id stored, "" if nothing
+	}{
+		{"post ok", "POST", "subscription=lms", body, false, sign(rKey, body, ts), fmt.Sprint(ts), 200, "ev-1"},
+		{"post rotated old key", "POST", "", body, false, sign(rOldKey, body, ts), fmt.Sprint(ts), 200, "ev-1"},
+		{"several signatures, one good", "POST", "", body, false, "bm9wZQ==, " + sign("other", body, ts) + "," + sign(rKey, body, ts), fmt.Sprint(ts), 200, "ev-1"},
+		{"get ok", "GET", getQuery, nil, false, sign(rKey, []byte(getQuery), ts), fmt.Sprint(ts), 200, "ev-get"},
+		{"forged", "POST", "", body, false, sign("not-the-key", body, ts), fmt.Sprint(ts), 401, ""},
+		{"tampered body", "POST", "", eventBody("ev-2"), false, sign(rKey, body, ts), fmt.Sprint(ts), 401, ""},
+		{"signature of another timestamp", "POST", "", body, false, sign(rKey, body, ts-1), fmt.Sprint(ts), 401, ""},
+		{"no signature", "POST", "", body, false, "", fmt.Sprint(ts), 401, ""},
+		{"no timestamp", "POST", "", body, false, sign(rKey, body, ts), "", 401, ""},
+		{"garbage signature", "POST", "", body, false, "%%%", fmt.Sprint(ts), 401, ""},
+		{"get tampered query", "GET", strings.Replace(getQuery, "ev-get", "ev-x", 1), nil, false, sign(rKey, []byte(getQuery), ts), fmt.Sprint(ts), 401, ""},
+		{"stale", "POST", "", body, false, sign(rKey, body, ts-301), fmt.Sprint(ts - 301), 400, ""},
+		{"too far in the future", "POST", "", body, false, sign(rKey, body, ts+301), fmt.Sprint(ts + 301), 400, ""},
+		{"edge of window", "POST", "", body, false, sign(rKey, body, ts-300), fmt.Sprint(ts - 300), 200, "ev-1"},
+		{"signed non-numeric timestamp", "POST", "", body, false, signStr(rKey, body, "soon"), "soon", 400, ""},
+		{"not json", "POST", "", []byte("not json"), false, sign(rKey, []byte("not json"), ts), fmt.Sprint(ts), 400, ""},
+		{"no id", "POST", "", []byte(`{"type":"x"}`), false, sign(rKey, []byte(`{"type":"x"}`), ts), fmt.Sprint(ts), 400, ""},
+		{"bad time", "POST", "", []byte(`{"type":"x","id":"i","time":"yesterday"}`), false, sign(rKey, []byte(`{"type":"x","id":"i","time":"yesterday"}`), ts), fmt.Sprint(ts), 400, ""},
+		{"get data not json", "GET", "type=x&id=i&data=%7B", nil, false, sign(rKey, []byte("type=x&id=i&data=%7B"), ts), fmt.Sprint(ts), 400, ""},
+		{"oversized", "POST", "", bytes.Repeat([]byte("x"), 1025), false, sign(rKey, bytes.Repeat([]byte("x"), 1025), ts), fmt.Sprint(ts), 413, ""},
+		{"oversized chunked", "POST", "", bytes.Repeat([]byte("x"), 1025), true, sign(rKey, bytes.Repeat([]byte("x"), 1025), ts), fmt.Sprint(ts), 413, ""},
+		{"oversized get", "GET", "id=" + strings.Repeat("x", 1025), nil, false, "", fmt.Sprint(ts), 413, ""},
+		{"put", "PUT", "", body, false, sign(rKey, body, ts), fmt.Sprint(ts), 405, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sink := newMemSink()
+			rc, err := extract.NewReceiver(sink, []string{rKey, " " + rOldKey + " "}, extract.WithMaxBody(1024),
+				extract.WithReceiverClock(func() time.Time { return rNow }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rd io.Reader = bytes.NewReader(tc.body)
+			if tc.chunked {
+				rd = io.MultiReader(rd) // hides the length
+			}
+			req := httptest.NewRequest(tc.method, "/hook?"+tc.query, rd)
+			if tc.chunked {
+				req.ContentLength = -1
+			}
+			if tc.sig != "" {
+				req.Header.Set(extract.SignatureHeader, tc.sig)
+			}
+			if tc.ts != "" {
+				req.Header.Set(extract.SignatureTimestampHeader, tc.ts)
+			}
+			w := httptest.NewRecorder()
+			rc.ServeHTTP(w, req)
+			if w.Code != tc.status {
+				t.Fatalf("status %d, want %d: %s", w.Code, tc.status, w.Body)
+			}
+			if tc.stored == "" {
+				if sink.len() != 0 {
+					t.Fatalf("stored %d events from a refused delivery", sink.len())
+				}
+				return
+			}
+			ev, ok := sink.get(tc.stored)
+			if !ok || sink.len() != 1 {
+				t.Fatalf("event %s not stored (%d stored)", tc.stored, sink.len())
+			}
+			if ev.ReceivedAt != rNow || ev.Time != time.Date(2026, 11, 23, 4, 0, 0, 0, time.UTC) || ev.SpecVersion != 1 {
+				t.Errorf("event %+v", ev)
+			}
+			if strings.Contains(tc.query, "subscription=lms") != (ev.Subscription == "lms") {
+				t.Errorf("subscription %q", ev.Subscription)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(ev.Raw, &m); err != nil || m["id"] != tc.stored || m["data"] == nil || m["type"] != ev.Type {
+				t.Errorf("raw %s: %v", ev.Raw, err)
+			}
+			if tc.method == "POST" && !bytes.Equal(ev.Raw, tc.body) {
+				t.Errorf("POST raw is not the body as received: %s", ev.Raw)
+			}
+		})
+	}
+}
+
+func signStr(key string, raw []byte, ts string) string {
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write(raw)
+	m.Write([]byte("." + ts))
+	return base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
+func TestReceiverDuplicateAndSinkFailure(t *testing.T) {
+	sink := newMemSink()
+	rc, _ := extract.NewReceiver(sink, []string{rKey}, extract.WithReceiverClock(func() time.Time { return rNow }))
+	body := eventBody("ev-dup")
+	send := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/", bytes.NewReader(body))
+		req.Header.Set(extract.SignatureHeader, sign(rKey, body, rNow.Unix()))
+		req.Header.Set(extract.SignatureTimestampHeader, fmt.Sprint(rNow.Unix()))
+		w := httptest.NewRecorder()
+		rc.ServeHTTP(w, req)
+		return w
+	}
+	if w := send(); w.Code != 200 || !strings.Contains(w.Body.String(), "accepted") {
+		t.Fatalf("first: %d %s", w.Code, w.Body)
+	}
+	if w := send(); w.Code != 200 || !strings.Contains(w.Body.String(), "duplicate") || sink.len() != 1 {
+		t.Fatalf("replay: %d %s, %d stored", w.Code, w.Body, sink.len())
+	}
+	sink.fail = errors.New("disk full")
+	body = eventBody("ev-other")
+	if w := send(); w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("sink failure: %d, want 503 (the service retries 5xx)", w.Code)
+	}
+}
+
+func TestReceiverOptionsValidated(t *testing.T) {
+	if _, err := extract.NewReceiver(newMemSink(), []string{" ", ""}); err == nil {
+		t.Error("no secret accepted")
+	}
+	if _, err := extract.NewReceiver(nil, []string{"k"}); err == nil {
+		t.Error("nil sink accepted")
+	}
+	if _, err := extract.NewReceiver(newMemSink(), []string{"k"}, extract.WithMaxBody(0)); err == nil {
+		t.Error("max body 0 accepted")
+	}
+}
+
+func TestReceiverConcurrent(t *testing.T) {
+	sink := newMemSink()
+	rc, _ := extract.NewReceiver(sink, []string{rKey})
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 4 {
+				body := eventBody(fmt.Sprintf("ev-%d-%d", i, j%2)) // every event twice
+				req, _ := http.NewRequest("POST", srv.URL, bytes.NewReader(body))
+				ts := time.Now().Unix()
+				req.Header.Set(extract.SignatureHeader, sign(rKey, body, ts))
+				req.Header.Set(extract.SignatureTimestampHeader, fmt.Sprint(ts))
+				resp, err := srv.Client().Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					t.Errorf("status %d", resp.StatusCode)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if sink.len() != 100 {
+		t.Errorf("%d events, want 100", sink.len())
+	}
+}
+
+// TestReceiverAgainstFake subscribes a receiver to the fake service by POST
+// and by GET, advances the fake's clock, and requires every event to be
+// delivered (2xx in the fake's log) and received once per subscription.
+func TestReceiverAgainstFake(t *testing.T) {
+	fake := servicetest.NewServer(servicetest.WithUsers(30), servicetest.WithDeliveryRetryDelays(10*time.Millisecond))
+	defer fake.Close()
+	c, err := extract.New(fake.URL, extract.WithAPIToken(fake.Service.APIToken()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sinks := map[string]*memSink{}
+	var subs []*extract.Subscription
+	for _, method := range []string{"POST", "GET"} {
+		sinks[method] = newMemSink()
+		var rc atomic.Pointer[extract.Receiver] // known once the subscription's secret is
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { rc.Load().ServeHTTP(w, r) }))
+		defer srv.Close()
+		s, err := c.CreateSubscription(ctx, extract.SubscriptionRequest{Name: "rx-" + method, URL: srv.URL + "/in?subscription=rx-" + method,
+			Method: method, Types: []string{servicetest.EventCourseCompleted}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := extract.NewReceiver(sinks[method], []string{"previous-key", s.SignatureKey.Reveal()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc.Store(r)
+		subs = append(subs, s)
+	}
+	n := fake.Service.Advance(45 * 24 * time.Hour)
+	if n == 0 {
+		t.Fatal("advance produced no events")
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := fake.Service.WaitDeliveries(wctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range subs {
+		sink := sinks[s.Method]
+		if sink.len() != n {
+			t.Errorf("%s: received %d events, want %d", s.Method, sink.len(), n)
+		}
+		logs, err := c.SubscriptionLogs(ctx, s.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range logs {
+			if l.Outcome != "delivered" || l.Response.Status != 200 {
+				t.Errorf("%s: delivery of %s: %s %d %s", s.Method, l.EventID, l.Outcome, l.Response.Status, l.Response.Body)
+			}
+			ev, ok := sink.get(l.EventID)
+			if !ok || ev.Type != servicetest.EventCourseCompleted || ev.Subscription != "rx-"+s.Method || ev.Time.IsZero() {
+				t.Errorf("%s: event %s: %+v", s.Method, l.EventID, ev)
+			}
+		}
+	}
+}

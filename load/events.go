@@ -1,0 +1,133 @@
+package load
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/sepipe/sepipe/extract"
+)
+
+// EventsTable is the warehouse table of webhook events.
+const EventsTable = "events"
+
+// eventsDDL creates the events table. subscription is the delivery URL's
+// ?subscription= value (NULL without one); raw is the event as received.
+const eventsDDL = `
+CREATE TABLE IF NOT EXISTS events (
+	id           VARCHAR PRIMARY KEY,
+	type         VARCHAR NOT NULL,
+	time         TIMESTAMPTZ,
+	received_at  TIMESTAMPTZ NOT NULL,
+	subscription VARCHAR,
+	raw          JSON NOT NULL
+);`
+
+// eventsChunk is how many rows one INSERT statement carries.
+const eventsChunk = 100
+
+// LoadEvents opens the warehouse at path, inserts evs into events in one
+// transaction and closes the warehouse again, so it holds DuckDB's lock
+// only for the batch. Inserts are INSERT OR IGNORE on id: an event loaded
+// before (a replayed spool, a late redelivery) is not loaded twice. It
+// returns how many rows were new. A warehouse another process holds wraps
+// ErrWarehouseLocked; nothing is loaded then.
+func LoadEvents(ctx context.Context, path string, evs []extract.Event) (inserted int64, err error) {
+	if len(evs) == 0 {
+		return 0, nil
+	}
+	wh, err := OpenWarehouse(ctx, path)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if cerr := wh.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("warehouse %s: close: %w", path, cerr)
+		}
+	}()
+	wrap := func(step string, err error) error {
+		return &WriteError{Object: EventsTable, Step: step, Path: path, Err: err}
+	}
+	tx, err := wh.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, wrap("begin", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, eventsDDL); err != nil {
+		return 0, wrap("create table", err)
+	}
+	var before int64
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM events`).Scan(&before); err != nil {
+		return 0, wrap("count", err)
+	}
+	for start := 0; start < len(evs); start += eventsChunk {
+		chunk := evs[start:min(start+eventsChunk, len(evs))]
+		var q strings.Builder
+		q.WriteString(`INSERT OR IGNORE INTO events (id, type, time, received_at, subscription, raw) VALUES `)
+		args := make([]any, 0, 6*len(chunk))
+		for i, ev := range chunk {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString("(?, ?, ?, ?, ?, ?)")
+			var t, sub any
+			if !ev.Time.IsZero() {
+				t = ev.Time.UTC()
+			}
+			if ev.Subscription != "" {
+				sub = ev.Subscription
+			}
+			args = append(args, ev.ID, ev.Type, t, ev.ReceivedAt.UTC(), sub, string(ev.Raw))
+		}
+		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+			return 0, wrap("insert", err)
+		}
+	}
+	var after int64
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM events`).Scan(&after); err != nil {
+		return 0, wrap("count", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, wrap("commit", err)
+	}
+	return after - before, nil
+}
+
+// RecentEventIDs returns the ids of the n events most recently received
+// into the warehouse at path, to seed a receiver's deduplication. A
+// missing warehouse or events table gives none. The warehouse is opened
+// read-only and closed before returning.
+func RecentEventIDs(ctx context.Context, path string, n int) ([]string, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	db, err := sql.Open("duckdb", path+"?access_mode=read_only")
+	if err != nil {
+		return nil, classifyOpen(path, err)
+	}
+	defer db.Close()
+	if err := db.PingContext(ctx); err != nil {
+		return nil, classifyOpen(path, err)
+	}
+	var has int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = 'events'`).Scan(&has); err != nil || has == 0 {
+		return nil, err
+	}
+	rows, err := db.QueryContext(ctx, `SELECT id FROM events ORDER BY received_at DESC LIMIT ?`, n)
+	if err != nil {
+		return nil, fmt.Errorf("warehouse %s: recent event ids: %w", path, err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}

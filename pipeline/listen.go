@@ -1,0 +1,259 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/load"
+)
+
+// ListenConfig says where a webhook receiver listens and where its events
+// go.
+type ListenConfig struct {
+	// Addr is HOST:PORT to listen on; ignored when Listener is set.
+	Addr string
+	// Listener, if set, is served instead of listening on Addr (tests).
+	// Listen closes it.
+	Listener net.Listener
+	// Out is the output folder: events go to Out/warehouse.duckdb, table
+	// events; the spool is Out/.sepipe/events.
+	Out string
+	// Secrets are the subscriptions' signing secrets; a delivery signed
+	// with any of them is accepted (several allow rotation).
+	Secrets []string
+	// MaxBody bounds a delivery (default extract.DefaultMaxDeliveryBody).
+	MaxBody int64
+	// Tolerance is the signed timestamp window, either way (default
+	// extract.DefaultSignatureTolerance).
+	Tolerance time.Duration
+	// BatchSize starts a load as soon as this many events wait (default
+	// 500); BatchInterval loads whatever waits at least this often
+	// (default 1 s). A load after a backlog (a replayed spool, a warehouse
+	// that was locked) takes up to MaxBatch events (default 20 000).
+	BatchSize     int
+	BatchInterval time.Duration
+	MaxBatch      int
+	// DedupWindow is how many recent event ids answer redeliveries as
+	// duplicates without touching the warehouse (default
+	// load.DefaultDedupWindow).
+	DedupWindow int
+	// ShutdownTimeout bounds the wait for deliveries in flight once ctx
+	// is done (default 10 s).
+	ShutdownTimeout time.Duration
+	// Logger receives progress and warnings (default: discard).
+	Logger *slog.Logger
+	// Ready, if set, is called once the receiver accepts connections.
+	Ready func(addr net.Addr)
+}
+
+func (c *ListenConfig) setDefaults() {
+	if c.MaxBody <= 0 {
+		c.MaxBody = extract.DefaultMaxDeliveryBody
+	}
+	if c.Tolerance <= 0 {
+		c.Tolerance = extract.DefaultSignatureTolerance
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 500
+	}
+	if c.BatchInterval <= 0 {
+		c.BatchInterval = time.Second
+	}
+	if c.MaxBatch < c.BatchSize {
+		c.MaxBatch = max(20_000, c.BatchSize)
+	}
+	if c.DedupWindow <= 0 {
+		c.DedupWindow = load.DefaultDedupWindow
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+}
+
+// SpoolDir is the spool folder of an output folder.
+func SpoolDir(out string) string { return filepath.Join(out, ".sepipe", "events") }
+
+// Listen receives webhook deliveries until ctx is done and lands their
+// events in the warehouse:
+//
+//  1. lock the spool (a second receiver on the same folder fails with
+//     ErrBusy), replay it (cutting off a torn last record) and load what
+//     it holds;
+//  2. serve deliveries (extract.Receiver): each accepted event is
+//     appended to the spool and fsynced (group commit) before the 2xx;
+//  3. every BatchInterval, or as soon as BatchSize events wait, open the
+//     warehouse, INSERT OR IGNORE the waiting events into events in one
+//     transaction, close it, and remove the spool segments now loaded. A
+//     load that fails (the warehouse locked by another program) leaves the
+//     events in the spool for the next one.
+//
+// When ctx is done, Listen stops accepting connections, waits up to
+// ShutdownTimeout for deliveries in flight, loads everything spooled and
+// returns nil. It returns an error when it cannot start, when serving
+// fails, or when the last load fails (the events then stay in the spool
+// for the next Listen).
+func Listen(ctx context.Context, cfg ListenConfig) (err error) {
+	cfg.setDefaults()
+	log := cfg.Logger
+	if cfg.Out == "" {
+		return errors.New("listen: no output folder")
+	}
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return fmt.Errorf("listen: output folder %s: %w", cfg.Out, err)
+	}
+	dir := SpoolDir(cfg.Out)
+	// One listener per spool: a flock on dir/lock, released by the kernel
+	// when the process dies.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("listen: spool %s: %w", dir, err)
+	}
+	unlock, err := lockFile(filepath.Join(dir, "lock"), ErrListening)
+	if err != nil {
+		return fmt.Errorf("listen: spool %s: %w", dir, err)
+	}
+	defer unlock()
+	spool, err := load.OpenSpool(dir, load.WithDedupWindow(cfg.DedupWindow), load.WithSpoolLogger(log))
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	defer spool.Close()
+	whPath := filepath.Join(cfg.Out, "warehouse.duckdb")
+	if ids, err := load.RecentEventIDs(ctx, whPath, cfg.DedupWindow); err != nil {
+		log.Warn("listen: could not read recent event ids; redeliveries of older events are spooled again (and not loaded twice)", "error", err)
+	} else {
+		spool.Remember(ids...)
+	}
+	if n := spool.Pending(); n > 0 {
+		log.Info("listen: replaying spooled events", "events", n)
+	}
+
+	rc, err := extract.NewReceiver(spool, cfg.Secrets, extract.WithMaxBody(cfg.MaxBody),
+		extract.WithSignatureTolerance(cfg.Tolerance), extract.WithReceiverLogger(log))
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	ln := cfg.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+	}
+	srv := &http.Server{Handler: rc, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+
+	ld := &eventLoader{spool: spool, path: whPath, log: log, max: cfg.MaxBatch}
+	loadCtx, stopLoader := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ld.run(loadCtx, cfg.BatchSize, cfg.BatchInterval)
+	}()
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("listen: receiving webhook deliveries", "addr", ln.Addr().String(), "out", cfg.Out)
+	if cfg.Ready != nil {
+		cfg.Ready(ln.Addr())
+	}
+
+	select {
+	case <-ctx.Done():
+		log.Info("listen: stopping", "cause", context.Cause(ctx))
+	case err = <-serveErr:
+		err = fmt.Errorf("listen: serve: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	if serr := srv.Shutdown(sctx); serr != nil {
+		log.Warn("listen: deliveries still in flight at shutdown", "error", serr)
+		srv.Close()
+	}
+	cancel()
+	stopLoader()
+	wg.Wait()
+	if cerr := spool.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("listen: %w", cerr)
+	}
+	// The last load: everything spooled, however long it takes.
+	final := context.WithoutCancel(ctx)
+	for spool.Pending() > 0 {
+		if lerr := ld.once(final); lerr != nil {
+			if err == nil {
+				err = fmt.Errorf("listen: last load (events stay in %s for the next listen): %w", dir, lerr)
+			}
+			break
+		}
+	}
+	return err
+}
+
+// eventLoader moves spooled events into the warehouse.
+type eventLoader struct {
+	spool *load.Spool
+	path  string
+	log   *slog.Logger
+	max   int
+}
+
+// run loads every interval, or as soon as batch events wait, until ctx
+// is done.
+func (l *eventLoader) run(ctx context.Context, batch int, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-l.spool.Ready():
+			if l.spool.Pending() < batch {
+				continue
+			}
+		}
+		for l.spool.Pending() > 0 && ctx.Err() == nil {
+			if err := l.once(ctx); err != nil {
+				if errors.Is(err, load.ErrWarehouseLocked) {
+					l.log.Warn("listen: warehouse locked; events wait in the spool", "pending", l.spool.Pending())
+				} else if ctx.Err() == nil {
+					l.log.Error("listen: load failed; events wait in the spool", "pending", l.spool.Pending(), "error", err)
+				}
+				break
+			}
+			if l.spool.Pending() < batch {
+				break
+			}
+		}
+	}
+}
+
+// once loads one batch and compacts the spool.
+func (l *eventLoader) once(ctx context.Context) error {
+	evs, upTo := l.spool.Unloaded(l.max)
+	if len(evs) == 0 {
+		return nil
+	}
+	start := time.Now()
+	n, err := load.LoadEvents(ctx, l.path, evs)
+	if err != nil {
+		return err
+	}
+	crash("events loaded") // loaded, not yet removed from the spool: a replay must not double them
+	l.log.Debug("listen: loaded events", "events", len(evs), "new", n, "duration", time.Since(start).Round(time.Millisecond))
+	if err := l.spool.MarkLoaded(upTo); err != nil {
+		l.log.Warn("listen: spool compaction failed; loaded events will be replayed (and ignored)", "error", err)
+	}
+	return nil
+}

@@ -1,0 +1,455 @@
+package pipeline_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/pipeline"
+)
+
+const listenSecret = "bGlzdGVuLXRlc3Qtc2VjcmV0LTMyLWJ5dGVzLWxvbmc="
+
+// startListen runs pipeline.Listen on a free local port until the returned
+// stop is called; stop returns Listen's error.
+func startListen(t *testing.T, cfg pipeline.ListenConfig) (url string, stop func() error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listener = ln
+	ready := make(chan struct{})
+	cfg.Ready = func(net.Addr) { close(ready) }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- pipeline.Listen(ctx, cfg) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("listen did not start: %v", err)
+	}
+	var once sync.Once
+	var lerr error
+	stop = func() error {
+		once.Do(func() { cancel(); lerr = <-done })
+		return lerr
+	}
+	t.Cleanup(func() { stop() })
+	return "http://" + ln.Addr().String(), stop
+}
+
+func signBody(key string, raw []byte, ts int64) string {
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write(raw)
+	m.Write([]byte("." + strconv.FormatInt(ts, 10)))
+	return base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
+func testEvent(id string) []byte {
+	return []byte(`{"type":"COURSE_COMPLETED","specversion":1,"id":"` + id + `","time":"2026-11-23T04:00:00Z","data":{"userId":10042}}`)
+}
+
+// deliver POSTs body signed at ts (now when zero) and returns the status,
+// or 0 when there was no answer.
+func deliver(hc *http.Client, url string, body []byte, key string, ts int64) int {
+	if ts == 0 {
+		ts = time.Now().Unix()
+	}
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(extract.SignatureHeader, signBody(key, body, ts))
+	req.Header.Set(extract.SignatureTimestampHeader, strconv.FormatInt(ts, 10))
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestListenAgainstFakeEndToEnd subscribes the receiver to the fake
+// service, first by POST and then (after an update) by GET, advances the
+// fake's clock, and requires every event the fake emitted to land in
+// events exactly once, each delivery logged as delivered.
+func TestListenAgainstFakeEndToEnd(t *testing.T) {
+	fake := servicetest.NewServer(servicetest.WithUsers(40), servicetest.WithDeliveryRetryDelays(50*time.Millisecond))
+	defer fake.Close()
+	ctx := context.Background()
+	c, err := extract.New(fake.URL, extract.WithAPIToken(fake.Service.APIToken()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Subscribe first: the secret is known only from the create answer.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook := "http://" + ln.Addr().String() + "/sepipe/events"
+	sub, err := c.CreateSubscription(ctx, extract.SubscriptionRequest{Name: "sepipe", URL: hook + "?subscription=lms-post",
+		Method: "POST", Types: []string{servicetest.EventCourseCompleted}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	done := make(chan error, 1)
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		done <- pipeline.Listen(lctx, pipeline.ListenConfig{Listener: ln, Out: out, BatchInterval: 100 * time.Millisecond,
+			Secrets: []string{"an-old-rotated-secret", sub.SignatureKey.Reveal()}})
+	}()
+
+	wait := func() {
+		t.Helper()
+		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+		defer wcancel()
+		if err := fake.Service.WaitDeliveries(wctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nPost := fake.Service.Advance(30 * 24 * time.Hour)
+	wait()
+	if _, err := c.UpdateSubscription(ctx, sub.ID, extract.SubscriptionRequest{Name: "sepipe", URL: hook + "?subscription=lms-get",
+		Method: "GET", Types: []string{servicetest.EventCourseCompleted}}); err != nil {
+		t.Fatal(err)
+	}
+	nGet := fake.Service.Advance(30 * 24 * time.Hour)
+	wait()
+	if nPost == 0 || nGet == 0 {
+		t.Fatalf("the fake emitted %d and %d events; the test needs some of each", nPost, nGet)
+	}
+	t.Logf("the fake emitted %d events delivered by POST, then %d by GET", nPost, nGet)
+	logs, err := c.SubscriptionLogs(ctx, sub.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range logs {
+		if l.Outcome != "delivered" {
+			t.Errorf("delivery %s attempt %d: %s %d %s", l.EventID, l.Attempt, l.Outcome, l.Response.Status, l.Response.Body)
+		}
+	}
+	cancel() // SIGTERM in the CLI: stop, flush, load
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	db := openWH(t, out)
+	if n := scalar[int64](t, db, `SELECT count(*) FROM events`); n != int64(nPost+nGet) {
+		t.Errorf("events has %d rows, want %d (%d by POST, %d by GET)", n, nPost+nGet, nPost, nGet)
+	}
+	if n := scalar[int64](t, db, `SELECT count(*) FROM events WHERE subscription = 'lms-post'`); n != int64(nPost) {
+		t.Errorf("%d events by POST, want %d", n, nPost)
+	}
+	if n := scalar[int64](t, db, `SELECT count(*) FROM events WHERE subscription = 'lms-get'`); n != int64(nGet) {
+		t.Errorf("%d events by GET, want %d", n, nGet)
+	}
+	bad := scalar[int64](t, db, `SELECT count(*) FROM events WHERE type <> 'COURSE_COMPLETED' OR time IS NULL
+		OR json_extract_string(raw, '$.id') <> id OR CAST(json_extract_string(raw, '$.data.userId') AS BIGINT) < 10001 OR received_at IS NULL`)
+	if bad != 0 {
+		t.Errorf("%d events are not what the fake sent", bad)
+	}
+	if pending := countSpool(t, out); pending != 0 {
+		t.Errorf("%d bytes left in the spool after a clean shutdown", pending)
+	}
+}
+
+// countSpool returns the bytes of every spool segment.
+func countSpool(t *testing.T, out string) int64 {
+	t.Helper()
+	segs, _ := filepath.Glob(filepath.Join(pipeline.SpoolDir(out), "*.seg"))
+	var n int64
+	for _, s := range segs {
+		if fi, err := os.Stat(s); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+// TestListenRefusesBadDeliveries sends forged, replayed, stale, future and
+// oversized deliveries next to good ones: each gets its status and nothing
+// of the refused ones is stored.
+func TestListenRefusesBadDeliveries(t *testing.T) {
+	out := t.TempDir()
+	url, stop := startListen(t, pipeline.ListenConfig{Out: out, Secrets: []string{listenSecret}, MaxBody: 4096})
+	hc := &http.Client{Timeout: 10 * time.Second}
+	now := time.Now().Unix()
+	good := testEvent("good-1")
+	cases := []struct {
+		name   string
+		do     func() int
+		status int
+	}{
+		{"good", func() int { return deliver(hc, url, good, listenSecret, 0) }, 200},
+		{"replayed", func() int { return deliver(hc, url, good, listenSecret, 0) }, 200},
+		{"forged", func() int { return deliver(hc, url, testEvent("forged"), "guessed-secret", 0) }, 401},
+		{"unsigned", func() int {
+			resp, err := hc.Post(url, "application/json", bytes.NewReader(testEvent("unsigned")))
+			if err != nil {
+				return 0
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}, 401},
+		{"stale", func() int { return deliver(hc, url, testEvent("stale"), listenSecret, now-6*60) }, 400},
+		{"future", func() int { return deliver(hc, url, testEvent("future"), listenSecret, now+6*60) }, 400},
+		{"malformed", func() int { return deliver(hc, url, []byte(`{"id":"no-type"}`), listenSecret, 0) }, 400},
+		{"oversized", func() int {
+			big := append(testEvent("big")[:0:0], `{"type":"x","id":"big","data":"`+strings.Repeat("x", 5000)+`"}`...)
+			return deliver(hc, url, big, listenSecret, 0)
+		}, 413},
+		{"put", func() int {
+			req, _ := http.NewRequest(http.MethodPut, url, bytes.NewReader(good))
+			resp, err := hc.Do(req)
+			if err != nil {
+				return 0
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}, 405},
+		{"good by GET", func() int {
+			q := "subscription=s1&type=content-viewed&specversion=1&id=good-2&time=2026-11-23T04%3A00%3A00Z&data=%7B%22a%22%3A1%7D"
+			req, _ := http.NewRequest(http.MethodGet, url+"/hook?"+q, nil)
+			ts := time.Now().Unix()
+			req.Header.Set(extract.SignatureHeader, signBody(listenSecret, []byte(q), ts))
+			req.Header.Set(extract.SignatureTimestampHeader, strconv.FormatInt(ts, 10))
+			resp, err := hc.Do(req)
+			if err != nil {
+				return 0
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}, 200},
+	}
+	for _, tc := range cases {
+		if got := tc.do(); got != tc.status {
+			t.Errorf("%s: status %d, want %d", tc.name, got, tc.status)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	db := openWH(t, out)
+	if got := scalar[string](t, db, `SELECT string_agg(id || ':' || coalesce(subscription, '-'), ',' ORDER BY id) FROM events`); got != "good-1:-,good-2:s1" {
+		t.Errorf("events %q, want only the two good ones", got)
+	}
+}
+
+func TestListenSecondListenerIsBusy(t *testing.T) {
+	out := t.TempDir()
+	startListen(t, pipeline.ListenConfig{Out: out, Secrets: []string{listenSecret}})
+	err := pipeline.Listen(context.Background(), pipeline.ListenConfig{Out: out, Addr: "127.0.0.1:0", Secrets: []string{listenSecret}})
+	if !errors.Is(err, pipeline.ErrListening) {
+		t.Fatalf("second listener on one spool: %v, want ErrListening", err)
+	}
+}
+
+// childListen is the receiver of the kill test, in a child process: it
+// prints its address and serves until killed.
+func childListen() int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if at := os.Getenv("SEPIPE_CRASH_AT"); at != "" {
+		pipeline.SetCrashHook(func(point string) {
+			if point == at {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+		})
+	}
+	err = pipeline.Listen(context.Background(), pipeline.ListenConfig{Listener: ln, Out: os.Getenv("SEPIPE_OUT"),
+		Secrets: []string{listenSecret}, BatchInterval: 50 * time.Millisecond,
+		Ready: func(a net.Addr) { fmt.Printf("ADDR %s\n", a) }})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+func startListenChild(t *testing.T, out, crashAt string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "SEPIPE_LISTEN_CHILD=1", "SEPIPE_OUT="+out, "SEPIPE_CRASH_AT="+crashAt)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "ADDR ")
+	if err != nil || !ok {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("child did not start: %q %v", line, err)
+	}
+	return cmd, "http://" + addr + "/hook"
+}
+
+// TestListenKill9LosesNoAcknowledgedEvent runs the receiver in a child
+// process, has 200 concurrent senders deliver unique events (and some
+// redeliveries) to it, SIGKILLs it while they send, restarts it, and
+// requires every event that got a 2xx to be in events exactly once. A
+// second round kills the receiver right after a batch committed, before
+// the spool was compacted: the replay must not double anything.
+func TestListenKill9LosesNoAcknowledgedEvent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	out := t.TempDir()
+	rng := rand.New(rand.NewPCG(8, 200))
+	var mu sync.Mutex
+	acked := map[string]int{} // id -> 2xx answers
+	var sent, refused atomic.Int64
+
+	// round starts a receiver and 200 senders; the receiver dies by
+	// SIGKILL from the test once killAfter events were answered 2xx, or
+	// by its own hand at the crash point crashAt.
+	round := func(prefix, crashAt string, killAfter int) {
+		cmd, url := startListenChild(t, out, crashAt)
+		tr := &http.Transport{MaxIdleConnsPerHost: 250, MaxConnsPerHost: 250}
+		hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+		defer tr.CloseIdleConnections()
+		var killOnce sync.Once
+		var ackedNow atomic.Int64
+		start := time.Now()
+		var wg sync.WaitGroup
+		for s := range 200 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := 0; ; k++ {
+					id := fmt.Sprintf("%s-s%03d-%05d", prefix, s, k)
+					if k%10 == 9 {
+						id = fmt.Sprintf("%s-s%03d-%05d", prefix, s, k-5) // a redelivery
+					}
+					sent.Add(1)
+					st := deliver(hc, url, testEvent(id), listenSecret, 0)
+					switch {
+					case st >= 200 && st < 300:
+						mu.Lock()
+						acked[id]++
+						mu.Unlock()
+						if n := ackedNow.Add(1); n == int64(killAfter) {
+							killOnce.Do(func() {
+								cmd.Process.Signal(syscall.SIGKILL)
+								t.Logf("round %s: SIGKILL after %s, at %d answers 2xx, 200 senders still sending",
+									prefix, time.Since(start).Round(time.Millisecond), n)
+							})
+						}
+					case st == 0:
+						return // the receiver is gone
+					default:
+						refused.Add(1)
+					}
+				}
+			}()
+		}
+		err := cmd.Wait()
+		wg.Wait()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+			t.Fatalf("receiver was not killed (%q): %v", crashAt, err)
+		}
+		t.Logf("round %s: receiver dead after %s; %d answers 2xx in this round", prefix, time.Since(start).Round(time.Millisecond), ackedNow.Load())
+	}
+	round("a", "", 3000+rng.IntN(2000))
+	spooled := countSpool(t, out)
+	round("b", "events loaded", -1)
+	t.Logf("spool after the first kill: %d bytes; after the second: %d bytes", spooled, countSpool(t, out))
+
+	// Restart: replay and load; redeliveries of acknowledged events are
+	// answered 200 and store nothing.
+	url, stop := startListen(t, pipeline.ListenConfig{Out: out, Secrets: []string{listenSecret}})
+	hc := &http.Client{Timeout: 10 * time.Second}
+	mu.Lock()
+	var some []string
+	for id := range acked {
+		if len(some) < 20 {
+			some = append(some, id)
+		}
+	}
+	mu.Unlock()
+	for _, id := range some {
+		if st := deliver(hc, url, testEvent(id), listenSecret, 0); st != 200 {
+			t.Errorf("redelivery of %s after restart: %d", id, st)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	db := openWH(t, out)
+	counts := map[string]int{}
+	rows, err := db.Query(`SELECT id, count(*) FROM events GROUP BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		var n int
+		rows.Scan(&id, &n)
+		counts[id] = n
+	}
+	rows.Close()
+	lost, doubled := 0, 0
+	for id := range acked {
+		switch counts[id] {
+		case 0:
+			lost++
+		case 1:
+		default:
+			doubled++
+		}
+	}
+	t.Logf("sent %d deliveries, %d distinct events answered 2xx (%d answers with redeliveries), %d refused; events table: %d rows",
+		sent.Load(), len(acked), sumAcks(acked), refused.Load(), len(counts))
+	if lost != 0 || doubled != 0 {
+		t.Fatalf("%d acknowledged events lost, %d doubled", lost, doubled)
+	}
+	if refused.Load() != 0 {
+		t.Errorf("%d deliveries refused while the receiver was up", refused.Load())
+	}
+	if len(acked) < 3000 {
+		t.Errorf("only %d events acknowledged: the kill came too early to test much", len(acked))
+	}
+}
+
+func sumAcks(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
