@@ -2,8 +2,11 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/sepipe/sepipe/extract"
@@ -33,6 +36,14 @@ type DemoResult struct {
 // cfg.Out as a real sync would, one run per day for cfg.Days days (the
 // tenant's clock advancing a day between runs), so the lake holds a short
 // history. Every report object and every collection is synced.
+//
+// The demo also shows the event side: it subscribes a receiver (Listen, on
+// a loopback port) to COURSE_COMPLETED and shared-space-created, and while
+// the tenant's day passes it shares a few assets; the fake delivers signed
+// events, the receiver lands them in the events table, and the next sync
+// brings in the subscription and its delivery log. The receiver runs only
+// while the day passes, never during a sync, so the two never write the
+// warehouse at once.
 func Demo(ctx context.Context, cfg DemoConfig) (*DemoResult, error) {
 	if cfg.Users < 1 {
 		return nil, fmt.Errorf("demo: users must be at least 1, got %d", cfg.Users)
@@ -46,7 +57,7 @@ func Demo(ctx context.Context, cfg DemoConfig) (*DemoResult, error) {
 	today := cfg.Now().UTC()
 	start := today.Add(-time.Duration(cfg.Days-1) * 24 * time.Hour)
 	srv := servicetest.NewServer(servicetest.WithUsers(cfg.Users), servicetest.WithSeed(cfg.Seed),
-		servicetest.WithNow(servicetest.DefaultNow.Add(start.Sub(today))))
+		servicetest.WithNow(start.Truncate(time.Second))) // the tenant's clock runs with the snapshot days
 	defer srv.Close()
 	opts := []extract.Option{
 		extract.WithAccessToken(srv.Service.AccessToken()),
@@ -62,11 +73,14 @@ func Demo(ctx context.Context, cfg DemoConfig) (*DemoResult, error) {
 		return nil, err
 	}
 	res := &DemoResult{URL: srv.URL}
+	act, err := newDemoActivity(ctx, client, cfg)
+	if err != nil {
+		return nil, err
+	}
 	for d := 0; d < cfg.Days; d++ {
 		if d > 0 {
-			srv.Service.Advance(24 * time.Hour)
-			if err := srv.Service.WaitDeliveries(ctx); err != nil {
-				return nil, err
+			if err := act.passDay(ctx, srv.Service); err != nil {
+				return nil, fmt.Errorf("demo: webhook activity: %w", err)
 			}
 		}
 		day := start.Add(time.Duration(d) * 24 * time.Hour)
@@ -78,4 +92,85 @@ func Demo(ctx context.Context, cfg DemoConfig) (*DemoResult, error) {
 		res.Runs = append(res.Runs, *r)
 	}
 	return res, nil
+}
+
+// demoActivity is the demo's webhook side: a subscription to a local
+// receiver, and shares to produce events.
+type demoActivity struct {
+	client *extract.Client
+	cfg    DemoConfig
+	addr   string
+	secret string
+	assets []string
+	shares int
+}
+
+func newDemoActivity(ctx context.Context, c *extract.Client, cfg DemoConfig) (*demoActivity, error) {
+	// Reserve a loopback port for the receiver; each day's Listen reuses it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	sub, err := c.CreateSubscription(ctx, extract.SubscriptionRequest{
+		Name: "sepipe demo receiver", URL: "http://" + addr + "/events?subscription=demo", Method: "POST",
+		Types: []string{servicetest.EventCourseCompleted, servicetest.EventSharedSpaceCreated},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("demo: subscribe the receiver: %w", err)
+	}
+	var assets []string
+	_, err = c.ReadCollection(ctx, "assets", extract.CollectionQuery{Limit: 50, Fields: []string{"id"}}, func(ctx context.Context, p *extract.CollectionPage) error {
+		for _, raw := range p.Items {
+			var a struct {
+				ID string `json:"id"`
+			}
+			if json.Unmarshal(raw, &a) == nil && len(assets) < 50 {
+				assets = append(assets, a.ID)
+			}
+		}
+		return errStopRead
+	})
+	if err != nil && !errors.Is(err, errStopRead) {
+		return nil, fmt.Errorf("demo: list assets: %w", err)
+	}
+	return &demoActivity{client: c, cfg: cfg, addr: addr, secret: sub.SignatureKey.Reveal(), assets: assets}, nil
+}
+
+var errStopRead = errors.New("enough")
+
+// passDay runs the receiver while the tenant's clock moves a day and a few
+// assets are shared, until every delivery is done and every event landed.
+func (a *demoActivity) passDay(ctx context.Context, svc *servicetest.Service) error {
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- Listen(lctx, ListenConfig{Addr: a.addr, Out: a.cfg.Out, Secrets: []string{a.secret}, Logger: a.cfg.Logger,
+			Ready: func(net.Addr) { close(ready) }})
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		return err
+	}
+	for i := 0; i < 3 && len(a.assets) > 0; i++ {
+		a.shares++
+		n := 1 + a.shares%4
+		ids := make([]string, 0, n)
+		for j := 0; j < n; j++ {
+			ids = append(ids, a.assets[(a.shares*7+j)%len(a.assets)])
+		}
+		if _, err := a.client.CreateShare(ctx, extract.ShareRequest{Title: fmt.Sprintf("Demo share %d", a.shares), Assets: ids, Origin: "sepipe-demo"}); err != nil {
+			return err
+		}
+	}
+	svc.Advance(24 * time.Hour)
+	if err := svc.WaitDeliveries(ctx); err != nil {
+		return err
+	}
+	stop()
+	return <-done
 }
