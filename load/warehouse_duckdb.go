@@ -84,7 +84,40 @@ ALTER TABLE _sepipe_runs ADD COLUMN IF NOT EXISTS published BOOLEAN DEFAULT true
 
 // OpenWarehouse opens (creating if needed) the DuckDB file at path and
 // makes sure sepipe's bookkeeping tables exist.
-func OpenWarehouse(ctx context.Context, path string) (*Warehouse, error) {
+//
+// DuckDB lets one process write a file at a time. When another process
+// holds it (a `sepipe listen` loading a batch, a BI tool's refresh),
+// OpenWarehouse retries for up to the WithLockWait duration (default none)
+// before it returns an error wrapping ErrWarehouseLocked.
+func OpenWarehouse(ctx context.Context, path string, opts ...OpenOption) (*Warehouse, error) {
+	o := openOptions{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	deadline := time.Now().Add(o.lockWait)
+	for {
+		wh, err := openWarehouse(ctx, path)
+		if err == nil || !errors.Is(err, ErrWarehouseLocked) || !time.Now().Before(deadline) {
+			return wh, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// OpenOption configures OpenWarehouse.
+type OpenOption func(*openOptions)
+
+type openOptions struct{ lockWait time.Duration }
+
+// WithLockWait makes OpenWarehouse wait up to d for another process to
+// release the file.
+func WithLockWait(d time.Duration) OpenOption { return func(o *openOptions) { o.lockWait = d } }
+
+func openWarehouse(ctx context.Context, path string) (*Warehouse, error) {
 	db, err := sql.Open("duckdb", path)
 	if err != nil {
 		return nil, classifyOpen(path, err)

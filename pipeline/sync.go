@@ -76,6 +76,10 @@ type Config struct {
 	Now func() time.Time
 	// Allocator for record batches (default memory.DefaultAllocator).
 	Allocator memory.Allocator
+	// LockWait is how long the run waits for another process (a `sepipe
+	// listen` loading a batch, a BI tool) to release the warehouse before
+	// it fails with load.ErrWarehouseLocked (default 10 s; negative: no wait).
+	LockWait time.Duration
 	// Progress, if set, is told as objects start, pages land and objects
 	// finish. Its methods are called from several goroutines at once.
 	Progress Progress
@@ -115,6 +119,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Progress == nil {
 		c.Progress = noProgress{}
+	}
+	if c.LockWait == 0 {
+		c.LockWait = 10 * time.Second
 	}
 }
 
@@ -172,8 +179,8 @@ type prior struct {
 
 // recover finishes what a dead run left and reads the warehouse's schemas
 // and state. It holds the warehouse open only for that.
-func recoverAndRead(ctx context.Context, lake load.Lake, objects []string, reset []string, log *slog.Logger) (*prior, error) {
-	wh, err := load.OpenWarehouse(ctx, lake.WarehousePath())
+func recoverAndRead(ctx context.Context, lake load.Lake, objects []string, reset []string, lockWait time.Duration, log *slog.Logger) (*prior, error) {
+	wh, err := load.OpenWarehouse(ctx, lake.WarehousePath(), load.WithLockWait(lockWait))
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +276,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	if err := checkStreams(cfg, ids); err != nil {
 		return nil, err
 	}
-	pr, err := recoverAndRead(ctx, lake, ids, cfg.FullRefresh, log)
+	pr, err := recoverAndRead(ctx, lake, ids, cfg.FullRefresh, cfg.LockWait, log)
 	if err != nil {
 		return nil, err
 	}
@@ -312,7 +319,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	}
 
 	// Commit what succeeded, with state and the run record, in one transaction.
-	wh, err := load.OpenWarehouse(ctx, lake.WarehousePath())
+	wh, err := load.OpenWarehouse(ctx, lake.WarehousePath(), load.WithLockWait(cfg.LockWait))
 	if err != nil {
 		return nil, err
 	}

@@ -415,6 +415,39 @@ func TestSyncFailsOnLockedWarehouse(t *testing.T) {
 	sameTree(t, tree, fileTree(t, out))
 }
 
+// TestSyncWaitsForABriefLock: a warehouse held for a moment by another
+// process (a listener loading a batch, a BI refresh) delays the sync; it
+// does not fail it.
+func TestSyncWaitsForABriefLock(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	setEnv(t, srv)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "data")
+	cfg := writeConfig(t, dir, srv.URL, out, "")
+	mustRun(t, "sync", "--config", cfg)
+
+	helper := exec.Command(os.Args[0], "-test.run=^TestHelperHoldWarehouse$", "-test.v")
+	helper.Env = append(os.Environ(), "SEPIPE_TEST_HOLD_WAREHOUSE="+filepath.Join(out, "warehouse.duckdb"))
+	stdin, _ := helper.StdinPipe()
+	stdout, _ := helper.StdoutPipe()
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && sc.Text() != "holding" {
+	}
+	go func() {
+		time.Sleep(1500 * time.Millisecond) // then the other process lets go
+		stdin.Close()
+		helper.Wait()
+	}()
+	code, _, errOut := runCLI(t, "sync", "--config", cfg)
+	if code != exitOK {
+		t.Fatalf("a sync behind a brief lock: exit %d:\n%s", code, errOut)
+	}
+}
+
 // TestSchedulerSignals: the first signal lets the current run finish, the
 // second cancels it; a tick while a run goes on is skipped.
 func TestSchedulerSignals(t *testing.T) {

@@ -63,10 +63,10 @@ func snapshotNewRows(ctx context.Context, out string, objects []string) (*newRow
 		return n, nil // first run: every row is new
 	}
 	if _, err := db.ExecContext(ctx, "ATTACH "+load.Literal(path)+" AS wh (READ_ONLY)"); err != nil {
+		// Locked or unreadable: no NEW counts this time. The sync itself
+		// waits for a lock to go away (pipeline.Config.LockWait) and says
+		// so when it does not.
 		db.Close()
-		if strings.Contains(err.Error(), "lock") {
-			return nil, fmt.Errorf("warehouse %s: %w (close the other program, e.g. a duckdb shell, and retry): %v", path, load.ErrWarehouseLocked, err)
-		}
 		return nil, nil
 	}
 	defer db.ExecContext(ctx, "DETACH wh") //nolint:errcheck
