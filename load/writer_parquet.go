@@ -27,11 +27,30 @@ var _ Writer = (*ParquetWriter)(nil)
 type ParquetOption func(*ParquetWriter)
 
 // WithRowsPerFile sets how many rows go into one part file before the next
-// is started (default 2,000,000).
+// is started (default 16 row groups of DefaultRowGroupRows, 1,966,080).
+// A file is closed by the first batch that reaches the limit, so it may
+// hold a few more rows.
 func WithRowsPerFile(n int64) ParquetOption { return func(w *ParquetWriter) { w.rowsPerFile = n } }
 
-// WithRowGroupRows sets the Parquet row group length (default 131,072).
+// WithRowGroupRows sets the Parquet row group length (default
+// DefaultRowGroupRows).
 func WithRowGroupRows(n int64) ParquetOption { return func(w *ParquetWriter) { w.rowGroup = n } }
+
+// DefaultRowGroupRows is DuckDB's own row group size (120 × 1024 rows).
+// Parquet row groups of that length load into a DuckDB table as whole row
+// groups, written to the database file as they come; other lengths make
+// DuckDB re-cut them in memory and write everything at the checkpoint
+// (measured with 131,072-row groups: 1 to 2 s more CPU per million rows,
+// most of it at the checkpoint). A row group is buffered in memory,
+// encoded and compressed, until it is complete.
+const DefaultRowGroupRows = 122_880
+
+// WithFileNumbers numbers the part files first, first+step, first+2*step,
+// ... (default 0, 1, 2, ...), so that several writers can share one folder:
+// writer k of n uses WithFileNumbers(k, n).
+func WithFileNumbers(first, step int) ParquetOption {
+	return func(w *ParquetWriter) { w.firstFile, w.fileStep = first, max(step, 1) }
+}
 
 // WithParquetAllocator sets the allocator used while encoding.
 func WithParquetAllocator(mem memory.Allocator) ParquetOption {
@@ -47,6 +66,8 @@ type ParquetWriter struct {
 	rowsPerFile int64
 	rowGroup    int64
 	mem         memory.Allocator
+	firstFile   int
+	fileStep    int
 
 	f     *os.File
 	bw    *bufio.Writer
@@ -59,7 +80,8 @@ type ParquetWriter struct {
 // NewParquetWriter creates dir (and parents) and prepares to write batches
 // of schema s there. No file exists until the first Write.
 func NewParquetWriter(dir, object string, s *arrow.Schema, opts ...ParquetOption) (*ParquetWriter, error) {
-	w := &ParquetWriter{dir: dir, object: object, schema: s, rowsPerFile: 2_000_000, rowGroup: 128 * 1024, mem: memory.DefaultAllocator}
+	w := &ParquetWriter{dir: dir, object: object, schema: s, rowsPerFile: 16 * DefaultRowGroupRows, rowGroup: DefaultRowGroupRows,
+		mem: memory.DefaultAllocator, fileStep: 1}
 	for _, o := range opts {
 		o(w)
 	}
@@ -70,20 +92,12 @@ func NewParquetWriter(dir, object string, s *arrow.Schema, opts ...ParquetOption
 }
 
 func (w *ParquetWriter) open() error {
-	name := filepath.Join(w.dir, fmt.Sprintf("part-%05d.parquet", len(w.files)))
+	name := filepath.Join(w.dir, fmt.Sprintf("part-%05d.parquet", w.firstFile+len(w.files)*w.fileStep))
 	f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
 		return &WriteError{Object: w.object, Step: "create parquet file", Path: name, Err: err}
 	}
-	props := parquet.NewWriterProperties(
-		parquet.WithCompression(compress.Codecs.Zstd),
-		parquet.WithCompressionLevel(1),
-		parquet.WithMaxRowGroupLength(w.rowGroup),
-		parquet.WithDictionaryDefault(true),
-		parquet.WithStats(true),
-		parquet.WithAllocator(w.mem),
-		parquet.WithCreatedBy("sepipe"),
-	)
+	props := parquet.NewWriterProperties(w.writerProps()...)
 	aprops := pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(w.mem))
 	bw := bufio.NewWriterSize(f, 1<<20)
 	fw, err := pqarrow.NewFileWriter(w.schema, bw, props, aprops)
@@ -95,6 +109,38 @@ func (w *ParquetWriter) open() error {
 	w.f, w.bw, w.fw, w.inCur = f, bw, fw, 0
 	w.files = append(w.files, name)
 	return nil
+}
+
+// dataPageSize bounds a data page before compression. A row group is
+// buffered until it is complete, and each column's page in progress is
+// buffered uncompressed: 64 KiB pages instead of the default 1 MiB keep
+// that to about 1 MiB per writer instead of 14, for files of the same size
+// and no measurable cost to the writer or to DuckDB reading them.
+const dataPageSize = 64 << 10
+
+// writerProps are the Parquet settings of every file. Dictionary encoding
+// is on for text columns only (strings and picklists, whose values repeat);
+// numbers and dates are plain-encoded and left to zstd: hashing every
+// int64, float and timestamp into a dictionary cost more CPU than all the
+// rest of the encoding, for files about as small.
+func (w *ParquetWriter) writerProps() []parquet.WriterProperty {
+	props := []parquet.WriterProperty{
+		parquet.WithCompression(compress.Codecs.Zstd),
+		parquet.WithCompressionLevel(1),
+		parquet.WithMaxRowGroupLength(w.rowGroup),
+		parquet.WithDataPageSize(dataPageSize),
+		parquet.WithDictionaryDefault(false),
+		parquet.WithStats(true),
+		parquet.WithAllocator(w.mem),
+		parquet.WithCreatedBy("sepipe"),
+	}
+	for _, f := range w.schema.Fields() {
+		switch f.Type.ID() {
+		case arrow.STRING, arrow.LARGE_STRING, arrow.DICTIONARY:
+			props = append(props, parquet.WithDictionaryFor(f.Name, true))
+		}
+	}
+	return props
 }
 
 // Write appends rec to the current part file, starting a new file when the

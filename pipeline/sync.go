@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"sync"
@@ -526,19 +528,17 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 	}
 	defer dec.Release()
 	dir := lake.StagingDir(run.RunID, id, run.SnapshotDate)
-	newWriter := func() (*load.ParquetWriter, error) {
-		return load.NewParquetWriter(dir, id, schema, load.WithParquetAllocator(cfg.Allocator))
-	}
-	pw, err := newWriter()
+	sink, err := newObjectSink(func(first, step int) (*load.ParquetWriter, error) {
+		return load.NewParquetWriter(dir, id, schema, load.WithParquetAllocator(cfg.Allocator), load.WithFileNumbers(first, step))
+	})
 	if err != nil {
 		return fail("write", err)
 	}
-	sink := &objectSink{w: pw}
 	stats, err := src.ReadObject(ctx, id, query, func(ctx context.Context, p *extract.Page) (extract.PageInfo, error) {
 		if p.Restart {
 			// The pages did not add up and the client reads the object
 			// again from page 1: drop everything written so far.
-			return extract.PageInfo{}, sink.restart(newWriter)
+			return extract.PageInfo{}, sink.restart()
 		}
 		r, err := dec.DecodePage(p.Number, p.Body)
 		if err != nil {
@@ -551,13 +551,13 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		cfg.Progress.PageDone(id, p.Number, r.Info.Rows, r.Info.TotalPages)
 		return r.Info, nil
 	})
-	pw = sink.w
 	if err != nil {
-		pw.Abort()
+		sink.abort()
 		return fail("read", err)
 	}
-	if err := pw.Close(); err != nil {
-		pw.Abort()
+	files, rows, err := sink.close()
+	if err != nil {
+		sink.abort()
 		return fail("write", err)
 	}
 	if len(sink.unknown) > 0 {
@@ -568,8 +568,8 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 	so.table = load.Table{
 		Object:      id,
 		Schema:      schema,
-		Files:       pw.Files(),
-		Rows:        pw.Rows(),
+		Files:       files,
+		Rows:        rows,
 		Rejects:     sink.rejects,
 		Mode:        mode,
 		PrimaryKey:  sc.PrimaryKey,
@@ -577,12 +577,12 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		FullRefresh: fullRefresh,
 		Describe:    live,
 		Stats: load.ObjectStats{
-			Rows: pw.Rows(), RejectedRows: sink.rejectedRows,
+			Rows: rows, RejectedRows: sink.rejectedRows,
 			Pages: stats.Pages, Requests: stats.Requests, Retries: stats.Retries, Duration: dur,
 		},
 	}
 	so.result = ObjectResult{
-		Object: id, Mode: mode, Diff: diff, Since: since, Rows: pw.Rows(), RejectedRows: sink.rejectedRows,
+		Object: id, Mode: mode, Diff: diff, Since: since, Rows: rows, RejectedRows: sink.rejectedRows,
 		Pages: stats.Pages, Requests: stats.Requests, Retries: stats.Retries,
 		Duration: dur, SchemaVersion: schemas.SchemaVersion(schema), UnknownFields: sink.unknown,
 	}
@@ -590,42 +590,80 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		log.Warn("rows rejected: values that do not fit their field's type are in _sepipe_rejects",
 			"object", id, "rows", sink.rejectedRows)
 	}
-	log.Info("object staged", "object", id, "rows", pw.Rows(), "pages", stats.Pages,
+	log.Info("object staged", "object", id, "rows", rows, "pages", stats.Pages,
 		"requests", stats.Requests, "retries", stats.Retries, "duration", dur.Round(time.Millisecond))
+	// The object's buffers are garbage now. Hand their memory back to the
+	// OS before the warehouse load: no Go allocation would trigger a GC
+	// while DuckDB loads, so the process would hold both at once.
+	dec.Release()
+	debug.FreeOSMemory()
 	cfg.Progress.ObjectDone(so.result)
 	return so
 }
 
-// objectSink serialises the writes of one object's concurrent page workers.
+// objectSink takes the decoded pages of one object's concurrent page
+// workers. It has one Parquet writer per core (writer k of n numbers its
+// part files k, k+n, k+2n, ...): a worker encodes its page with whichever
+// writer is free, so pages are encoded in parallel, not one at a time
+// behind a lock. Each writer buffers at most one row group.
 type objectSink struct {
-	mu           sync.Mutex
-	w            *load.ParquetWriter
+	newWriter func(first, step int) (*load.ParquetWriter, error)
+	writers   []*load.ParquetWriter
+	free      chan *load.ParquetWriter // the writers not in use
+
+	mu           sync.Mutex // guards what follows
 	rejects      []transform.Reject
 	rejectedRows int64
 	unknown      []string
 }
 
-// restart drops what was written (the client is reading the object again)
-// and starts a new writer.
-func (s *objectSink) restart(newWriter func() (*load.ParquetWriter, error)) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.w.Abort()
-	w, err := newWriter()
-	if err != nil {
-		return err
+// sinkWriters is how many Parquet writers an object has: one per core, at
+// most 4 (past that, the service is the limit, and memory grows with each).
+func sinkWriters() int { return min(max(runtime.GOMAXPROCS(0), 1), 4) }
+
+func newObjectSink(newWriter func(first, step int) (*load.ParquetWriter, error)) (*objectSink, error) {
+	s := &objectSink{newWriter: newWriter}
+	if err := s.open(); err != nil {
+		return nil, err
 	}
-	s.w = w
-	s.rejects, s.rejectedRows, s.unknown = nil, 0, nil
+	return s, nil
+}
+
+func (s *objectSink) open() error {
+	n := sinkWriters()
+	s.writers = make([]*load.ParquetWriter, 0, n)
+	s.free = make(chan *load.ParquetWriter, n)
+	for k := range n {
+		w, err := s.newWriter(k, n)
+		if err != nil {
+			s.abort()
+			return err
+		}
+		s.writers = append(s.writers, w)
+		s.free <- w
+	}
 	return nil
 }
 
-func (s *objectSink) add(r transform.Result) error {
+// restart drops what was written (the client is reading the object again)
+// and starts new writers. ReadObject calls it with no page in flight.
+func (s *objectSink) restart() error {
+	s.abort()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.w.Write(r.Record); err != nil {
+	s.rejects, s.rejectedRows, s.unknown = nil, 0, nil
+	s.mu.Unlock()
+	return s.open()
+}
+
+func (s *objectSink) add(r transform.Result) error {
+	w := <-s.free
+	err := w.Write(r.Record)
+	s.free <- w
+	if err != nil {
 		return err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.rejects = append(s.rejects, r.Rejects...)
 	s.rejectedRows += int64(r.RejectedRows)
 	for _, u := range r.UnknownFields {
@@ -634,6 +672,35 @@ func (s *objectSink) add(r transform.Result) error {
 		}
 	}
 	return nil
+}
+
+// close finishes every writer and returns the part files, in name order,
+// and the rows they hold. A writer that got no rows leaves no file, except
+// that an object with no rows gets one empty file.
+func (s *objectSink) close() (files []string, rows int64, err error) {
+	for _, w := range s.writers {
+		rows += w.Rows()
+	}
+	for i, w := range s.writers {
+		if w.Rows() == 0 && (rows > 0 || i > 0) {
+			w.Abort()
+			continue
+		}
+		if err := w.Close(); err != nil {
+			return nil, 0, err
+		}
+		files = append(files, w.Files()...)
+	}
+	sort.Strings(files)
+	return files, rows, nil
+}
+
+// abort closes and removes whatever the writers wrote.
+func (s *objectSink) abort() {
+	for _, w := range s.writers {
+		w.Abort()
+	}
+	s.writers = nil
 }
 
 // SchemaOf describes one object and returns its Arrow schema.

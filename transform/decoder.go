@@ -2,6 +2,7 @@ package transform
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"unicode/utf8"
 
@@ -59,30 +60,35 @@ func WithAllocator(mem memory.Allocator) Option { return func(d *Decoder) { d.me
 // Decoder decodes the pages of one object. Build it with NewDecoder and
 // Release it when done.
 type Decoder struct {
-	object string
-	schema *arrow.Schema
-	kinds  []kind
-	index  map[string]int
-	mem    memory.Allocator
-	free   chan *state
+	object  string
+	schema  *arrow.Schema
+	kinds   []kind
+	names   []string // field names, by column
+	index   map[string]int
+	options [][]string // picklist options, by column (nil for other kinds)
+	mem     memory.Allocator
+	free    chan *state
 }
 
 // NewDecoder prepares a decoder for pages of the object whose schema is s
 // (built by schemas.FromDescribe).
 func NewDecoder(s *arrow.Schema, opts ...Option) (*Decoder, error) {
 	d := &Decoder{
-		object: schemas.Object(s),
-		schema: s,
-		kinds:  make([]kind, s.NumFields()),
-		index:  make(map[string]int, s.NumFields()),
-		mem:    memory.DefaultAllocator,
-		free:   make(chan *state, 16),
+		object:  schemas.Object(s),
+		schema:  s,
+		kinds:   make([]kind, s.NumFields()),
+		names:   make([]string, s.NumFields()),
+		index:   make(map[string]int, s.NumFields()),
+		options: make([][]string, s.NumFields()),
+		mem:     memory.DefaultAllocator,
+		free:    make(chan *state, 16),
 	}
 	for _, o := range opts {
 		o(d)
 	}
 	for i, f := range s.Fields() {
 		d.index[f.Name] = i
+		d.names[i] = f.Name
 		switch {
 		case arrow.TypeEqual(f.Type, arrow.PrimitiveTypes.Int64):
 			d.kinds[i] = kInt
@@ -92,6 +98,11 @@ func NewDecoder(s *arrow.Schema, opts ...Option) (*Decoder, error) {
 			d.kinds[i] = kString
 		case arrow.TypeEqual(f.Type, schemas.PicklistType):
 			d.kinds[i] = kPicklist
+			for _, o := range schemas.Options(f) {
+				if !slices.Contains(d.options[i], o) {
+					d.options[i] = append(d.options[i], o)
+				}
+			}
 		case arrow.TypeEqual(f.Type, schemas.TimestampType):
 			d.kinds[i] = kDate
 		default:
@@ -110,7 +121,7 @@ func (d *Decoder) Release() {
 	for {
 		select {
 		case st := <-d.free:
-			st.rb.Release()
+			st.release()
 		default:
 			return
 		}
@@ -132,16 +143,27 @@ type slot struct {
 	b  []byte
 }
 
+// state is one decode in progress: the column builders of the batch being
+// built and the parse of the current row. States are reused across pages.
 type state struct {
-	rb      *array.RecordBuilder
-	ints    []*array.Int64Builder
-	floats  []*array.Float64Builder
-	strs    []*array.StringBuilder
-	dicts   []*array.BinaryDictionaryBuilder
-	times   []*array.TimestampBuilder
+	builders []array.Builder // by column; a picklist's is its index builder
+	ints     []*array.Int64Builder
+	floats   []*array.Float64Builder
+	strs     []*array.StringBuilder
+	picks    []*picklist
+	times    []*array.TimestampBuilder
+	rows     int   // rows appended to the builders
+	room     int   // rows the builders can take without growing
+	strBytes []int // string bytes per column in the last batch, to reserve
+
 	slots   []slot
 	scratch []byte
 	unknown map[string]struct{}
+	// next predicts the column of the next key: next[c] is the column
+	// whose key followed column c's in the last row (next[n]: the first
+	// key of a row). Rows of one page almost always list their keys in the
+	// same order, so most keys are found by one comparison, not a map.
+	next []int
 }
 
 func (d *Decoder) get() *state {
@@ -152,30 +174,85 @@ func (d *Decoder) get() *state {
 	}
 	n := d.schema.NumFields()
 	st := &state{
-		rb:      array.NewRecordBuilder(d.mem, d.schema),
-		ints:    make([]*array.Int64Builder, n),
-		floats:  make([]*array.Float64Builder, n),
-		strs:    make([]*array.StringBuilder, n),
-		dicts:   make([]*array.BinaryDictionaryBuilder, n),
-		times:   make([]*array.TimestampBuilder, n),
-		slots:   make([]slot, n),
-		unknown: map[string]struct{}{},
+		builders: make([]array.Builder, n),
+		ints:     make([]*array.Int64Builder, n),
+		floats:   make([]*array.Float64Builder, n),
+		strs:     make([]*array.StringBuilder, n),
+		picks:    make([]*picklist, n),
+		times:    make([]*array.TimestampBuilder, n),
+		strBytes: make([]int, n),
+		slots:    make([]slot, n),
+		unknown:  map[string]struct{}{},
+		next:     make([]int, n+1),
 	}
 	for i, k := range d.kinds {
-		switch b := st.rb.Field(i); k {
+		st.next[i] = -1
+		switch k {
 		case kInt:
-			st.ints[i] = b.(*array.Int64Builder)
+			st.ints[i] = array.NewInt64Builder(d.mem)
+			st.builders[i] = st.ints[i]
 		case kFloat:
-			st.floats[i] = b.(*array.Float64Builder)
+			st.floats[i] = array.NewFloat64Builder(d.mem)
+			st.builders[i] = st.floats[i]
 		case kString:
-			st.strs[i] = b.(*array.StringBuilder)
+			st.strs[i] = array.NewStringBuilder(d.mem)
+			st.builders[i] = st.strs[i]
 		case kPicklist:
-			st.dicts[i] = b.(*array.BinaryDictionaryBuilder)
+			st.picks[i] = newPicklist(d.mem, d.options[i])
+			st.builders[i] = st.picks[i].idx
 		case kDate:
-			st.times[i] = b.(*array.TimestampBuilder)
+			st.times[i] = array.NewTimestampBuilder(d.mem, d.schema.Field(i).Type.(*arrow.TimestampType))
+			st.builders[i] = st.times[i]
 		}
 	}
+	st.next[n] = -1
 	return st
+}
+
+// reserve makes room for n more rows in every builder.
+func (st *state) reserve(n int) {
+	if n <= st.room {
+		return
+	}
+	for i, b := range st.builders {
+		b.Reserve(n)
+		if sb := st.strs[i]; sb != nil && st.room == 0 && st.rows == 0 {
+			sb.ReserveData(st.strBytes[i] + st.strBytes[i]/8)
+		}
+	}
+	st.room = n
+}
+
+// newRecord hands the builders' rows over as a record batch; the builders
+// start empty.
+func (d *Decoder) newRecord(st *state) arrow.RecordBatch {
+	cols := make([]arrow.Array, len(st.builders))
+	for i, b := range st.builders {
+		if p := st.picks[i]; p != nil {
+			cols[i] = p.newArray(d.schema.Field(i).Type)
+			continue
+		}
+		if sb := st.strs[i]; sb != nil {
+			st.strBytes[i] = sb.DataLen()
+		}
+		cols[i] = b.NewArray()
+	}
+	rec := array.NewRecordBatch(d.schema, cols, int64(st.rows))
+	for _, c := range cols {
+		c.Release()
+	}
+	st.rows, st.room = 0, 0
+	return rec
+}
+
+func (st *state) release() {
+	for i, b := range st.builders {
+		if p := st.picks[i]; p != nil {
+			p.release()
+			continue
+		}
+		b.Release()
+	}
 }
 
 func (d *Decoder) put(st *state) {
@@ -183,7 +260,7 @@ func (d *Decoder) put(st *state) {
 	select {
 	case d.free <- st:
 	default:
-		st.rb.Release()
+		st.release()
 	}
 }
 
@@ -193,8 +270,8 @@ func (d *Decoder) DecodePage(page int, body []byte) (Result, error) {
 	st := d.get()
 	res, err := d.decode(st, page, body)
 	if err != nil {
-		// Drop whatever was appended; the builder must start clean.
-		rec := st.rb.NewRecordBatch()
+		// Drop whatever was appended; the builders must start clean.
+		rec := d.newRecord(st)
 		rec.Release()
 	}
 	d.put(st)
@@ -235,7 +312,9 @@ func (d *Decoder) decode(st *state, page int, body []byte) (Result, error) {
 					return res, bad()
 				}
 				res.Info.ResultsPerPage = int(max(v, 0))
-				st.rb.Reserve(res.Info.ResultsPerPage)
+				// A row takes at least 2 bytes ("{}"): never reserve
+				// more rows than the body can hold.
+				st.reserve(min(res.Info.ResultsPerPage, len(body)/2))
 			case "totalResults":
 				v, ok := s.header()
 				if !ok {
@@ -277,7 +356,7 @@ func (d *Decoder) decode(st *state, page int, body []byte) (Result, error) {
 		s.msg = `no "results" array in the page`
 		return res, bad()
 	}
-	res.Record = st.rb.NewRecordBatch()
+	res.Record = d.newRecord(st)
 	if len(st.unknown) > 0 {
 		for k := range st.unknown {
 			res.UnknownFields = append(res.UnknownFields, k)
@@ -380,6 +459,7 @@ func (d *Decoder) row(st *state, s *scanner, page, row int, res *Result) bool {
 		s.pos++
 		return true
 	}
+	prev := len(st.slots) // the row's start
 	for {
 		key, esc, ok := s.str()
 		if !ok || !s.expect(':') {
@@ -388,7 +468,16 @@ func (d *Decoder) row(st *state, s *scanner, page, row int, res *Result) bool {
 		if esc {
 			key, _ = unescape(nil, key)
 		}
-		col, known := d.index[string(key)]
+		col, known := st.next[prev], true
+		if col < 0 || d.names[col] != string(key) {
+			col, known = d.index[string(key)]
+			if known {
+				st.next[prev] = col
+			}
+		}
+		if known {
+			prev = col
+		}
 		if !known {
 			if _, seen := st.unknown[string(key)]; !seen {
 				st.unknown[string(key)] = struct{}{}
@@ -560,23 +649,130 @@ func (d *Decoder) text(sl *slot, k kind, b []byte) string {
 
 // commit appends the parsed row in st.slots to the builders.
 func (d *Decoder) commit(st *state) {
+	if st.room == 0 {
+		st.reserve(max(st.rows, 64))
+	}
 	for i, k := range d.kinds {
 		sl := &st.slots[i]
-		if sl.st != hasValue {
-			st.rb.Field(i).AppendNull()
-			continue
-		}
+		valid := sl.st == hasValue
 		switch k {
 		case kInt:
-			st.ints[i].Append(sl.i)
+			if valid {
+				st.ints[i].UnsafeAppend(sl.i)
+			} else {
+				st.ints[i].UnsafeAppendBoolToBitmap(false)
+			}
 		case kFloat:
-			st.floats[i].Append(sl.f)
+			if valid {
+				st.floats[i].UnsafeAppend(sl.f)
+			} else {
+				st.floats[i].UnsafeAppendBoolToBitmap(false)
+			}
 		case kString:
-			st.strs[i].BinaryBuilder.Append(sl.b)
+			if valid {
+				st.strs[i].BinaryBuilder.Append(sl.b)
+			} else {
+				st.strs[i].AppendNull()
+			}
 		case kPicklist:
-			_ = st.dicts[i].Append(sl.b) // errors only for non-byte inputs
+			p := st.picks[i]
+			if valid {
+				p.idx.UnsafeAppend(p.index(sl.b))
+			} else {
+				p.idx.UnsafeAppendBoolToBitmap(false)
+			}
 		case kDate:
-			st.times[i].Append(arrow.Timestamp(sl.i))
+			if valid {
+				st.times[i].UnsafeAppend(arrow.Timestamp(sl.i))
+			} else {
+				st.times[i].UnsafeAppendBoolToBitmap(false)
+			}
+		}
+	}
+	st.rows++
+	st.room--
+}
+
+// picklist builds a picklist column: int32 indices into a dictionary that
+// starts as the field's options, in their order, so that every batch of the
+// object has the same dictionary (the Parquet writer then writes the
+// indices as they are). A value that is not an option is added after them,
+// for this batch only.
+type picklist struct {
+	mem     memory.Allocator
+	idx     *array.Int32Builder
+	options int      // values[:options] are the field's options
+	values  []string // the batch's dictionary
+	last    int32    // index of the last value looked up
+	byValue map[string]int32
+}
+
+// linearMax is the dictionary size up to which index scans the values
+// instead of using a map.
+const linearMax = 16
+
+func newPicklist(mem memory.Allocator, options []string) *picklist {
+	p := &picklist{mem: mem, idx: array.NewInt32Builder(mem), options: len(options), values: slices.Clone(options)}
+	p.reset()
+	return p
+}
+
+func (p *picklist) reset() {
+	p.values = p.values[:p.options]
+	p.last = 0
+	p.byValue = nil
+	if len(p.values) > linearMax {
+		p.byValue = make(map[string]int32, len(p.values))
+		for i, v := range p.values {
+			p.byValue[v] = int32(i)
 		}
 	}
 }
+
+// index returns v's index in the dictionary, adding it if it is new.
+func (p *picklist) index(v []byte) int32 {
+	if int(p.last) < len(p.values) && p.values[p.last] == string(v) {
+		return p.last
+	}
+	if p.byValue != nil {
+		if i, ok := p.byValue[string(v)]; ok {
+			p.last = i
+			return i
+		}
+	} else {
+		for i, x := range p.values {
+			if x == string(v) {
+				p.last = int32(i)
+				return p.last
+			}
+		}
+	}
+	i := int32(len(p.values))
+	p.values = append(p.values, string(v))
+	if p.byValue != nil {
+		p.byValue[p.values[i]] = i
+	} else if len(p.values) > linearMax {
+		p.byValue = make(map[string]int32, 2*len(p.values))
+		for j, x := range p.values {
+			p.byValue[x] = int32(j)
+		}
+	}
+	p.last = i
+	return i
+}
+
+// newArray hands the batch's indices over as a dictionary array of type dt
+// and starts the next batch.
+func (p *picklist) newArray(dt arrow.DataType) arrow.Array {
+	db := array.NewStringBuilder(p.mem)
+	defer db.Release()
+	db.AppendValues(p.values, nil)
+	dict := db.NewArray()
+	defer dict.Release()
+	idx := p.idx.NewArray()
+	defer idx.Release()
+	p.reset()
+	return array.NewDictionaryArray(dt, idx, dict)
+}
+
+func (p *picklist) release() { p.idx.Release() }

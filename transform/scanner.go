@@ -1,7 +1,6 @@
 package transform
 
 import (
-	"bytes"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -58,17 +57,28 @@ func (s *scanner) str() (raw []byte, escaped, ok bool) {
 		return nil, false, s.fail("expected a string")
 	}
 	start := s.pos + 1
-	i := bytes.IndexByte(s.buf[start:], '"')
-	if i < 0 {
-		return nil, false, s.fail("unterminated string")
+	// Keys and values are short: one pass over the bytes beats two
+	// IndexByte calls (one for the quote, one for a backslash).
+	buf := s.buf
+	for j := start; j < len(buf); j++ {
+		if c := buf[j]; strStop[c] {
+			if c == '"' {
+				s.pos = j + 1
+				return buf[start:j], false, true
+			}
+			return s.escaped(start, j)
+		}
 	}
-	end := start + i
-	if bytes.IndexByte(s.buf[start:end], '\\') < 0 {
-		s.pos = end + 1
-		return s.buf[start:end], false, true
-	}
-	// Slow path: walk escapes to find the real closing quote.
-	for j := start; j < len(s.buf); j++ {
+	s.pos = len(buf)
+	return nil, false, s.fail("unterminated string")
+}
+
+// strStop marks the bytes that end the fast scan of a string.
+var strStop = [256]bool{'"': true, '\\': true}
+
+// escaped finishes a string that has a backslash at j.
+func (s *scanner) escaped(start, j int) (raw []byte, escaped, ok bool) {
+	for ; j < len(s.buf); j++ {
 		switch s.buf[j] {
 		case '\\':
 			j++

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sepipe/sepipe/pipeline"
+)
+
+func init() { register(newBenchCmd) }
+
+func newBenchCmd(g *globals) *cobra.Command {
+	var (
+		cfg       pipeline.BenchConfig
+		inProcess bool
+		phaseSpec string
+	)
+	cmd := &cobra.Command{
+		Use:   "bench [--rows N]",
+		Short: "Measure sepipe against fetching the pages and against DuckDB's read_json",
+		Long: `Bench starts sepipe's fake service on a loopback port with about N rows of
+userCourseProgress and measures, on the same pages:
+
+  sepipe     sync of that object end to end (HTTP, decode, Arrow, Parquet, DuckDB)
+  fetch      every page fetched with the same client and concurrency, and discarded
+  read_json  DuckDB's read_json loading the same pages, saved beforehand as local
+             files, into a table of a new DuckDB file (saving is not timed)
+
+Each phase runs in a child process of its own (this binary), so that its peak
+resident memory (VmHWM) is its own; the fake service stays in this process.
+With --repeat, the phases run interleaved and the fastest run of each counts;
+peak memory is the highest of its runs.`,
+		Example: `  sepipe bench --rows 1000000
+  sepipe bench --rows 5000000 --repeat 1`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if phaseSpec != "" {
+				return runBenchChild(cmd.Context(), g.stdout, phaseSpec)
+			}
+			if cfg.Rows < 1 {
+				return usagef("--rows must be at least 1, got %d", cfg.Rows)
+			}
+			if cfg.Repeat < 1 {
+				return usagef("--repeat must be at least 1, got %d", cfg.Repeat)
+			}
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			cfg.Logger = log
+			if !inProcess {
+				self, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("bench: find this binary to run the phases: %w", err)
+				}
+				cfg.RunPhase = func(ctx context.Context, spec pipeline.BenchPhaseSpec) (pipeline.BenchPhaseResult, error) {
+					return runBenchPhaseChild(ctx, self, spec)
+				}
+			}
+			res, err := pipeline.Bench(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			printBench(g.stdout, res)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Rows, "rows", 1_000_000, "about how many rows of userCourseProgress the fake serves")
+	f.IntVar(&cfg.Concurrency, "concurrency", 4, "page requests in flight (sepipe and fetch alike)")
+	f.IntVar(&cfg.PageSize, "page-size", 1000, "rows per page")
+	f.IntVar(&cfg.Repeat, "repeat", 3, "runs of each phase; the fastest counts")
+	f.StringSliceVar(&cfg.Phases, "phases", nil, "run only these phases: sync, fetch, read_json (default all)")
+	f.StringVar(&cfg.Dir, "dir", "", "scratch folder (default: a temporary folder, removed afterwards)")
+	f.StringVar(&cfg.CPUProfiles, "cpuprofile-dir", "", "write each phase run's CPU profile into this folder")
+	f.BoolVar(&inProcess, "in-process", false, "run the phases in this process (peak memory then includes the fake service)")
+	f.StringVar(&phaseSpec, "phase-spec", "", "internal: run one phase, given as JSON, and print its result")
+	_ = f.MarkHidden("phase-spec")
+	return cmd
+}
+
+// runBenchPhaseChild runs one phase in a child process of this binary and
+// reads its result. The child's peak RSS is the larger of what it measured
+// and the kernel's maxrss of the whole child.
+func runBenchPhaseChild(ctx context.Context, self string, spec pipeline.BenchPhaseSpec) (pipeline.BenchPhaseResult, error) {
+	js, err := json.Marshal(spec)
+	if err != nil {
+		return pipeline.BenchPhaseResult{}, err
+	}
+	c := exec.CommandContext(ctx, self, "bench", "--phase-spec", string(js))
+	var stdout, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stdout, &stderr
+	if err := c.Run(); err != nil {
+		return pipeline.BenchPhaseResult{}, fmt.Errorf("child process: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	var r pipeline.BenchPhaseResult
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		return r, fmt.Errorf("child process printed %q: %w", stdout.Bytes(), err)
+	}
+	if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss<<10 > r.PeakRSS {
+		r.PeakRSS = ru.Maxrss << 10 // Linux reports kB
+	}
+	return r, nil
+}
+
+func runBenchChild(ctx context.Context, stdout io.Writer, spec string) error {
+	var s pipeline.BenchPhaseSpec
+	if err := json.Unmarshal([]byte(spec), &s); err != nil {
+		return usagef("--phase-spec: %v", err)
+	}
+	r, err := pipeline.RunBenchPhase(ctx, s)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(stdout).Encode(r)
+}
+
+func printBench(w io.Writer, r *pipeline.BenchResult) {
+	fmt.Fprintf(w, "object %s: %d rows, %d pages, %.1f MB of JSON (%s)\n\n",
+		pipeline.BenchObject, r.Rows, r.Pages, float64(r.JSONBytes)/1e6, r.Machine)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "PHASE\tROWS\tSECONDS\tROWS/S\tPEAK RSS MB\tCPU S\tFAKE CPU S\t")
+	for _, p := range []struct {
+		name string
+		r    pipeline.BenchPhaseResult
+	}{{"sepipe sync", r.Sync}, {"(a) fetch+discard", r.Fetch}, {"(b) duckdb read_json", r.ReadJSON}} {
+		if p.r.Duration == 0 {
+			continue // not run (--phases)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.0f\t%.2f\t%.2f\t\n", p.name, p.r.Rows, p.r.Duration.Seconds(), p.r.RowsPerSecond(),
+			float64(p.r.PeakRSS)/(1<<20), p.r.CPU.Seconds(), p.r.ServiceCPU.Seconds())
+	}
+	tw.Flush()
+	if r.Sync.Duration > 0 {
+		fmt.Fprintf(w, "\nsepipe: staged as Parquet after %.2f s (peak RSS %.0f MB), then loaded DuckDB in %.2f s\n",
+			r.Sync.Staged.Seconds(), float64(r.Sync.StagedPeakRSS)/(1<<20), (r.Sync.Duration - r.Sync.Staged).Seconds())
+	}
+	if r.Sync.Duration > 0 && r.Fetch.Duration > 0 {
+		fmt.Fprintf(w, "\nsepipe/(a) fetch+discard = %.2f\n", r.SyncOverFetch())
+	}
+	if r.Sync.Duration > 0 && r.ReadJSON.Duration > 0 {
+		fmt.Fprintf(w, "sepipe/(b) read_json     = %.2f\n", r.SyncOverReadJSON())
+	}
+	fmt.Fprintln(w, "\npeak RSS: the high-water mark (VmHWM) of the process that ran the phase; CPU S: its user+system CPU;")
+	fmt.Fprintln(w, "FAKE CPU S: CPU of this process, where the fake service runs, meanwhile. Times: the fastest of --repeat runs.")
+}
