@@ -426,6 +426,10 @@ type reqInfo struct {
 	object string
 	page   int
 	params string // decoded `parameters` document, logged as is
+	// decoderChecks: the body goes to a PageFunc that parses it in full
+	// and reports a malformed one (ErrMalformedPage), so the transport
+	// does not validate the JSON a second time.
+	decoderChecks bool
 
 	method      string // "" means GET
 	body        []byte // request body, never logged

@@ -200,14 +200,14 @@ func ParsePageInfo(body []byte) (PageInfo, error) {
 		Results        json.RawMessage `json:"results"`
 	}
 	if err := json.Unmarshal(body, &p); err != nil {
-		return PageInfo{}, fmt.Errorf("extract: parsing page: %w", err)
+		return PageInfo{}, fmt.Errorf("extract: parsing page: %w: %w", ErrMalformedPage, err)
 	}
 	if len(p.Results) == 0 {
-		return PageInfo{}, errors.New(`extract: parsing page: no "results" array`)
+		return PageInfo{}, fmt.Errorf(`extract: parsing page: %w: no "results" array`, ErrMalformedPage)
 	}
 	var rows []json.RawMessage
 	if err := json.Unmarshal(p.Results, &rows); err != nil {
-		return PageInfo{}, fmt.Errorf("extract: parsing page: \"results\": %w", err)
+		return PageInfo{}, fmt.Errorf("extract: parsing page: \"results\": %w: %w", ErrMalformedPage, err)
 	}
 	info := PageInfo{TotalResults: -1, TotalPages: -1}
 	if p.Page != nil {
@@ -407,32 +407,53 @@ func (r *reader) fetch(ctx context.Context, n int) (PageInfo, error) {
 	if err != nil {
 		return PageInfo{}, &PageError{Object: r.object, Page: n, Err: err}
 	}
-	st, err := r.c.get(ctx, reqInfo{op: "query", object: r.object, page: n, params: params}, u, buf)
-	r.requests.Add(int64(st.attempts))
-	r.retries.Add(int64(st.retries()))
-	r.waited.Add(int64(st.waited))
-	if err != nil {
-		if ctx.Err() != nil {
-			return PageInfo{}, context.Cause(ctx)
-		}
-		return PageInfo{}, &PageError{Object: r.object, Page: n, Err: err}
-	}
-	sum := maphash.Bytes(r.seed, buf.Bytes())
-	var keys []string
-	if len(r.q.KeyFields) > 0 {
-		// Before fn: fn may not keep the body, but the buffer is ours until
-		// we return.
-		keys, err = ResultKeys(buf.Bytes(), r.q.KeyFields...)
+	var (
+		info PageInfo
+		sum  uint64
+		keys []string
+	)
+	// The page's JSON is checked once, by fn's decoder (or ResultKeys): a
+	// malformed page is fetched again, like a dropped connection.
+	for attempt := 1; ; attempt++ {
+		st, err := r.c.get(ctx, reqInfo{op: "query", object: r.object, page: n, params: params, decoderChecks: true}, u, buf)
+		r.requests.Add(int64(st.attempts))
+		r.retries.Add(int64(st.retries()))
+		r.waited.Add(int64(st.waited))
 		if err != nil {
+			if ctx.Err() != nil {
+				return PageInfo{}, context.Cause(ctx)
+			}
 			return PageInfo{}, &PageError{Object: r.object, Page: n, Err: err}
 		}
-	}
-	info, err := r.fn(ctx, &Page{Object: r.object, Number: n, Body: buf.Bytes(), Read: r.read})
-	if err != nil {
+		sum = maphash.Bytes(r.seed, buf.Bytes())
+		if len(r.q.KeyFields) > 0 {
+			// Before fn: fn may not keep the body, but the buffer is ours
+			// until we return.
+			if keys, err = ResultKeys(buf.Bytes(), r.q.KeyFields...); err != nil {
+				err = fmt.Errorf("%w: %w", ErrMalformedPage, err)
+			}
+		}
+		if err == nil {
+			info, err = r.fn(ctx, &Page{Object: r.object, Number: n, Body: buf.Bytes(), Read: r.read})
+		}
+		if err == nil {
+			break
+		}
 		if ctx.Err() != nil {
 			return PageInfo{}, context.Cause(ctx)
 		}
-		return PageInfo{}, &PageError{Object: r.object, Page: n, Err: err}
+		if !errors.Is(err, ErrMalformedPage) || attempt >= r.c.maxAttempts {
+			return PageInfo{}, &PageError{Object: r.object, Page: n, Err: err}
+		}
+		r.c.log.DebugContext(ctx, "malformed page; fetching it again", "object", r.object, "page", n, "attempt", attempt, "bytes", buf.Len())
+		r.retries.Add(1)
+		wait := r.c.backoff(attempt)
+		r.waited.Add(int64(wait))
+		select {
+		case <-ctx.Done():
+			return PageInfo{}, context.Cause(ctx)
+		case <-time.After(wait):
+		}
 	}
 	r.pages.Add(1)
 	r.rows.Add(int64(info.Rows))

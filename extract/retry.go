@@ -125,7 +125,7 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 			}
 			return st, &wrapped{msg: fmt.Sprintf("%s: %s", info, c.scrub(err.Error(), info.secrets...)), err: err}
 		case resp.status >= 200 && resp.status < 300:
-			if resp.status == http.StatusNoContent || info.method == http.MethodHead ||
+			if resp.status == http.StatusNoContent || info.method == http.MethodHead || info.decoderChecks ||
 				(info.method == http.MethodDelete && buf.Len() == 0) || json.Valid(buf.Bytes()) {
 				return st, nil
 			}

@@ -97,6 +97,12 @@ func OpenWarehouse(ctx context.Context, path string, opts ...OpenOption) (*Wareh
 	deadline := time.Now().Add(o.lockWait)
 	for {
 		wh, err := openWarehouse(ctx, path)
+		if err == nil && o.memoryLimit != "" {
+			if _, err = wh.db.ExecContext(ctx, "SET memory_limit = "+Literal(o.memoryLimit)); err != nil {
+				wh.Close()
+				return nil, fmt.Errorf("warehouse %s: memory limit %q: %w", path, o.memoryLimit, err)
+			}
+		}
 		if err == nil || !errors.Is(err, ErrWarehouseLocked) || !time.Now().Before(deadline) {
 			return wh, err
 		}
@@ -111,7 +117,16 @@ func OpenWarehouse(ctx context.Context, path string, opts ...OpenOption) (*Wareh
 // OpenOption configures OpenWarehouse.
 type OpenOption func(*openOptions)
 
-type openOptions struct{ lockWait time.Duration }
+type openOptions struct {
+	lockWait    time.Duration
+	memoryLimit string
+}
+
+// WithMemoryLimit caps DuckDB's memory for this warehouse connection (a
+// DuckDB size such as "128MB"); beyond it DuckDB spills to a temporary
+// folder beside the file. It keeps a load's memory from growing with the
+// size of an object.
+func WithMemoryLimit(limit string) OpenOption { return func(o *openOptions) { o.memoryLimit = limit } }
 
 // WithLockWait makes OpenWarehouse wait up to d for another process to
 // release the file.

@@ -82,6 +82,10 @@ type Config struct {
 	// listen` loading a batch, a BI tool) to release the warehouse before
 	// it fails with load.ErrWarehouseLocked (default 10 s; negative: no wait).
 	LockWait time.Duration
+	// DuckDBMemory caps DuckDB's memory while the run loads the warehouse
+	// (default "64MB"; DuckDB spills beyond it), so a load's memory does not
+	// grow with the size of an object.
+	DuckDBMemory string
 	// Progress, if set, is told as objects start, pages land and objects
 	// finish. Its methods are called from several goroutines at once.
 	Progress Progress
@@ -124,6 +128,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.LockWait == 0 {
 		c.LockWait = 10 * time.Second
+	}
+	if c.DuckDBMemory == "" {
+		c.DuckDBMemory = "64MB"
 	}
 }
 
@@ -321,7 +328,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	}
 
 	// Commit what succeeded, with state and the run record, in one transaction.
-	wh, err := load.OpenWarehouse(ctx, lake.WarehousePath(), load.WithLockWait(cfg.LockWait))
+	wh, err := load.OpenWarehouse(ctx, lake.WarehousePath(), load.WithLockWait(cfg.LockWait), load.WithMemoryLimit(cfg.DuckDBMemory))
 	if err != nil {
 		return nil, err
 	}

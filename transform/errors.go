@@ -1,14 +1,15 @@
 package transform
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/sepipe/sepipe/extract"
 )
 
 // ErrMalformedPage is wrapped by every *DecodeError: the page is not the
 // JSON shape of a results page. A refetch may help (a truncated body), so
 // callers may retry on it.
-var ErrMalformedPage = errors.New("malformed results page")
+var ErrMalformedPage = extract.ErrMalformedPage
 
 // DecodeError reports a page that could not be decoded at all.
 type DecodeError struct {
