@@ -211,6 +211,11 @@ type Table struct {
 	FullRefresh bool     // rebuild the table from this run's rows whatever the mode
 
 	Describe []extract.Field // the live describe, recorded in _sepipe_schemas
+
+	// NewRows, when set, receives how many of the run's rows were not in
+	// the table before (by content: a changed row counts, an unchanged one
+	// does not). Counting costs a scan of the table and the files.
+	NewRows *int64
 }
 
 // ObjectStats is what a run did for one object.
@@ -386,6 +391,13 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table) error {
 		return fail("derive table", err)
 	}
 	table := Ident(t.Object)
+	if t.NewRows != nil {
+		n, err := countNew(ctx, tx, t)
+		if err != nil {
+			return fail("count new rows", err)
+		}
+		*t.NewRows = n
+	}
 	if mode == Replace || t.FullRefresh {
 		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TABLE "+table+" ("+strings.Join(defs, ", ")+")"); err != nil {
 			return fail("create table", err)
@@ -464,6 +476,41 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table) error {
 		return err
 	}
 	return insertRejects(ctx, tx, run.ID, t.Object, t.Rejects)
+}
+
+// countNew counts the staged rows whose content is not in the table yet:
+// all of them when the table does not exist or lacks one of their columns.
+func countNew(ctx context.Context, tx *sql.Tx, t Table) (int64, error) {
+	if len(t.Files) == 0 {
+		return 0, nil
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT column_name FROM duckdb_columns() WHERE schema_name = current_schema() AND table_name = ?`, t.Object)
+	if err != nil {
+		return 0, err
+	}
+	have := map[string]bool{}
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		have[c] = true
+	}
+	rows.Close()
+	cols := make([]string, 0, t.Schema.NumFields())
+	for _, f := range t.Schema.Fields() {
+		if !have[f.Name] {
+			return t.Rows, nil
+		}
+		cols = append(cols, Ident(f.Name))
+	}
+	h := "hash(" + strings.Join(cols, ", ") + ")"
+	q := fmt.Sprintf("SELECT count(*) FROM (SELECT %s FROM read_parquet(%s, union_by_name = true) EXCEPT ALL SELECT %s FROM %s)",
+		h, fileList(t.Files), h, Ident(t.Object))
+	var n int64
+	err = tx.QueryRowContext(ctx, q).Scan(&n)
+	return n, err
 }
 
 // mergeRows upserts the staged rows on the primary key and returns how many

@@ -86,6 +86,10 @@ type Config struct {
 	// (default "64MB"; DuckDB spills beyond it), so a load's memory does not
 	// grow with the size of an object.
 	DuckDBMemory string
+	// CountNewRows makes the run count, per stream, the rows whose content
+	// the table did not hold before (ObjectResult.NewRows); it costs a scan
+	// of each table during the load.
+	CountNewRows bool
 	// Progress, if set, is told as objects start, pages land and objects
 	// finish. Its methods are called from several goroutines at once.
 	Progress Progress
@@ -145,6 +149,7 @@ type ObjectResult struct {
 	Retries       int
 	Duration      time.Duration
 	SchemaVersion string
+	NewRows       int64        // rows whose content the table did not hold; -1 when not counted
 	Diff          schemas.Diff // describe changes since the last run (empty on the first)
 	Since         string       // incremental: the cursor value read from, "" for a full read
 	UnknownFields []string     // keys the service sent that describe did not list
@@ -323,6 +328,10 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		if s.err != nil {
 			runErr.Failed = append(runErr.Failed, s.err)
 			continue
+		}
+		s.result.NewRows = -1
+		if cfg.CountNewRows {
+			s.table.NewRows = &s.result.NewRows
 		}
 		tables = append(tables, s.table)
 	}

@@ -56,7 +56,7 @@ Open the result with any DuckDB client, e.g.:
 			fmt.Fprintf(g.stdout, "fake tenant: %d users, seed %d; %d daily runs\n", users, seed, len(dr.Runs))
 			res := &dr.Runs[len(dr.Runs)-1]
 			fmt.Fprintf(g.stdout, "\nrun %s, snapshot %s\n\n", res.RunID, res.SnapshotDate)
-			printSummary(g.stdout, res, nil)
+			printSummary(g.stdout, res)
 
 			wh, err := load.OpenWarehouse(cmd.Context(), res.Warehouse)
 			if err != nil {

@@ -13,10 +13,10 @@ import (
 	"github.com/sepipe/sepipe/pipeline"
 )
 
-// printSummary writes the end-of-run table: one line per stream. newRows
-// (may be nil) holds the rows each stream brought that its table did not
-// hold before (for merge streams: inserted or changed); "-" when unknown.
-func printSummary(w io.Writer, res *pipeline.Result, newRows map[string]int64) {
+// printSummary writes the end-of-run table: one line per stream. NEW is
+// the rows each stream brought that its table did not hold before (for
+// merge streams: inserted or changed), "-" when the run did not count.
+func printSummary(w io.Writer, res *pipeline.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STREAM\tMODE\tROWS\tNEW\tREJECTS\tPAGES\tREQUESTS\tDURATION\tSTATUS")
 	for _, o := range res.Objects {
@@ -28,8 +28,8 @@ func printSummary(w io.Writer, res *pipeline.Result, newRows map[string]int64) {
 			mode = "-"
 		}
 		fresh := "-"
-		if n, ok := newRows[o.Object]; ok {
-			fresh = strconv.FormatInt(n, 10)
+		if o.Err == nil && o.NewRows >= 0 {
+			fresh = strconv.FormatInt(o.NewRows, 10)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", o.Object, mode, o.Rows, fresh, o.RejectedRows, o.Pages, o.Requests,
 			o.Duration.Round(time.Millisecond), status)

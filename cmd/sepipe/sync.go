@@ -74,19 +74,10 @@ func runSync(ctx context.Context, g *globals, c *Config, log *slog.Logger, fb fe
 	if err != nil {
 		return nil, err
 	}
-	run, all, err := selectRun(ctx, c, client, objects)
+	run, _, err := selectRun(ctx, c, client, objects)
 	if err != nil {
 		return nil, err
 	}
-	counted := run
-	if len(counted) == 0 {
-		counted = all
-	}
-	nr, err := snapshotNewRows(ctx, c.Output.Dir, counted)
-	if err != nil {
-		return nil, err
-	}
-	defer nr.close()
 	res, err := pipeline.Sync(ctx, client, pipeline.Config{
 		Out:               c.Output.Dir,
 		Objects:           run,
@@ -96,10 +87,11 @@ func runSync(ctx context.Context, g *globals, c *Config, log *slog.Logger, fb fe
 		ObjectConcurrency: c.Requests.ObjectConcurrency,
 		Logger:            log,
 		Progress:          fb,
+		CountNewRows:      true,
 	})
 	fb.finish()
 	if res != nil {
-		printSummary(g.stdout, res, nr.count(ctx, res, counted))
+		printSummary(g.stdout, res)
 	}
 	return res, err
 }
