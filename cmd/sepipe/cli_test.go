@@ -248,7 +248,7 @@ func TestBadInputTable(t *testing.T) {
 			msg: `sepipe.yaml:12: streams.coarse: unknown report object "coarse"`, hint: "sepipe discover"},
 		{name: "unknown include", config: "include: [course, coarse]\n", args: []string{"sync"}, code: exitUsage,
 			msg: `sepipe.yaml:11: include[1]: unknown report object "coarse"`, hint: "sepipe discover"},
-		{name: "unknown object flag", args: []string{"sync", "--objects", "coarse"}, code: exitFailed,
+		{name: "unknown object flag", args: []string{"sync", "--objects", "coarse"}, code: exitUsage,
 			msg: `unknown report object "coarse"`, hint: "sepipe discover"},
 		{name: "filter unknown field", config: "streams:\n  user:\n    filters:\n      - {field: regin, operator: eq, values: [EMEA]}\n", args: []string{"sync"}, code: exitUsage,
 			msg: `sepipe.yaml:14: streams.user.filters[0]: bad filter: `, hint: "sepipe describe"},

@@ -73,7 +73,7 @@ func TestBadInputExitCodes(t *testing.T) {
 		{"bad log level", "t", []string{"sync", "--base-url", srv.URL, "--log-level", "loud"}, exitUsage, `--log-level "loud"`, ""},
 		{"wrong token", "tok-xyz-123", []string{"sync", "--base-url", srv.URL, "--out", t.TempDir()}, exitFailed, "reporting access token", "check SEPIPE_ACCESS_TOKEN"},
 		{"no reporting role", servicetest.DefaultLimitedToken, []string{"sync", "--base-url", srv.URL, "--out", t.TempDir()}, exitFailed, "403", "Coach license"},
-		{"unknown object", servicetest.DefaultAccessToken, []string{"sync", "--base-url", srv.URL, "--out", t.TempDir(), "--objects", "coarse"}, exitFailed, `unknown report object "coarse"`, ""},
+		{"unknown object", servicetest.DefaultAccessToken, []string{"sync", "--base-url", srv.URL, "--out", t.TempDir(), "--objects", "coarse"}, exitUsage, `unknown report object "coarse"`, ""},
 		{"unwritable out", servicetest.DefaultAccessToken, []string{"sync", "--base-url", srv.URL, "--out", filepath.Join(notDir, "x")}, exitFailed, notDir, ""},
 		{"query without warehouse", "", []string{"query", "--out", t.TempDir(), "select 1"}, exitUsage, "no warehouse at", ""},
 		{"bad format", "", []string{"query", "--format", "xml", "select 1"}, exitUsage, `--format "xml"`, ""},

@@ -171,7 +171,7 @@ func selectRun(ctx context.Context, c *Config, client *extract.Client, flagObjec
 	case len(flagObjects) > 0:
 		for _, id := range flagObjects {
 			if !have(id) {
-				return nil, nil, fmt.Errorf("--objects: %w %q (the service has: %s)", pipeline.ErrUnknownObject, id, strings.Join(ids, ", "))
+				return nil, nil, usageError{fmt.Errorf("--objects: %w %q (the service has: %s)", pipeline.ErrUnknownObject, id, strings.Join(ids, ", "))}
 			}
 		}
 		run = flagObjects
