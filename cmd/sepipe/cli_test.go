@@ -363,13 +363,16 @@ func TestHelperHoldWarehouse(t *testing.T) {
 	io.Copy(io.Discard, os.Stdin)
 }
 
-func TestSyncFailsOnLockedWarehouse(t *testing.T) {
+// syncedAndHeld syncs the fake once into a fresh folder, then has another
+// process hold its warehouse open for writing. release lets it go.
+func syncedAndHeld(t *testing.T) (cfg, out string, release func()) {
+	t.Helper()
 	srv := servicetest.NewServer(servicetest.WithUsers(5))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	setEnv(t, srv)
 	dir := t.TempDir()
-	out := filepath.Join(dir, "data")
-	cfg := writeConfig(t, dir, srv.URL, out, "")
+	out = filepath.Join(dir, "data")
+	cfg = writeConfig(t, dir, srv.URL, out, "")
 	mustRun(t, "sync", "--config", cfg)
 
 	helper := exec.Command(os.Args[0], "-test.run=^TestHelperHoldWarehouse$", "-test.v")
@@ -379,7 +382,9 @@ func TestSyncFailsOnLockedWarehouse(t *testing.T) {
 	if err := helper.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { stdin.Close(); helper.Wait() }()
+	var once sync.Once
+	release = func() { once.Do(func() { stdin.Close(); helper.Wait() }) }
+	t.Cleanup(release)
 	ready := make(chan bool, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -390,16 +395,19 @@ func TestSyncFailsOnLockedWarehouse(t *testing.T) {
 		}
 		close(ready)
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	select {
 	case ok := <-ready:
 		if !ok {
 			t.Fatal("helper ended before holding the warehouse")
 		}
-	case <-ctx.Done():
+	case <-time.After(time.Minute):
 		t.Fatal("helper never held the warehouse")
 	}
+	return cfg, out, release
+}
+
+func TestSyncFailsOnLockedWarehouse(t *testing.T) {
+	cfg, out, _ := syncedAndHeld(t)
 	tree := fileTree(t, out)
 	code, _, errOut := runCLI(t, "sync", "--config", cfg)
 	if code != exitFailed {
@@ -419,28 +427,10 @@ func TestSyncFailsOnLockedWarehouse(t *testing.T) {
 // process (a listener loading a batch, a BI refresh) delays the sync; it
 // does not fail it.
 func TestSyncWaitsForABriefLock(t *testing.T) {
-	srv := servicetest.NewServer(servicetest.WithUsers(5))
-	defer srv.Close()
-	setEnv(t, srv)
-	dir := t.TempDir()
-	out := filepath.Join(dir, "data")
-	cfg := writeConfig(t, dir, srv.URL, out, "")
-	mustRun(t, "sync", "--config", cfg)
-
-	helper := exec.Command(os.Args[0], "-test.run=^TestHelperHoldWarehouse$", "-test.v")
-	helper.Env = append(os.Environ(), "SEPIPE_TEST_HOLD_WAREHOUSE="+filepath.Join(out, "warehouse.duckdb"))
-	stdin, _ := helper.StdinPipe()
-	stdout, _ := helper.StdoutPipe()
-	if err := helper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() && sc.Text() != "holding" {
-	}
+	cfg, _, release := syncedAndHeld(t)
 	go func() {
 		time.Sleep(1500 * time.Millisecond) // then the other process lets go
-		stdin.Close()
-		helper.Wait()
+		release()
 	}()
 	code, _, errOut := runCLI(t, "sync", "--config", cfg)
 	if code != exitOK {
