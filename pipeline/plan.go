@@ -35,6 +35,7 @@ type ObjectPlan struct {
 	Contract    schemas.Contract
 	FullRefresh bool
 	Incremental bool   // the stream has a cursor
+	Collection  bool   // a collection stream: read whole, its size not known before
 	Since       string // cursor value it would read from, "" for a full read
 	Fields      int    // effective fields (columns) after this run
 	NewTable    bool   // the warehouse has no table for it yet
@@ -74,9 +75,9 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 	day := cfg.Now().UTC().Format("2006-01-02")
 	res := &PlanResult{SnapshotDate: day, Warehouse: lake.WarehousePath(), Requests: 1}
 
-	// Collections have no describe and no count to ask for: a dry run
-	// plans the report objects; the collections are read whole each run.
-	_, reportObjects := splitStreams(cfg.Config)
+	// Collections have no describe and no count to ask for: they are
+	// planned as full reads of unknown size.
+	collections, reportObjects := splitStreams(cfg.Config)
 	var objects []extract.Object
 	if len(cfg.Objects) == 0 || len(reportObjects) > 0 {
 		var err error
@@ -94,6 +95,7 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 
 	pr := &prior{fields: map[string][]extract.Field{}, state: map[string]load.State{}}
 	tables := map[string]bool{}
+	withCollections := append(slices.Clone(ids), collections...)
 	wh, err := load.OpenReadOnly(ctx, lake.WarehousePath())
 	switch {
 	case errors.Is(err, load.ErrNoWarehouse):
@@ -103,7 +105,15 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 		res.HasWarehouse = true
 		err := func() error {
 			defer wh.Close()
-			for _, id := range ids {
+			for _, id := range withCollections {
+				if isCollection(id) {
+					has, err := wh.HasTable(ctx, id)
+					if err != nil {
+						return fmt.Errorf("warehouse %s: %w", wh.Path(), err)
+					}
+					tables[id] = has
+					continue
+				}
 				if slices.Contains(cfg.FullRefresh, id) {
 					continue
 				}
@@ -133,6 +143,18 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 	for _, id := range ids {
 		op := planObject(ctx, src, cfg, id, day, pr, tables[id])
 		op.Partition = lake.PartitionDir(id, day)
+		if _, err := os.Stat(op.Partition); err == nil {
+			op.Replaces = true
+		}
+		res.Requests += op.Requests
+		res.Objects = append(res.Objects, op)
+	}
+	for _, name := range collections {
+		op := ObjectPlan{Object: name, Collection: true, Rows: -1, Requests: 1, NewTable: !tables[name],
+			Fields: len(collectionFields[name]), FullRefresh: slices.Contains(cfg.FullRefresh, name)}
+		op.Mode, _ = load.ParseWriteMode(string(cfg.Streams[name].Mode))
+		op.Contract = schemas.Evolve
+		op.Partition = lake.PartitionDir(name, day)
 		if _, err := os.Stat(op.Partition); err == nil {
 			op.Replaces = true
 		}

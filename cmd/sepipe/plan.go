@@ -77,6 +77,8 @@ contract, describe refused) is shown with the reason, and plan exits 1.`,
 					read = "since " + o.Since
 				case o.Incremental:
 					read = "full (no watermark yet)"
+				case o.Collection:
+					read = "full (collection)"
 				}
 				schema := "unchanged"
 				switch {
@@ -98,10 +100,14 @@ contract, describe refused) is shown with the reason, and plan exits 1.`,
 					fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t%d\t%s\tWOULD FAIL\n", o.Object, o.Mode, read, o.Requests, schema)
 					continue
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", o.Object, o.Mode, read, rows, o.Pages, o.Requests, schema, part)
+				pages, requests := fmt.Sprint(o.Pages), fmt.Sprint(o.Requests)
+				if o.Collection {
+					pages, requests = "?", fmt.Sprintf(">=%d", o.Requests)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.Object, o.Mode, read, rows, pages, requests, schema, part)
 			}
 			tw.Flush()
-			fmt.Fprintf(w, "\nestimated requests: %d (without retries)\n", p.Requests)
+			fmt.Fprintf(w, "\nestimated requests: %d (without retries; collections count 1 each, they take one per page)\n", p.Requests)
 			for _, o := range p.Objects {
 				if !o.Diff.Empty() {
 					fmt.Fprintf(w, "schema changes of %s: %s\n", o.Object, o.Diff)
