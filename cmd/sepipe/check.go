@@ -44,16 +44,7 @@ fits a deployment pipeline or a monitoring probe.`,
   SEPIPE_ACCESS_TOKEN=... sepipe check --base-url https://acme.example.com`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := f.load(cmd, g)
-			if err != nil {
-				return err
-			}
-			log, err := g.loggerTo(g.stderr)
-			if err != nil {
-				return err
-			}
-			c.warnTo(func(w string) { log.Warn(w) })
-			client, err := newClient(c, log, false, extract.WithRetry(2, 5*time.Second))
+			c, _, client, err := f.connect(cmd, g, false, extract.WithRetry(2, 5*time.Second))
 			if err != nil {
 				return err
 			}

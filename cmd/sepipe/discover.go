@@ -38,15 +38,7 @@ Use the object ids in sepipe.yaml (include, exclude, streams.<id>) and
   sepipe discover --config ./acme.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := f.load(cmd, g)
-			if err != nil {
-				return err
-			}
-			log, err := g.loggerTo(g.stderr)
-			if err != nil {
-				return err
-			}
-			client, err := newClient(c, log, true)
+			c, _, client, err := f.connect(cmd, g, true)
 			if err != nil {
 				return err
 			}
@@ -153,15 +145,7 @@ lt/le/gt/ge/be/nb for numbers and dates).`,
   sepipe describe user --config ./acme.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.load(cmd, g)
-			if err != nil {
-				return err
-			}
-			log, err := g.loggerTo(g.stderr)
-			if err != nil {
-				return err
-			}
-			client, err := newClient(c, log, true)
+			_, _, client, err := f.connect(cmd, g, true)
 			if err != nil {
 				return err
 			}

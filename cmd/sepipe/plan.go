@@ -32,16 +32,7 @@ contract, describe refused) is shown with the reason, and plan exits 1.`,
   sepipe plan --objects course,user --out ./warehouse`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := f.load(cmd, g)
-			if err != nil {
-				return err
-			}
-			log, err := g.loggerTo(g.stderr)
-			if err != nil {
-				return err
-			}
-			c.warnTo(func(w string) { log.Warn(w) })
-			client, err := newClient(c, log, true)
+			c, log, client, err := f.connect(cmd, g, true)
 			if err != nil {
 				return err
 			}

@@ -40,6 +40,26 @@ func (f *runFlags) add(cmd *cobra.Command, withOut bool) {
 	fl.IntVar(&f.pageSize, "page-size", extract.DefaultPageSize, "rows per page requested; overrides requests.page_size")
 }
 
+// connect loads the config (see load), makes the logger (on stderr; the
+// config's warnings go to it) and the client: the start of every command
+// that talks to the service but does not run a sync.
+func (f *runFlags) connect(cmd *cobra.Command, g *globals, needToken bool, extra ...extract.Option) (*Config, *slog.Logger, *extract.Client, error) {
+	c, err := f.load(cmd, g)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	log, err := g.loggerTo(g.stderr)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c.warnTo(func(w string) { log.Warn(w) })
+	client, err := newClient(c, log, needToken, extra...)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return c, log, client, nil
+}
+
 // load reads the config, applies the flags given on the command line, and
 // validates the result.
 func (f *runFlags) load(cmd *cobra.Command, g *globals) (*Config, error) {
