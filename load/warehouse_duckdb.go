@@ -711,6 +711,3 @@ func insertRejects(ctx context.Context, tx *sql.Tx, runID, object string, reject
 	}
 	return nil
 }
-
-// IsLocked reports whether err says the warehouse is locked.
-func IsLocked(err error) bool { return errors.Is(err, ErrWarehouseLocked) }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -17,7 +18,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/sepipe/sepipe/extract"
@@ -452,18 +452,9 @@ func publishedFiles(lake load.Lake, s *stagedObject, date string) []string {
 	out := make([]string, len(s.table.Files))
 	dir := lake.PartitionDir(s.object, date)
 	for i, f := range s.table.Files {
-		out[i] = dir + "/" + baseName(f)
+		out[i] = filepath.Join(dir, filepath.Base(f))
 	}
 	return out
-}
-
-func baseName(p string) string {
-	for i := len(p) - 1; i >= 0; i-- {
-		if p[i] == '/' || p[i] == '\\' {
-			return p[i+1:]
-		}
-	}
-	return p
 }
 
 func selectObjects(ctx context.Context, src Source, want []string) ([]extract.Object, error) {
@@ -717,13 +708,4 @@ func (s *objectSink) abort() {
 		w.Abort()
 	}
 	s.writers = nil
-}
-
-// SchemaOf describes one object and returns its Arrow schema.
-func SchemaOf(ctx context.Context, src Source, object string) (*arrow.Schema, error) {
-	fields, err := src.Describe(ctx, object)
-	if err != nil {
-		return nil, err
-	}
-	return schemas.FromDescribe(object, fields)
 }

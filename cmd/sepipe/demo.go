@@ -58,7 +58,7 @@ Open the result with any DuckDB client, e.g.:
 			fmt.Fprintf(g.stdout, "\nrun %s, snapshot %s\n\n", res.RunID, res.SnapshotDate)
 			printSummary(g.stdout, res)
 
-			wh, err := load.OpenWarehouse(cmd.Context(), res.Warehouse)
+			wh, err := load.OpenReadOnly(cmd.Context(), res.Warehouse)
 			if err != nil {
 				return err
 			}
