@@ -134,7 +134,7 @@ func TestIntegrationFaultsYieldCleanRows(t *testing.T) {
 	}
 	t.Logf("clean requests %d; faulty requests %d (client counted %d in reads, %d retries), faults %+v, bound %d, in-flight limit now %d",
 		cleanReq, f.Requests, st.Requests, st.Retries, f, bound, c.InFlightLimit())
-	if f.Failed() == 0 || f.Dropped == 0 || f.RateLimited == 0 {
+	if f.Failed() == 0 || f.Dropped+f.Truncated == 0 || f.RateLimited == 0 { // which request a fault hits depends on arrival order: require each family, not each kind
 		t.Fatalf("faults not exercised: %+v", f)
 	}
 	if f.Requests > bound {
