@@ -73,12 +73,11 @@ type Client struct {
 	budget    *budget
 	log       *slog.Logger
 
-	// tokenSource, when set, gives a fresh access token on a 401. tokenMu
-	// guards token, tokenGen and seen.
-	tokenSource func(context.Context) (string, error)
-	tokenMu     sync.Mutex
-	tokenGen    uint64
-	seen        []secret // every credential value the client ever held, scrubbed from errors
+	// tokens, when set, gives the access token of each request (WithOAuth,
+	// WithTokenSource); token is then unused. tokenMu guards seen.
+	tokens  AccessTokenSource
+	tokenMu sync.Mutex
+	seen    []secret // every credential value the client ever held, scrubbed from errors
 
 	baseOpts [3]string // legacy, v4, webhooks URLs given by options
 
@@ -117,14 +116,30 @@ func WithAccessToken(tok string) Option {
 // a request that carried the access token: the client then retries that
 // request once with the new token. Concurrent 401s for the same token ask
 // the source once. The source is called with the request's context and
-// must be safe for concurrent use.
+// must be safe for concurrent use. WithOAuth is the source that refreshes
+// before the token expires, too.
 func WithTokenSource(src func(ctx context.Context) (string, error)) Option {
 	return func(c *Client) {
 		if src == nil {
 			c.optErrs = append(c.optErrs, errors.New("WithTokenSource: nil source"))
 			return
 		}
-		c.tokenSource = src
+		fs := &funcSource{fn: src, cur: string(c.token)}
+		c.tokens = fs
+	}
+}
+
+// WithOAuth sets the source of the access token of every reporting, v3
+// and v4 request: the client asks it before each request (it refreshes
+// before the token expires) and, on a 401, asks it once for a replacement
+// and retries. *OAuth refreshes with the tenant's rotating refresh token.
+func WithOAuth(src AccessTokenSource) Option {
+	return func(c *Client) {
+		if src == nil {
+			c.optErrs = append(c.optErrs, errors.New("WithOAuth: nil source"))
+			return
+		}
+		c.tokens = src
 	}
 }
 
@@ -329,10 +344,11 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	c.budget = newBudget(c.limiter, c.maxInFlight, c.recoverRun, c.now, func(ctx context.Context, d time.Duration) error {
 		return c.sleep(ctx, d)
 	})
+	if fs, ok := c.tokens.(*funcSource); ok && fs.cur == "" {
+		fs.cur = string(c.token) // WithAccessToken given after WithTokenSource
+	}
 	for _, s := range []secret{c.token, c.apiToken} {
-		if s != "" {
-			c.seen = append(c.seen, s)
-		}
+		c.remember(string(s))
 	}
 	return c, nil
 }

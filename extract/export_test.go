@@ -4,3 +4,6 @@ import "time"
 
 // WithBackoffForTest lets external tests shorten the backoff.
 func WithBackoffForTest(base, cap time.Duration) Option { return withBackoff(base, cap) }
+
+// WithOAuthClock sets the clock an OAuth source judges expiry by.
+var WithOAuthClock = withOAuthClock

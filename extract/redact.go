@@ -76,7 +76,7 @@ func (s Secret) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(redacted)) }
 func (s *Secret) UnmarshalText(b []byte) error { *s = Secret(b); return nil }
 
 func (s Secret) scrub(text string) string {
-	if s == "" {
+	if len(s) < minScrubLen {
 		return text
 	}
 	return strings.ReplaceAll(text, string(s), redacted)

@@ -66,8 +66,9 @@ func (c *Client) get(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.B
 // other failure after the request may have been sent is an
 // *UncertainError, because the service has no idempotency key.
 //
-// A 401 to a request carrying the access token, when WithTokenSource is
-// set, refreshes the token and retries once, whatever the method.
+// A 401 to a request carrying the access token, when WithOAuth or
+// WithTokenSource is set, replaces the token and retries once, whatever
+// the method.
 func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Buffer) (reqStats, error) {
 	info = info.withDefaults()
 	safe := !info.noRetry && (info.method == http.MethodGet || info.method == http.MethodHead || info.method == http.MethodDelete)
@@ -84,7 +85,7 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 			}
 			return st, fmt.Errorf("%s: rate limiter: %w", info, err)
 		}
-		bearer, gen, err := c.bearer(ctx, info)
+		bearer, err := c.bearer(ctx, info)
 		if err != nil {
 			c.budget.release(sl, outcomeOK)
 			if ctx.Err() != nil {
@@ -133,10 +134,10 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 			if !safe {
 				return st, c.uncertain(info, true, resp.status, last)
 			}
-		case resp.status == http.StatusUnauthorized && info.cred == credAccess && c.tokenSource != nil && !refreshed:
+		case resp.status == http.StatusUnauthorized && info.cred == credAccess && c.tokens != nil && !refreshed:
 			refreshed = true
 			apiErr := c.apiError(info, resp.status, buf.Bytes())
-			if err := c.refreshToken(ctx, gen); err != nil {
+			if err := c.refreshToken(ctx, bearer); err != nil {
 				if ctx.Err() != nil {
 					return st, context.Cause(ctx)
 				}

@@ -25,6 +25,11 @@ type simulateFlags struct {
 	noRetryAfter                     bool
 	latency, tokenTTL                time.Duration
 	pageDrift, schemaDrift           bool
+
+	clientID, clientSecret, refreshToken string
+	quota                                int
+	quotaWindow                          time.Duration
+	noV4                                 bool
 }
 
 func (f *simulateFlags) options() ([]servicetest.Option, error) {
@@ -39,6 +44,12 @@ func (f *simulateFlags) options() ([]servicetest.Option, error) {
 	if f.rateLimit < 0 {
 		return nil, usagef("--rate-limit must not be negative, got %d", f.rateLimit)
 	}
+	if f.quota < 0 {
+		return nil, usagef("--quota must not be negative, got %d", f.quota)
+	}
+	if f.quota > 0 && f.quotaWindow <= 0 {
+		return nil, usagef("--quota needs a positive --quota-window, got %s", f.quotaWindow)
+	}
 	if (f.advanceEvery > 0) != (f.advanceBy > 0) {
 		return nil, usagef("--advance-every and --advance-by go together")
 	}
@@ -47,6 +58,13 @@ func (f *simulateFlags) options() ([]servicetest.Option, error) {
 		servicetest.WithAccessToken(f.token), servicetest.WithLimitedToken(f.limited),
 		servicetest.WithAPIToken(f.apiToken), servicetest.WithPassword(f.password),
 		servicetest.WithLoginDir(f.loginDir), servicetest.WithSSOOnly(f.ssoOnly),
+		servicetest.WithOAuthClient(f.clientID, f.clientSecret), servicetest.WithRefreshToken(f.refreshToken),
+	}
+	if f.quota > 0 {
+		opts = append(opts, servicetest.WithQuota(f.quota, f.quotaWindow))
+	}
+	if f.noV4 {
+		opts = append(opts, servicetest.WithoutV4())
 	}
 	if f.advanceEvery > 0 {
 		opts = append(opts, servicetest.WithAutoAdvance(f.advanceEvery, f.advanceBy))
@@ -103,7 +121,15 @@ subscribed webhooks receive signed events.
 
 Fault flags make it misbehave the way real services do, to test what you
 build on it: --fail-rate, --drop-rate, --truncate-rate, --rate-limit,
---no-retry-after, --latency, --page-drift, --schema-drift, --token-ttl.`,
+--no-retry-after, --latency, --page-drift, --schema-drift, --token-ttl,
+--quota/--quota-window (a window quota announced in X-RateLimit-* and
+RateLimit-* headers), --no-v4 (a plan without the sharing interface).
+
+OAuth: POST <base>/api/v3/oauth2/token exchanges the refresh token
+(grant_type=refresh_token with the client id and secret) for an access token
+that lives --token-ttl (default 1h) and a new refresh token; a used refresh
+token is refused, and refresh tokens expire after 14 days of the tenant's
+clock.`,
 		Example: `  sepipe simulate --addr 127.0.0.1:8080 --users 1000
   sepipe simulate --fail-rate 0.3 --drop-rate 0.05 --rate-limit 20 --latency 20ms`,
 		Args: cobra.NoArgs,
@@ -131,6 +157,8 @@ build on it: --fail-rate, --drop-rate, --truncate-rate, --rate-limit,
 			fmt.Fprintf(w, "  access token:    %s   (reporting, v3, v4)\n", svc.AccessToken())
 			fmt.Fprintf(w, "  limited token:   %s   (valid, no reporting role: 403)\n", svc.LimitedToken())
 			fmt.Fprintf(w, "  API token:       %s   (webhooks, /_admin)\n", svc.APIToken())
+			fmt.Fprintf(w, "  OAuth client:    %s / %s   refresh token %s   (token URL %s%s)\n",
+				svc.ClientID(), svc.ClientSecret(), svc.RefreshToken(), base, servicetest.OAuthTokenPath)
 			fmt.Fprintf(w, "  login_dir:       %s   users %s (administrator) and %s, password %q\n",
 				svc.LoginDir(), servicetest.AdminUsername, servicetest.UserUsername, svc.Password())
 			fmt.Fprintf(w, "  clock:           %s   (advance: curl -X POST -H 'Authorization: Bearer %s' '%s%s/advance?days=1')\n",
@@ -172,6 +200,12 @@ build on it: --fail-rate, --drop-rate, --truncate-rate, --rate-limit,
 	fl.DurationVar(&f.latency, "latency", 0, "latency added to each data request")
 	fl.BoolVar(&f.pageDrift, "page-drift", false, "rows are inserted and removed while a client pages")
 	fl.BoolVar(&f.schemaDrift, "schema-drift", false, "describe gains a field and a field changes type")
-	fl.DurationVar(&f.tokenTTL, "token-ttl", 0, "the access token expires this long after start (0: never)")
+	fl.DurationVar(&f.tokenTTL, "token-ttl", 0, "the access token expires this long after start (0: never); also the life of OAuth-issued access tokens (0: 1h)")
+	fl.StringVar(&f.clientID, "client-id", servicetest.DefaultClientID, "OAuth client id the token endpoint accepts")
+	fl.StringVar(&f.clientSecret, "client-secret", servicetest.DefaultClientSecret, "OAuth client secret the token endpoint accepts")
+	fl.StringVar(&f.refreshToken, "refresh-token", servicetest.DefaultRefreshToken, "the tenant's first refresh token (valid once; each refresh rotates it)")
+	fl.IntVar(&f.quota, "quota", 0, "requests per --quota-window before answering 429 (0: no quota)")
+	fl.DurationVar(&f.quotaWindow, "quota-window", time.Hour, "length of the quota window")
+	fl.BoolVar(&f.noV4, "no-v4", false, "the tenant's plan lacks the sharing interface: v4 answers 403")
 	return cmd
 }

@@ -71,6 +71,8 @@ type faultConfig struct {
 	driftSet     bool // driftEvents given
 	schemaDrift  bool
 	tokenTTL     time.Duration
+	quota        int           // WithQuota (quota.go)
+	quotaWindow  time.Duration // WithQuota
 }
 
 func clampRate(f float64) float64 {
@@ -150,6 +152,9 @@ func WithSchemaDrift(on bool) Option { return func(c *config) { c.faults.schemaD
 // Service was created (New or NewServer). From then on every request under
 // the reporting, /api/v3/ and /v4/ prefixes that carries it is answered 401
 // with a body saying the token expired. d ≤ 0 means it never expires.
+// It also sets the life of the access tokens the OAuth token endpoint
+// issues (default one hour; see oauth.go), counted in real time plus the
+// tenant clock's advances since each was issued.
 func WithTokenTTL(d time.Duration) Option { return func(c *config) { c.faults.tokenTTL = max(d, 0) } }
 
 // FaultStats counts the faults a Service has injected so far.
@@ -186,6 +191,8 @@ type faultState struct {
 
 	seq atomic.Int64 // data requests numbered by the fault layer
 
+	quota quotaState // WithQuota (quota.go)
+
 	rateMu    sync.Mutex
 	winStart  time.Time
 	winCount  int
@@ -213,7 +220,7 @@ func newFaultState(cfg *config) *faultState {
 	}
 	f := &faultState{cfg: fc, seed: uint64(fc.seed), start: time.Now(), driftSeen: map[string]int{}}
 	f.wrap = fc.rateLimit > 0 || fc.failRate > 0 || fc.latency > 0 || fc.dropRate > 0 ||
-		fc.truncateRate > 0 || fc.tokenTTL > 0
+		fc.truncateRate > 0 || fc.tokenTTL > 0 || fc.quota > 0
 	f.schema.Store(fc.schemaDrift)
 	return f
 }
@@ -309,6 +316,12 @@ func (s *Service) serveFaults(w http.ResponseWriter, r *http.Request, next http.
 			case <-r.Context().Done():
 				t.Stop()
 				return // the client is gone: nobody to answer
+			}
+		}
+		if f.cfg.quota > 0 {
+			if _, answered := f.takeQuota(w, r); answered {
+				f.rateLimited.Add(1)
+				return
 			}
 		}
 		if f.cfg.rateLimit > 0 && f.rateLimited429(w, r) {

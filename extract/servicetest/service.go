@@ -37,6 +37,13 @@ type config struct {
 	limitedToken string
 	now          time.Time
 
+	noV4 bool // WithoutV4
+
+	// OAuth (oauth.go).
+	clientID     string
+	clientSecret string
+	refreshToken string
+
 	// Identities, legacy rules, webhooks and the clock (legacy.go,
 	// webhooks.go, clock.go).
 	loginDir    string
@@ -67,6 +74,11 @@ func WithAccessToken(token string) Option { return func(c *config) { c.accessTok
 // role: requests carrying it are answered 403.
 func WithLimitedToken(token string) Option { return func(c *config) { c.limitedToken = token } }
 
+// WithoutV4 makes the tenant's plan lack the sharing interface: every
+// request under the v4 base (themes, shares) is answered 403 with a
+// problem body naming the plans that include it, whatever the token.
+func WithoutV4() Option { return func(c *config) { c.noV4 = true } }
+
 // WithNow sets the tenant's clock (default DefaultNow). Progress, statuses
 // and last-activity dates are derived from it; it is truncated to seconds.
 func WithNow(now time.Time) Option { return func(c *config) { c.now = now } }
@@ -87,6 +99,7 @@ type Service struct {
 	live *live // sessions, shares, subscriptions, deliveries, clock (live.go)
 
 	faults *faultState // fault injection (faults.go)
+	oauth  *oauthState // token endpoint (oauth.go)
 }
 
 var _ http.Handler = (*Service)(nil)
@@ -103,6 +116,9 @@ func New(opts ...Option) *Service {
 		password:     DefaultPassword,
 		apiToken:     DefaultAPIToken,
 		retryDelays:  slices.Clone(DefaultRetryDelays),
+		clientID:     DefaultClientID,
+		clientSecret: DefaultClientSecret,
+		refreshToken: DefaultRefreshToken,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -115,12 +131,14 @@ func New(opts ...Option) *Service {
 	}
 	s.snap.Store(s.tenant.at(cfg.now))
 	s.faults = newFaultState(&cfg)
+	s.oauth = newOAuthState(s)
 	s.live = newLive(s)
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc(BasePath+"/", s.serveReporting)
 	s.mux.HandleFunc(BasePath, s.serveReporting)
 	s.mux.HandleFunc(LegacyPath+"/", s.serveLegacy)
 	s.mux.HandleFunc(AssetsPath+"/", s.serveAssets)
+	s.mux.HandleFunc(OAuthTokenPath, s.serveOAuthToken)
 	s.mux.HandleFunc(V4Path+"/", s.serveV4)
 	s.mux.HandleFunc(SharePagePath+"/", s.serveSharePage)
 	s.mux.HandleFunc(WebhooksPath+"/", s.serveWebhooks)
@@ -175,11 +193,18 @@ func (s *Service) authorize(r *http.Request) *apiError {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
 		return errUnauthorized("malformed Authorization header; expected \"Bearer <access token>\"")
 	}
-	switch strings.TrimSpace(token) {
+	token = strings.TrimSpace(token)
+	switch token {
 	case s.cfg.accessToken:
 		return nil
 	case s.cfg.limitedToken:
 		return errForbidden("the access token is valid but lacks the Coach reporting role")
+	}
+	if known, expired := s.accessTokenState(token); known {
+		if expired {
+			return errUnauthorized("the access token has expired; obtain a new access token")
+		}
+		return nil
 	}
 	return errUnauthorized("the access token is invalid or has expired")
 }

@@ -235,6 +235,11 @@ func (s *Service) serveTheme(w http.ResponseWriter, r *http.Request, id string) 
 // --- routing -----------------------------------------------------------------
 
 func (s *Service) serveV4(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.noV4 {
+		writeProblem(w, r, newProblem(http.StatusForbidden,
+			"the tenant's plan does not include the sharing API (it needs an Ultimate, Advanced or Expert plan)"))
+		return
+	}
 	rest := strings.TrimPrefix(r.URL.Path, V4Path)
 	var allow string
 	var serve func()

@@ -1,0 +1,308 @@
+package extract
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/oauth2"
+)
+
+// OAuthTokenPath is the service's OAuth 2.0 token endpoint below the
+// tenant URL (field notes: POST {base_url}/api/v3/oauth2/token).
+const OAuthTokenPath = "/api/v3/oauth2/token"
+
+// DefaultExpiryMargin: an access token is refreshed this long before it
+// expires, so that no request leaves with a token about to lapse.
+const DefaultExpiryMargin = 2 * time.Minute
+
+// ErrRefreshFailed: the token endpoint refused to refresh the access
+// token (the refresh token was used, revoked or expired, or the client id
+// or secret is wrong). A person must authorize again (sepipe auth login).
+var ErrRefreshFailed = errors.New("extract: refreshing the access token failed")
+
+// OAuthConfig is the OAuth 2.0 client sepipe refreshes access tokens with.
+type OAuthConfig struct {
+	ClientID     string
+	ClientSecret string
+	// RefreshToken is the refresh token to start from. The store's token
+	// wins once it holds one derived from this one (refresh tokens rotate:
+	// every refresh returns a new one and the old one stops working).
+	RefreshToken string
+	// TokenURL is the token endpoint; default the tenant URL +
+	// OAuthTokenPath.
+	TokenURL string
+}
+
+// TokenOrigin is how an OAuth source chose its refresh token, as
+// `sepipe auth status` reports it.
+type TokenOrigin string
+
+const (
+	OriginStore TokenOrigin = "token store"                // the store's token, derived from an earlier refresh token
+	OriginSeed  TokenOrigin = "refresh token (environment)" // the configured refresh token, not yet used
+	OriginNone  TokenOrigin = "none"
+)
+
+// OAuth is an access token source that refreshes with a rotating refresh
+// token and keeps the newest tokens in a TokenStore. It refreshes before the
+// access token expires (DefaultExpiryMargin) and when the service refuses
+// it; concurrent callers share one refresh, and processes sharing the store
+// take its lock around a refresh, so a refresh token is never used twice.
+// Every new refresh token is saved before the access token that came with
+// it is used. It is safe for concurrent use.
+type OAuth struct {
+	conf   oauth2.Config
+	seed   string // OAuthConfig.RefreshToken
+	store  TokenStore
+	hc     *http.Client
+	margin time.Duration
+	now    func() time.Time
+	log    *slog.Logger
+
+	mu  sync.Mutex
+	cur StoredToken // the token in use; empty before the first Token
+}
+
+// OAuthOption configures an OAuth source.
+type OAuthOption func(*OAuth)
+
+// WithOAuthHTTPClient sets the HTTP client of the token endpoint (default:
+// one with a 60 s timeout).
+func WithOAuthHTTPClient(hc *http.Client) OAuthOption {
+	return func(o *OAuth) {
+		if hc != nil {
+			o.hc = hc
+		}
+	}
+}
+
+// WithOAuthLogger sets the logger (refreshes at debug level, never a
+// token).
+func WithOAuthLogger(l *slog.Logger) OAuthOption {
+	return func(o *OAuth) {
+		if l != nil {
+			o.log = l
+		}
+	}
+}
+
+// withOAuthClock is a test seam for expiry.
+func withOAuthClock(now func() time.Time) OAuthOption { return func(o *OAuth) { o.now = now } }
+
+// NewOAuth returns a source refreshing at cfg's token endpoint for the
+// tenant at tenantURL, keeping its tokens in store (required).
+func NewOAuth(tenantURL string, cfg OAuthConfig, store TokenStore, opts ...OAuthOption) (*OAuth, error) {
+	if store == nil {
+		return nil, errors.New("extract: OAuth needs a token store")
+	}
+	if cfg.ClientID == "" || cfg.ClientSecret == "" {
+		return nil, errors.New("extract: OAuth needs a client id and a client secret")
+	}
+	tokenURL := cfg.TokenURL
+	if tokenURL == "" {
+		base, err := parseBase("tenant", tenantURL)
+		if err != nil {
+			return nil, err
+		}
+		tokenURL = base.String() + OAuthTokenPath
+	}
+	if _, err := parseBase("OAuth token", tokenURL); err != nil {
+		return nil, err
+	}
+	o := &OAuth{
+		conf: oauth2.Config{
+			ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret,
+			// The field notes: form-encoded, client id and secret in the form.
+			Endpoint: oauth2.Endpoint{TokenURL: tokenURL, AuthStyle: oauth2.AuthStyleInParams},
+		},
+		seed:   cfg.RefreshToken,
+		store:  store,
+		hc:     &http.Client{Timeout: 60 * time.Second},
+		margin: DefaultExpiryMargin,
+		now:    time.Now,
+		log:    slog.New(slog.DiscardHandler),
+	}
+	for _, opt := range opts {
+		opt(o)
+	}
+	return o, nil
+}
+
+// Token returns an access token that is valid for at least the expiry
+// margin, refreshing it first when needed.
+func (o *OAuth) Token(ctx context.Context) (string, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.fresh(o.cur) {
+		return o.cur.AccessToken, nil
+	}
+	return o.refreshLocked(ctx, "")
+}
+
+// Refresh is called when the service refused the access token rejected: it
+// returns a new one, or the current one when another caller has already
+// replaced rejected.
+func (o *OAuth) Refresh(ctx context.Context, rejected string) (string, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.cur.AccessToken != "" && o.cur.AccessToken != rejected && o.fresh(o.cur) {
+		return o.cur.AccessToken, nil
+	}
+	return o.refreshLocked(ctx, rejected)
+}
+
+// fresh reports whether t's access token is set and lives past the margin.
+func (o *OAuth) fresh(t StoredToken) bool {
+	return t.AccessToken != "" && (t.Expiry.IsZero() || o.now().Add(o.margin).Before(t.Expiry))
+}
+
+// seedHash identifies a seed refresh token without keeping it.
+func seedHash(tok string) string {
+	if tok == "" {
+		return ""
+	}
+	h := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(h[:8])
+}
+
+// pick chooses the token to start from: the store's when it holds one and
+// was not seeded from another configured refresh token than the current
+// one (a changed configured token means a person authorized again).
+func (o *OAuth) pick(st StoredToken, ok bool) (StoredToken, TokenOrigin) {
+	if ok && st.RefreshToken != "" && (o.seed == "" || st.Seed == "" || st.Seed == seedHash(o.seed)) {
+		return st, OriginStore
+	}
+	if o.seed != "" {
+		return StoredToken{RefreshToken: o.seed, Seed: seedHash(o.seed), Source: "environment"}, OriginSeed
+	}
+	return StoredToken{}, OriginNone
+}
+
+// refreshLocked refreshes under the store's lock: another process may have
+// refreshed meanwhile, in which case its token is used.
+func (o *OAuth) refreshLocked(ctx context.Context, rejected string) (string, error) {
+	unlock, err := o.store.Lock(ctx)
+	if err != nil {
+		return "", fmt.Errorf("%w: token store: %w", ErrRefreshFailed, err)
+	}
+	defer unlock()
+	st, ok, err := o.store.Load()
+	if err != nil {
+		return "", fmt.Errorf("%w: token store: %w", ErrRefreshFailed, err)
+	}
+	base, origin := o.pick(st, ok)
+	if origin == OriginNone {
+		return "", fmt.Errorf("%w: no refresh token (set SEPIPE_REFRESH_TOKEN or run sepipe auth login)", ErrRefreshFailed)
+	}
+	if base.AccessToken != "" && base.AccessToken != rejected && o.fresh(base) {
+		o.cur = base // refreshed by another process, or left by an earlier run
+		return base.AccessToken, nil
+	}
+	hctx := context.WithValue(ctx, oauth2.HTTPClient, o.hc)
+	tok, err := o.conf.TokenSource(hctx, &oauth2.Token{RefreshToken: base.RefreshToken}).Token()
+	if err != nil {
+		return "", o.refreshError(err, base.RefreshToken)
+	}
+	next := StoredToken{
+		AccessToken:  tok.AccessToken,
+		RefreshToken: tok.RefreshToken,
+		Expiry:       tok.Expiry,
+		Seed:         base.Seed,
+		Source:       base.Source,
+		Updated:      o.now().UTC(),
+	}
+	if next.RefreshToken == "" {
+		next.RefreshToken = base.RefreshToken // the endpoint did not rotate it
+	}
+	// The old refresh token is spent: save the new one before using it.
+	if err := o.store.Save(next); err != nil {
+		return "", fmt.Errorf("%w: the token endpoint rotated the refresh token but saving it failed (authorize again with sepipe auth login): %w", ErrRefreshFailed, err)
+	}
+	o.cur = next
+	o.log.DebugContext(ctx, "access token refreshed", "expires", next.Expiry.Format(time.RFC3339))
+	return next.AccessToken, nil
+}
+
+// refreshError describes a failed refresh without any credential: the
+// endpoint's error code and description, or the transport failure.
+func (o *OAuth) refreshError(err error, refresh string) error {
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) {
+		status := 0
+		if re.Response != nil {
+			status = re.Response.StatusCode
+		}
+		msg := re.ErrorDescription
+		if msg == "" {
+			msg = strings.TrimSpace(string(re.Body))
+		}
+		msg = scrubValues(truncate(msg, 300), refresh, o.conf.ClientSecret)
+		code := re.ErrorCode
+		if code == "" {
+			code = http.StatusText(status)
+		}
+		return fmt.Errorf("%w: token endpoint %s answered %d %s: %s", ErrRefreshFailed, o.conf.Endpoint.TokenURL, status, code, msg)
+	}
+	return fmt.Errorf("%w: token endpoint %s: %s", ErrRefreshFailed, o.conf.Endpoint.TokenURL,
+		scrubValues(err.Error(), refresh, o.conf.ClientSecret))
+}
+
+// Status describes the source for `sepipe auth status`: where its token
+// comes from and when the access token expires. It never returns a token.
+type Status struct {
+	Origin        TokenOrigin
+	Source        string    // how the store was seeded: environment, login
+	AccessExpiry  time.Time // zero when no access token is held
+	Updated       time.Time // when the store was last written
+	StorePath     string
+	HasAccess     bool
+	AccessExpired bool
+}
+
+// Status reads the store and reports, without refreshing.
+func (o *OAuth) Status() (Status, error) {
+	st, ok, err := o.store.Load()
+	if err != nil {
+		return Status{}, err
+	}
+	base, origin := o.pick(st, ok)
+	s := Status{Origin: origin, Source: base.Source, StorePath: o.store.String()}
+	if origin == OriginStore {
+		s.Updated = st.Updated
+		s.HasAccess = st.AccessToken != ""
+		s.AccessExpiry = st.Expiry
+		s.AccessExpired = s.HasAccess && !st.Expiry.IsZero() && !o.now().Before(st.Expiry)
+	}
+	return s, nil
+}
+
+// truncate cuts s to at most n bytes, on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && cut < len(s) && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// scrubValues replaces each value (of 8 bytes or more) in text by
+// REDACTED: a last guard, since credentials are never put in messages.
+func scrubValues(text string, values ...string) string {
+	for _, v := range values {
+		if len(v) >= 8 {
+			text = strings.ReplaceAll(text, v, redacted)
+		}
+	}
+	return text
+}

@@ -1,0 +1,212 @@
+package extract_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/extract/servicetest"
+)
+
+func newOAuth(t *testing.T, srv *servicetest.Server, store extract.TokenStore, refresh string) *extract.OAuth {
+	t.Helper()
+	o, err := extract.NewOAuth(srv.URL, extract.OAuthConfig{
+		ClientID: srv.Service.ClientID(), ClientSecret: srv.Service.ClientSecret(), RefreshToken: refresh,
+	}, store, extract.WithOAuthHTTPClient(srv.Client()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func TestOAuthRotatesAndPersistsBeforeUse(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	store := &extract.FileTokenStore{Path: filepath.Join(t.TempDir(), ".sepipe", "token.json")}
+	o := newOAuth(t, srv, store, srv.Service.RefreshToken())
+	ctx := context.Background()
+	tok, err := o.Token(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ok, err := store.Load()
+	if err != nil || !ok {
+		t.Fatalf("store after refresh: ok=%v err=%v", ok, err)
+	}
+	if st.AccessToken != tok || st.RefreshToken == "" || st.RefreshToken == srv.Service.RefreshToken() {
+		t.Fatalf("store does not hold the rotated tokens: %v", st)
+	}
+	if time.Until(st.Expiry) < 50*time.Minute || time.Until(st.Expiry) > 61*time.Minute {
+		t.Errorf("expiry %s, want about an hour from now", st.Expiry)
+	}
+	fi, err := os.Stat(store.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("token store mode %v, want 0600", fi.Mode().Perm())
+	}
+	// A valid token is reused: no second refresh.
+	if again, err := o.Token(ctx); err != nil || again != tok {
+		t.Fatalf("second Token: %v (same=%v)", err, again == tok)
+	}
+	if n := srv.Service.OAuth().Refreshes; n != 1 {
+		t.Fatalf("refreshes = %d, want 1", n)
+	}
+	// A second process seeded with the same (now spent) refresh token
+	// takes the store's token instead of replaying the spent one.
+	o2 := newOAuth(t, srv, store, srv.Service.RefreshToken())
+	if tok2, err := o2.Token(ctx); err != nil || tok2 != tok {
+		t.Fatalf("second process: %v (same token=%v)", err, tok2 == tok)
+	}
+	// Refused by the service: a new token, and the store rotates again.
+	tok3, err := o2.Refresh(ctx, tok)
+	if err != nil || tok3 == tok {
+		t.Fatalf("refresh after 401: %v (new=%v)", err, tok3 != tok)
+	}
+	st2, _, _ := store.Load()
+	if st2.RefreshToken == st.RefreshToken || st2.AccessToken != tok3 {
+		t.Fatal("store was not rotated by the second refresh")
+	}
+	if s := srv.Service.OAuth(); s.Refreshes != 2 || s.Replays != 0 {
+		t.Fatalf("oauth stats %+v, want 2 refreshes and no replay", s)
+	}
+	// The first process, whose cached token was replaced, follows the store.
+	if tok4, err := o.Refresh(ctx, tok); err != nil || tok4 != tok3 {
+		t.Fatalf("first process after rotation: %v (follows store=%v)", err, tok4 == tok3)
+	}
+}
+
+func TestOAuthRefusedReplayNamesNoSecret(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	dir := t.TempDir()
+	ctx := context.Background()
+	first := newOAuth(t, srv, &extract.FileTokenStore{Path: filepath.Join(dir, "a.json")}, srv.Service.RefreshToken())
+	if _, err := first.Token(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A thief (another store) replays the spent refresh token.
+	thief := newOAuth(t, srv, &extract.FileTokenStore{Path: filepath.Join(dir, "b.json")}, srv.Service.RefreshToken())
+	_, err := thief.Token(ctx)
+	if !errors.Is(err, extract.ErrRefreshFailed) {
+		t.Fatalf("replay: %v, want ErrRefreshFailed", err)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "invalid_grant") || !strings.Contains(msg, "already been used") {
+		t.Errorf("replay error does not say why: %s", msg)
+	}
+	for _, s := range []string{srv.Service.RefreshToken(), srv.Service.ClientSecret()} {
+		if strings.Contains(msg, s) {
+			t.Errorf("error holds a secret: %s", msg)
+		}
+	}
+	if s := srv.Service.OAuth(); s.Replays != 1 {
+		t.Errorf("replays = %d, want 1", s.Replays)
+	}
+}
+
+func TestOAuthConcurrentCallersShareOneRefresh(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5), servicetest.WithLatency(20*time.Millisecond))
+	defer srv.Close()
+	o := newOAuth(t, srv, &extract.FileTokenStore{Path: filepath.Join(t.TempDir(), "t.json")}, srv.Service.RefreshToken())
+	var wg sync.WaitGroup
+	toks := make([]string, 16)
+	errs := make([]error, 16)
+	for i := range toks {
+		wg.Go(func() { toks[i], errs[i] = o.Token(context.Background()) })
+	}
+	wg.Wait()
+	for i := range toks {
+		if errs[i] != nil || toks[i] != toks[0] {
+			t.Fatalf("caller %d: %v (same=%v)", i, errs[i], toks[i] == toks[0])
+		}
+	}
+	if n := srv.Service.OAuth().Refreshes; n != 1 {
+		t.Fatalf("refreshes = %d, want 1", n)
+	}
+}
+
+func TestOAuthNewConfiguredTokenReseeds(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	store := &extract.FileTokenStore{Path: filepath.Join(t.TempDir(), "t.json")}
+	// The store holds a chain seeded from an older configured token whose
+	// refresh token the service no longer knows.
+	if err := store.Save(extract.StoredToken{RefreshToken: "0123456789abcdef-stale", Seed: "deadbeefdeadbeef", Source: "environment"}); err != nil {
+		t.Fatal(err)
+	}
+	o := newOAuth(t, srv, store, srv.Service.RefreshToken())
+	if s, err := o.Status(); err != nil || s.Origin != extract.OriginSeed {
+		t.Fatalf("status %+v, %v: want the configured token to win over a chain from another seed", s, err)
+	}
+	if _, err := o.Token(context.Background()); err != nil {
+		t.Fatalf("reseeded refresh: %v", err)
+	}
+	if s, _ := o.Status(); s.Origin != extract.OriginStore || !s.HasAccess || s.AccessExpired {
+		t.Fatalf("status after refresh %+v", s)
+	}
+}
+
+func TestClientRefreshesOnExpiryAndOn401(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5), servicetest.WithTokenTTL(time.Hour))
+	defer srv.Close()
+	o := newOAuth(t, srv, &extract.FileTokenStore{Path: filepath.Join(t.TempDir(), "t.json")}, srv.Service.RefreshToken())
+	c, err := extract.New(srv.URL, extract.WithOAuth(o), extract.WithHTTPClient(srv.Client()), extract.WithRateLimit(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.Objects(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A day passes on the tenant: the token the client holds looks valid
+	// to it but the service refuses it; the client refreshes and retries.
+	srv.Service.Advance(24 * time.Hour)
+	if _, err := c.Objects(ctx); err != nil {
+		t.Fatalf("after the token expired on the service: %v", err)
+	}
+	if n := srv.Service.OAuth().Refreshes; n != 2 {
+		t.Fatalf("refreshes = %d, want 2", n)
+	}
+}
+
+func TestOAuthRefreshesBeforeExpiry(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	o, err := extract.NewOAuth(srv.URL, extract.OAuthConfig{
+		ClientID: srv.Service.ClientID(), ClientSecret: srv.Service.ClientSecret(), RefreshToken: srv.Service.RefreshToken(),
+	}, &extract.FileTokenStore{Path: filepath.Join(t.TempDir(), "t.json")}, extract.WithOAuthHTTPClient(srv.Client()), extract.WithOAuthClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a, err := o.Token(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	now = now.Add(50 * time.Minute) // still 10 minutes left: reused
+	mu.Unlock()
+	if b, _ := o.Token(ctx); b != a {
+		t.Fatal("refreshed a token with 10 minutes left")
+	}
+	mu.Lock()
+	now = now.Add(9 * time.Minute) // one minute left, inside the margin
+	mu.Unlock()
+	if b, err := o.Token(ctx); err != nil || b == a {
+		t.Fatalf("no refresh inside the expiry margin: %v", err)
+	}
+	if n := srv.Service.OAuth().Refreshes; n != 2 {
+		t.Fatalf("refreshes = %d, want 2", n)
+	}
+}
