@@ -46,7 +46,7 @@ type OAuthConfig struct {
 type TokenOrigin string
 
 const (
-	OriginStore TokenOrigin = "token store"                // the store's token, derived from an earlier refresh token
+	OriginStore TokenOrigin = "token store"                 // the store's token, derived from an earlier refresh token
 	OriginSeed  TokenOrigin = "refresh token (environment)" // the configured refresh token, not yet used
 	OriginNone  TokenOrigin = "none"
 )
