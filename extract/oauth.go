@@ -160,8 +160,20 @@ func (o *OAuth) Refresh(ctx context.Context, rejected string) (string, error) {
 }
 
 // fresh reports whether t's access token is set and lives past the margin.
+// The margin is at most a tenth of the token's life, so that short-lived
+// tokens are not refreshed before every request.
 func (o *OAuth) fresh(t StoredToken) bool {
-	return t.AccessToken != "" && (t.Expiry.IsZero() || o.now().Add(o.margin).Before(t.Expiry))
+	if t.AccessToken == "" {
+		return false
+	}
+	if t.Expiry.IsZero() {
+		return true
+	}
+	m := o.margin
+	if life := t.Expiry.Sub(t.Updated); !t.Updated.IsZero() && life > 0 {
+		m = min(m, life/10)
+	}
+	return o.now().Add(m).Before(t.Expiry)
 }
 
 // seedHash identifies a seed refresh token without keeping it.
@@ -173,15 +185,22 @@ func seedHash(tok string) string {
 	return hex.EncodeToString(h[:8])
 }
 
-// pick chooses the token to start from: the store's when it holds one and
-// was not seeded from another configured refresh token than the current
-// one (a changed configured token means a person authorized again).
+// How a chain of tokens started (StoredToken.Source).
+const (
+	sourceEnv   = "environment"
+	sourceLogin = "login"
+)
+
+// pick chooses the token to start from: the store's when it holds one that
+// was seeded by sepipe auth login, or from the configured refresh token;
+// a changed configured token (a person authorized again) starts a new
+// chain.
 func (o *OAuth) pick(st StoredToken, ok bool) (StoredToken, TokenOrigin) {
-	if ok && st.RefreshToken != "" && (o.seed == "" || st.Seed == "" || st.Seed == seedHash(o.seed)) {
+	if ok && st.RefreshToken != "" && (o.seed == "" || st.Source == sourceLogin || st.Seed == "" || st.Seed == seedHash(o.seed)) {
 		return st, OriginStore
 	}
 	if o.seed != "" {
-		return StoredToken{RefreshToken: o.seed, Seed: seedHash(o.seed), Source: "environment"}, OriginSeed
+		return StoredToken{RefreshToken: o.seed, Seed: seedHash(o.seed), Source: sourceEnv}, OriginSeed
 	}
 	return StoredToken{}, OriginNone
 }
@@ -206,6 +225,13 @@ func (o *OAuth) refreshLocked(ctx context.Context, rejected string) (string, err
 		o.cur = base // refreshed by another process, or left by an earlier run
 		return base.AccessToken, nil
 	}
+	return o.exchange(ctx, base)
+}
+
+// exchange trades base's refresh token for new tokens and saves them
+// before returning the access token. The caller holds o.mu and the store's
+// lock.
+func (o *OAuth) exchange(ctx context.Context, base StoredToken) (string, error) {
 	hctx := context.WithValue(ctx, oauth2.HTTPClient, o.hc)
 	tok, err := o.conf.TokenSource(hctx, &oauth2.Token{RefreshToken: base.RefreshToken}).Token()
 	if err != nil {
@@ -229,6 +255,26 @@ func (o *OAuth) refreshLocked(ctx context.Context, rejected string) (string, err
 	o.cur = next
 	o.log.DebugContext(ctx, "access token refreshed", "expires", next.Expiry.Format(time.RFC3339))
 	return next.AccessToken, nil
+}
+
+// Login starts a new chain from a refresh token a person gives (sepipe
+// auth login): it is exchanged at once, which proves it works, and the
+// new tokens replace whatever the store held. From then on the store wins
+// over the configured refresh token.
+func (o *OAuth) Login(ctx context.Context, refreshToken string) error {
+	refreshToken = strings.TrimSpace(refreshToken)
+	if refreshToken == "" {
+		return errors.New("extract: empty refresh token")
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	unlock, err := o.store.Lock(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: token store: %w", ErrRefreshFailed, err)
+	}
+	defer unlock()
+	_, err = o.exchange(ctx, StoredToken{RefreshToken: refreshToken, Seed: seedHash(refreshToken), Source: sourceLogin})
+	return err
 }
 
 // refreshError describes a failed refresh without any credential: the

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -48,10 +50,22 @@ type Config struct {
 
 // ServiceConfig holds the four base URLs; only tenant_url is required.
 type ServiceConfig struct {
-	TenantURL   string `yaml:"tenant_url"`
-	LegacyURL   string `yaml:"legacy_url"`   // default tenant_url
-	V4URL       string `yaml:"v4_url"`       // default tenant_url + /v4
-	WebhooksURL string `yaml:"webhooks_url"` // default tenant_url + /webhooks/v1
+	TenantURL   string      `yaml:"tenant_url"`
+	LegacyURL   string      `yaml:"legacy_url"`   // default tenant_url
+	V4URL       string      `yaml:"v4_url"`       // default tenant_url + /v4
+	WebhooksURL string      `yaml:"webhooks_url"` // default tenant_url + /webhooks/v1
+	OAuth       OAuthConfig `yaml:"oauth"`
+}
+
+// OAuthConfig is the OAuth 2.0 client that refreshes the access token.
+// The secrets are ${ENV_VAR} references; each defaults to its environment
+// variable (SEPIPE_OAUTH_CLIENT_ID, SEPIPE_OAUTH_CLIENT_SECRET,
+// SEPIPE_REFRESH_TOKEN).
+type OAuthConfig struct {
+	ClientID     Secret `yaml:"client_id"`
+	ClientSecret Secret `yaml:"client_secret"`
+	RefreshToken Secret `yaml:"refresh_token"`
+	TokenURL     string `yaml:"token_url"` // default tenant_url + /api/v3/oauth2/token
 }
 
 // CredentialsConfig holds the tokens, as ${ENV_VAR} references.
@@ -463,6 +477,9 @@ const (
 	defaultOut         = "./sepipe-data"
 	defaultAccessEnv   = "SEPIPE_ACCESS_TOKEN"
 	defaultAPITokenEnv = "SEPIPE_API_TOKEN"
+	defaultClientIDEnv = "SEPIPE_OAUTH_CLIENT_ID"
+	defaultSecretEnv   = "SEPIPE_OAUTH_CLIENT_SECRET"
+	defaultRefreshEnv  = "SEPIPE_REFRESH_TOKEN"
 )
 
 // SetDefaults fills what the file leaves out. Credentials default to the
@@ -475,6 +492,9 @@ func (c *Config) SetDefaults() {
 	}
 	envSecret(&c.Credentials.AccessToken, defaultAccessEnv)
 	envSecret(&c.Credentials.APIToken, defaultAPITokenEnv)
+	envSecret(&c.Service.OAuth.ClientID, defaultClientIDEnv)
+	envSecret(&c.Service.OAuth.ClientSecret, defaultSecretEnv)
+	envSecret(&c.Service.OAuth.RefreshToken, defaultRefreshEnv)
 	r := &c.Requests
 	if r.Concurrency == 0 {
 		r.Concurrency = extract.DefaultConcurrency
@@ -535,6 +555,21 @@ func (c *Config) Validate() error {
 		}
 		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 			return c.errf(key, "%q is not an absolute http or https URL", u)
+		}
+	}
+	if o := c.Service.OAuth; o.ClientID.Set() != o.ClientSecret.Set() {
+		key := "service.oauth.client_secret"
+		if !o.ClientID.Set() {
+			key = "service.oauth.client_id"
+		}
+		return c.errf(key, "service.oauth.client_id and client_secret go together (%s is not set)", c.secretRef(key))
+	}
+	if o := c.Service.OAuth; o.RefreshToken.Set() && !o.ClientID.Set() {
+		return c.errf("service.oauth.client_id", "a refresh token (%s) needs the OAuth client id and secret", o.RefreshToken.String())
+	}
+	if u := c.Service.OAuth.TokenURL; u != "" {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return c.errf("service.oauth.token_url", "%q is not an absolute http or https URL", u)
 		}
 	}
 	if c.Legacy.LoginDir == "" && (c.Legacy.Username != "" || c.Legacy.Password.Ref != "") {
@@ -700,6 +735,44 @@ func (c *Config) secretMissing(key string, s Secret) error {
 		return usagef("%s is not set: export the tenant's %s first", name, secretWhat(key))
 	}
 	return c.errf(key, "%s is not set: export it first", s.String())
+}
+
+// secretRef names the reference of a secret key, for messages.
+func (c *Config) secretRef(key string) string {
+	o := c.Service.OAuth
+	switch key {
+	case "service.oauth.client_id":
+		return o.ClientID.String()
+	case "service.oauth.client_secret":
+		return o.ClientSecret.String()
+	case "service.oauth.refresh_token":
+		return o.RefreshToken.String()
+	}
+	return key
+}
+
+// oauthClient reports whether the OAuth client (id and secret) is
+// configured: the access token is then refreshed.
+func (c *Config) oauthClient() bool {
+	return c.Service.OAuth.ClientID.Set() && c.Service.OAuth.ClientSecret.Set()
+}
+
+// tokenStore is the OAuth token store of the output folder.
+func (c *Config) tokenStore() *extract.FileTokenStore {
+	return &extract.FileTokenStore{Path: filepath.Join(c.Output.Dir, ".sepipe", "token.json")}
+}
+
+// newOAuth builds the access token source of the config's OAuth client.
+func (c *Config) newOAuth(log *slog.Logger) (*extract.OAuth, error) {
+	o := c.Service.OAuth
+	src, err := extract.NewOAuth(c.Service.TenantURL, extract.OAuthConfig{
+		ClientID: o.ClientID.Value.Reveal(), ClientSecret: o.ClientSecret.Value.Reveal(),
+		RefreshToken: o.RefreshToken.Value.Reveal(), TokenURL: o.TokenURL,
+	}, c.tokenStore(), extract.WithOAuthLogger(log))
+	if err != nil {
+		return nil, c.errf("service.oauth", "%v", err)
+	}
+	return src, nil
 }
 
 func secretWhat(key string) string {

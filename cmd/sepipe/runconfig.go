@@ -137,12 +137,27 @@ func parseLevel(s string) (slog.Level, error) {
 }
 
 // newClient builds the service client. needToken: the command reads
-// reports, so the access token must be set.
+// reports, so an access token must be had: a static one, or the OAuth
+// client with a refresh token (configured, or in the token store).
 func newClient(c *Config, log *slog.Logger, needToken bool, extra ...extract.Option) (*extract.Client, error) {
-	if needToken && !c.Credentials.AccessToken.Set() {
+	opts := append(c.clientOptions(), extract.WithLogger(log))
+	if c.oauthClient() {
+		src, err := c.newOAuth(log)
+		if err != nil {
+			return nil, err
+		}
+		if needToken && !c.Service.OAuth.RefreshToken.Set() {
+			if st, err := src.Status(); err != nil {
+				return nil, err
+			} else if st.Origin == extract.OriginNone {
+				return nil, usagef("no refresh token: export %s, or run `sepipe auth login` to store one in %s",
+					c.secretRef("service.oauth.refresh_token"), c.tokenStore())
+			}
+		}
+		opts = append(opts, extract.WithOAuth(src))
+	} else if needToken && !c.Credentials.AccessToken.Set() {
 		return nil, c.secretMissing("credentials.access_token", c.Credentials.AccessToken)
 	}
-	opts := append(c.clientOptions(), extract.WithLogger(log))
 	client, err := extract.New(c.Service.TenantURL, append(opts, extra...)...)
 	if err != nil {
 		if c.file != "" {
