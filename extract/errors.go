@@ -24,6 +24,11 @@ var (
 	// ErrRetriesExhausted: a retryable failure persisted until the retry
 	// budget ran out. The error also wraps the last cause.
 	ErrRetriesExhausted = errors.New("extract: retries exhausted")
+	// ErrQuotaExhausted: the service announced a request quota (window
+	// limit, remaining, reset) that is used up, or that would not cover
+	// the rest of a read, and the window does not reset within the retry
+	// budget's wait. Nothing was sent past the quota.
+	ErrQuotaExhausted = errors.New("extract: request quota exhausted")
 )
 
 // APIError is a non-success answer of the service. Both error body styles

@@ -74,6 +74,52 @@ func (w *Warehouse) StoredFields(ctx context.Context, object string) ([]extract.
 	return f, nil
 }
 
+// KnownObjects lists every object the warehouse has a schema of: the
+// streams earlier runs loaded.
+func (w *Warehouse) KnownObjects(ctx context.Context) ([]string, error) {
+	rows, err := w.db.QueryContext(ctx, `SELECT DISTINCT object FROM _sepipe_schemas ORDER BY object`)
+	if err != nil {
+		return nil, fmt.Errorf("list known objects: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var o string
+		if err := rows.Scan(&o); err != nil {
+			return nil, fmt.Errorf("list known objects: %w", err)
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}
+
+// Deferred lists the streams deferred on snapshot day date (a quota did
+// not cover them) that no later run of that day has committed: the
+// streams a run of that day continues.
+func (w *Warehouse) Deferred(ctx context.Context, date string) ([]string, error) {
+	rows, err := w.db.QueryContext(ctx, `
+		SELECT d.object FROM _sepipe_run_objects d JOIN _sepipe_runs r USING (run_id)
+		WHERE d.status = 'deferred' AND r.snapshot_date = CAST(? AS DATE)
+		AND NOT EXISTS (
+			SELECT 1 FROM _sepipe_run_objects c JOIN _sepipe_runs r2 USING (run_id)
+			WHERE c.object = d.object AND c.status = 'committed' AND r2.snapshot_date = r.snapshot_date
+			AND r2.started_at > r.started_at)
+		GROUP BY d.object ORDER BY d.object`, date)
+	if err != nil {
+		return nil, fmt.Errorf("list deferred streams of %s: %w", date, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var o string
+		if err := rows.Scan(&o); err != nil {
+			return nil, fmt.Errorf("list deferred streams of %s: %w", date, err)
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}
+
 // Pending is a run that committed but whose lake partitions may not all be
 // published (its process died in between).
 type Pending struct {

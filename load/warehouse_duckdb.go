@@ -80,7 +80,9 @@ CREATE TABLE IF NOT EXISTS _sepipe_rejects (
 
 // migrations bring a warehouse written by an older sepipe up to date.
 const migrations = `
-ALTER TABLE _sepipe_runs ADD COLUMN IF NOT EXISTS published BOOLEAN DEFAULT true;`
+ALTER TABLE _sepipe_runs ADD COLUMN IF NOT EXISTS published BOOLEAN DEFAULT true;
+ALTER TABLE _sepipe_run_objects ADD COLUMN IF NOT EXISTS status VARCHAR DEFAULT 'committed';
+ALTER TABLE _sepipe_run_objects ADD COLUMN IF NOT EXISTS reason VARCHAR;`
 
 // OpenWarehouse opens (creating if needed) the DuckDB file at path and
 // makes sure sepipe's bookkeeping tables exist.
@@ -233,6 +235,25 @@ type Run struct {
 	Status       string // "succeeded", "partial", "failed"
 	SnapshotDate string // YYYY-MM-DD
 	Error        string
+	// Others are the streams the run did not commit, each recorded in
+	// _sepipe_run_objects with its status and reason.
+	Others []StreamOutcome
+}
+
+// Statuses of a stream in _sepipe_run_objects.
+const (
+	StreamCommitted = "committed" // its data is in the warehouse
+	StreamFailed    = "failed"    // an error; its table keeps its last good data
+	StreamSkipped   = "skipped"   // the tenant is not entitled to its interface (403, or 404 for the whole base)
+	StreamDeferred  = "deferred"  // the request quota would not cover it; a later run continues it
+)
+
+// StreamOutcome is a stream a run did not commit: failed, skipped or
+// deferred, and why.
+type StreamOutcome struct {
+	Object string
+	Status string // StreamFailed, StreamSkipped or StreamDeferred
+	Reason string
 }
 
 // DuckDBType returns the DuckDB column type for an Arrow type.
@@ -318,11 +339,16 @@ func (w *Warehouse) Commit(ctx context.Context, run Run, tables []Table) error {
 		}
 		rowsPer[t.Object] = t.Rows
 		st := t.Stats
-		if _, err := tx.ExecContext(ctx, `INSERT INTO _sepipe_run_objects VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		if _, err := tx.ExecContext(ctx, `INSERT INTO _sepipe_run_objects
+			(run_id, object, rows, rejected_rows, pages, requests, retries, duration_ms, schema_version, files, status)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			run.ID, t.Object, t.Rows, st.RejectedRows, st.Pages, st.Requests, st.Retries,
-			st.Duration.Milliseconds(), schemas.SchemaVersion(t.Schema), len(t.Files)); err != nil {
+			st.Duration.Milliseconds(), schemas.SchemaVersion(t.Schema), len(t.Files), StreamCommitted); err != nil {
 			return &WriteError{Object: t.Object, Step: "record run object", Path: "_sepipe_run_objects", Err: err}
 		}
+	}
+	if err := insertOutcomes(ctx, tx, run); err != nil {
+		return err
 	}
 	if err := insertRun(ctx, tx, run, rowsPer, false); err != nil {
 		return err
@@ -336,7 +362,30 @@ func (w *Warehouse) Commit(ctx context.Context, run Run, tables []Table) error {
 // RecordFailure writes a run that did not commit data, so the history says
 // it was tried.
 func (w *Warehouse) RecordFailure(ctx context.Context, run Run) error {
-	return insertRun(ctx, w.db, run, nil, true)
+	tx, err := w.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("warehouse %s: begin: %w", w.path, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	if err := insertOutcomes(ctx, tx, run); err != nil {
+		return err
+	}
+	if err := insertRun(ctx, tx, run, nil, true); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// insertOutcomes records the streams a run did not commit.
+func insertOutcomes(ctx context.Context, db execer, run Run) error {
+	for _, o := range run.Others {
+		if _, err := db.ExecContext(ctx, `INSERT OR REPLACE INTO _sepipe_run_objects
+			(run_id, object, rows, rejected_rows, status, reason) VALUES (?, ?, 0, 0, ?, ?)`,
+			run.ID, o.Object, o.Status, o.Reason); err != nil {
+			return &WriteError{Object: o.Object, Step: "record run object", Path: "_sepipe_run_objects", Err: err}
+		}
+	}
+	return nil
 }
 
 type execer interface {

@@ -307,8 +307,11 @@ func stageCollection(ctx context.Context, src CollectionSource, lake load.Lake, 
 	cfg.Progress.ObjectStarted(name)
 	fail := func(step string, err error) *stagedObject {
 		so.err = &ObjectError{Object: name, Step: step, Err: err}
-		log.Error("collection failed", "collection", name, "step", step, "err", err)
-		cfg.Progress.ObjectDone(ObjectResult{Object: name, Err: so.err})
+		status := classify(name, err)
+		if status == StatusFailed {
+			log.Error("collection failed", "collection", name, "step", step, "err", err)
+		}
+		cfg.Progress.ObjectDone(ObjectResult{Object: name, Status: status, Err: so.err})
 		return so
 	}
 	sc := cfg.Streams[name]
@@ -410,7 +413,7 @@ func stageCollection(ctx context.Context, src CollectionSource, lake load.Lake, 
 	if mode == load.Merge && len(sc.PrimaryKey) == 0 {
 		so.table.PrimaryKey = []string{"id"}
 	}
-	so.result = ObjectResult{Object: name, Mode: mode, Rows: pw.Rows(), Pages: stats.Pages, Requests: stats.Requests,
+	so.result = ObjectResult{Object: name, Mode: mode, Status: StatusOK, Rows: pw.Rows(), Pages: stats.Pages, Requests: stats.Requests,
 		Retries: stats.Retries, Duration: dur, SchemaVersion: schemas.SchemaVersion(schema)}
 	log.Info("collection staged", "collection", name, "rows", pw.Rows(), "duration", dur.Round(time.Millisecond))
 	cfg.Progress.ObjectDone(so.result)
@@ -419,3 +422,7 @@ func stageCollection(ctx context.Context, src CollectionSource, lake load.Lake, 
 
 // isCollection reports whether a stream name is a collection.
 func isCollection(name string) bool { return slices.Contains(Collections, name) }
+
+// IsCollection reports whether a stream is a collection (not a report
+// object).
+func IsCollection(name string) bool { return isCollection(name) }

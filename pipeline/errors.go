@@ -32,19 +32,34 @@ func (e *ObjectError) Unwrap() error { return e.Err }
 // RunError is returned by Sync when one or more objects failed. Partial is
 // true when other objects were committed.
 type RunError struct {
-	RunID   string
-	Failed  []*ObjectError
-	Partial bool
+	RunID  string
+	Failed []*ObjectError
+	// Skipped are streams whose interface the tenant is not entitled to;
+	// Deferred are streams the request quota would not cover (a later run
+	// of the day continues them). Neither is a failure of sepipe, but the
+	// run is partial.
+	Skipped  []*ObjectError
+	Deferred []*ObjectError
+	Partial  bool
 }
 
 func (e *RunError) Error() string {
 	sort.Slice(e.Failed, func(i, j int) bool { return e.Failed[i].Object < e.Failed[j].Object })
-	msgs := make([]string, len(e.Failed))
-	for i, f := range e.Failed {
-		msgs[i] = f.Error()
+	var msgs []string
+	for _, f := range e.Failed {
+		msgs = append(msgs, f.Error())
+	}
+	for _, f := range e.Skipped {
+		msgs = append(msgs, "skipped "+f.Error())
+	}
+	for _, f := range e.Deferred {
+		msgs = append(msgs, "deferred "+f.Error())
 	}
 	what := "failed"
-	if e.Partial {
+	switch {
+	case e.Partial && len(e.Failed) == 0:
+		what = "is partial"
+	case e.Partial:
 		what = "partly failed"
 	}
 	return fmt.Sprintf("run %s %s: %s", e.RunID, what, strings.Join(msgs, "; "))
@@ -52,9 +67,11 @@ func (e *RunError) Error() string {
 
 // Unwrap exposes each object's error to errors.Is and errors.As.
 func (e *RunError) Unwrap() []error {
-	out := make([]error, len(e.Failed))
-	for i, f := range e.Failed {
-		out[i] = f
+	var out []error
+	for _, list := range [][]*ObjectError{e.Failed, e.Skipped, e.Deferred} {
+		for _, f := range list {
+			out = append(out, f)
+		}
 	}
 	return out
 }

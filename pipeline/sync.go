@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -154,7 +155,10 @@ type ObjectResult struct {
 	Since         string       // incremental: the cursor value read from, "" for a full read
 	UnknownFields []string     // keys the service sent that describe did not list
 	Files         []string     // published Parquet files
-	Err           error        // nil when the object committed
+	// Status is StatusOK when the stream committed, else StatusFailed,
+	// StatusSkipped or StatusDeferred, with Err saying why.
+	Status string
+	Err    error // nil when the object committed
 }
 
 // Result is a run's outcome.
@@ -187,13 +191,15 @@ func crash(point string) {
 
 // prior is what the warehouse knew before this run.
 type prior struct {
-	fields map[string][]extract.Field // effective fields per object
-	state  map[string]load.State
+	fields   map[string][]extract.Field // effective fields per object
+	state    map[string]load.State
+	known    []string // every stream earlier runs loaded
+	deferred []string // streams deferred earlier on the run's snapshot day and not committed since
 }
 
 // recover finishes what a dead run left and reads the warehouse's schemas
 // and state. It holds the warehouse open only for that.
-func recoverAndRead(ctx context.Context, lake load.Lake, objects []string, reset []string, lockWait time.Duration, log *slog.Logger) (*prior, error) {
+func recoverAndRead(ctx context.Context, lake load.Lake, objects []string, reset []string, day string, lockWait time.Duration, log *slog.Logger) (*prior, error) {
 	wh, err := load.OpenWarehouse(ctx, lake.WarehousePath(), load.WithLockWait(lockWait))
 	if err != nil {
 		return nil, err
@@ -226,6 +232,12 @@ func recoverAndRead(ctx context.Context, lake load.Lake, objects []string, reset
 		return nil, fmt.Errorf("clean staging in %s: %w", lake.Root, err)
 	}
 	pr := &prior{fields: map[string][]extract.Field{}, state: map[string]load.State{}}
+	if pr.known, err = wh.KnownObjects(ctx); err != nil {
+		return nil, err
+	}
+	if pr.deferred, err = wh.Deferred(ctx, day); err != nil {
+		return nil, err
+	}
 	for _, o := range objects {
 		if slices.Contains(reset, o) {
 			continue // full refresh: start from nothing
@@ -270,9 +282,13 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 
 	collections, reportObjects := splitStreams(cfg)
 	var objects []extract.Object
+	var reportingDenied error // the tenant may not use Coach reporting
 	if len(cfg.Objects) == 0 || len(reportObjects) > 0 {
 		if objects, err = selectObjects(ctx, src, reportObjects); err != nil {
-			return nil, err
+			if !notEntitled(err, true) {
+				return nil, err
+			}
+			reportingDenied, objects = err, nil
 		}
 	}
 	ids := make([]string, 0, len(objects)+len(collections))
@@ -290,9 +306,33 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	if err := checkStreams(cfg, ids); err != nil {
 		return nil, err
 	}
-	pr, err := recoverAndRead(ctx, lake, ids, cfg.FullRefresh, cfg.LockWait, log)
+	pr, err := recoverAndRead(ctx, lake, ids, cfg.FullRefresh, res.SnapshotDate, cfg.LockWait, log)
 	if err != nil {
 		return nil, err
+	}
+	var outs []outcome // streams that will not commit
+	if reportingDenied != nil {
+		names := reportObjects
+		if len(names) == 0 {
+			for _, k := range pr.known {
+				if !isCollection(k) {
+					names = append(names, k)
+				}
+			}
+		}
+		if len(names) == 0 {
+			names = []string{"(" + extract.IfaceReporting + ")"}
+		}
+		for _, n := range names {
+			outs = append(outs, outcome{object: n, status: StatusSkipped, err: &ObjectError{Object: n, Step: "list", Err: reportingDenied}})
+		}
+	}
+	// A run of a day on which a quota deferred streams continues them,
+	// unless it was told which streams to run.
+	if len(cfg.Objects) == 0 && len(pr.deferred) > 0 {
+		objects = slices.DeleteFunc(objects, func(o extract.Object) bool { return !slices.Contains(pr.deferred, o.ID) })
+		collections = slices.DeleteFunc(collections, func(c string) bool { return !slices.Contains(pr.deferred, c) })
+		log.Info("continuing the streams a quota deferred earlier today", "streams", pr.deferred)
 	}
 	log.Info("run started", "out", cfg.Out, "snapshot_date", res.SnapshotDate, "objects", len(ids))
 	defer lake.Discard(res.RunID) //nolint:errcheck // best effort; the next run cleans too
@@ -326,7 +366,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	runErr := &RunError{RunID: res.RunID}
 	for _, s := range staged {
 		if s.err != nil {
-			runErr.Failed = append(runErr.Failed, s.err)
+			outs = append(outs, outcome{object: s.object, status: classify(s.object, s.err), err: s.err})
 			continue
 		}
 		s.result.NewRows = -1
@@ -343,14 +383,31 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	}
 	defer wh.Close()
 	run := load.Run{ID: res.RunID, Started: started, SnapshotDate: res.SnapshotDate, Status: "succeeded"}
+	for _, o := range outs {
+		oe, ok := o.err.(*ObjectError)
+		if !ok {
+			oe = &ObjectError{Object: o.object, Step: "read", Err: o.err}
+		}
+		switch o.status {
+		case StatusSkipped:
+			runErr.Skipped = append(runErr.Skipped, oe)
+		case StatusDeferred:
+			runErr.Deferred = append(runErr.Deferred, oe)
+		default:
+			runErr.Failed = append(runErr.Failed, oe)
+		}
+		run.Others = append(run.Others, o.record())
+	}
+	warnNotEntitled(log, outs)
+	incomplete := len(outs) > 0
 	switch {
-	case len(runErr.Failed) > 0 && len(tables) == 0:
+	case incomplete && len(tables) == 0:
 		run.Status = "failed"
-	case len(runErr.Failed) > 0:
+	case incomplete:
 		run.Status = "partial"
 		runErr.Partial = true
 	}
-	if len(runErr.Failed) > 0 {
+	if incomplete {
 		run.Error = runErr.Error()
 	}
 	run.Finished = cfg.Now()
@@ -372,9 +429,11 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	// Publish the lake partitions of the committed objects. A death from
 	// here on is finished by the next run (recoverAndRead).
 	var published []string
+	for _, o := range outs {
+		res.Objects = append(res.Objects, ObjectResult{Object: o.object, Status: o.status, Err: o.err})
+	}
 	for _, s := range staged {
 		if s.err != nil {
-			res.Objects = append(res.Objects, ObjectResult{Object: s.object, Err: s.err})
 			continue
 		}
 		if err := lake.Publish(res.RunID, s.object, res.SnapshotDate); err != nil {
@@ -391,10 +450,32 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	sort.Slice(res.Objects, func(i, j int) bool { return res.Objects[i].Object < res.Objects[j].Object })
 	res.Finished = cfg.Now()
 	log.Info("run finished", "status", run.Status, "objects", len(tables), "duration", res.Finished.Sub(started).Round(time.Millisecond))
-	if len(runErr.Failed) > 0 {
+	if incomplete {
 		return res, runErr
 	}
 	return res, nil
+}
+
+// warnNotEntitled gives one warning per interface the tenant may not use.
+func warnNotEntitled(log *slog.Logger, outs []outcome) {
+	byIface := map[string][]string{}
+	first := map[string]error{}
+	for _, o := range outs {
+		if o.status != StatusSkipped {
+			continue
+		}
+		iface := streamInterface(o.object)
+		byIface[iface] = append(byIface[iface], o.object)
+		if first[iface] == nil {
+			first[iface] = o.err
+		}
+	}
+	for _, iface := range slices.Sorted(maps.Keys(byIface)) {
+		log.Warn(skippedNote(iface, byIface[iface], errors.Unwrap(first[iface])))
+	}
+	if d := streamsOf(outs, StatusDeferred); len(d) > 0 {
+		log.Warn("the request quota would not cover these streams; they keep their last good data and the next run of the day continues them", "streams", d)
+	}
 }
 
 // splitStreams separates the collections a run syncs from the report
@@ -499,8 +580,11 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 	cfg.Progress.ObjectStarted(id)
 	fail := func(step string, err error) *stagedObject {
 		so.err = &ObjectError{Object: id, Step: step, Err: err}
-		log.Error("object failed", "object", id, "step", step, "err", err)
-		cfg.Progress.ObjectDone(ObjectResult{Object: id, Err: so.err})
+		status := classify(id, err)
+		if status == StatusFailed {
+			log.Error("object failed", "object", id, "step", step, "err", err)
+		}
+		cfg.Progress.ObjectDone(ObjectResult{Object: id, Status: status, Err: so.err})
 		return so
 	}
 	sc := cfg.Streams[id]
@@ -589,7 +673,7 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		},
 	}
 	so.result = ObjectResult{
-		Object: id, Mode: mode, Diff: diff, Since: since, Rows: rows, RejectedRows: sink.rejectedRows,
+		Object: id, Mode: mode, Status: StatusOK, Diff: diff, Since: since, Rows: rows, RejectedRows: sink.rejectedRows,
 		Pages: stats.Pages, Requests: stats.Requests, Retries: stats.Retries,
 		Duration: dur, SchemaVersion: schemas.SchemaVersion(schema), UnknownFields: sink.unknown,
 	}

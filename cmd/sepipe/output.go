@@ -21,7 +21,10 @@ func printSummary(w io.Writer, res *pipeline.Result) {
 	fmt.Fprintln(tw, "STREAM\tMODE\tROWS\tNEW\tREJECTS\tPAGES\tREQUESTS\tDURATION\tSTATUS")
 	for _, o := range res.Objects {
 		status, mode := "ok", string(o.Mode)
-		if o.Err != nil {
+		switch {
+		case o.Status == pipeline.StatusSkipped, o.Status == pipeline.StatusDeferred:
+			status = o.Status
+		case o.Err != nil:
 			status = "FAILED"
 		}
 		if mode == "" {

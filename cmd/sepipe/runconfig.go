@@ -174,6 +174,13 @@ func newClient(c *Config, log *slog.Logger, needToken bool, extra ...extract.Opt
 // with their file and line.
 func selectRun(ctx context.Context, c *Config, client *extract.Client, flagObjects []string) (run, all []string, err error) {
 	objs, err := client.Objects(ctx)
+	// A tenant without Coach reporting (403) still syncs its other
+	// interfaces: the run skips the report objects and says why. Report
+	// object ids cannot be checked then.
+	reporting := true
+	if errors.Is(err, extract.ErrForbidden) || errors.Is(err, extract.ErrNotFound) {
+		reporting, err = false, nil
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("list report objects: %w", err)
 	}
@@ -182,7 +189,7 @@ func selectRun(ctx context.Context, c *Config, client *extract.Client, flagObjec
 		ids[i] = o.ID
 	}
 	ids = append(ids, c.collections()...)
-	have := func(id string) bool { return slices.Contains(ids, id) }
+	have := func(id string) bool { return slices.Contains(ids, id) || !reporting && !pipeline.IsCollection(id) }
 	unknown := func(id string) string {
 		msg := fmt.Sprintf("%v %q (the service has: %s)", pipeline.ErrUnknownObject, id, strings.Join(ids, ", "))
 		return msg
@@ -229,7 +236,7 @@ func selectRun(ctx context.Context, c *Config, client *extract.Client, flagObjec
 	}
 	for _, id := range check {
 		s, ok := c.Streams[id]
-		if !ok || len(s.Filters) == 0 {
+		if !ok || len(s.Filters) == 0 || !reporting && !pipeline.IsCollection(id) {
 			continue
 		}
 		fields, err := client.Describe(ctx, id)
