@@ -456,6 +456,8 @@ type reqInfo struct {
 	// noRetry: a GET that must not be repeated blindly (it creates
 	// something, e.g. an e-mailed auto-login token).
 	noRetry bool
+	// quota: the read's reservation of the request quota, if any.
+	quota *quotaReservation
 }
 
 func (r reqInfo) withDefaults() reqInfo {

@@ -340,6 +340,7 @@ func (c *Client) ReadObject(ctx context.Context, objectID string, q Query, fn Pa
 		r := &reader{c: c, object: objectID, q: q, size: q.ResultsPerPage, fn: fn, read: read,
 			seed: maphash.MakeSeed(), seen: map[uint64]int{}, keys: map[string]int{}}
 		err := r.run(ctx)
+		c.budget.releaseQuota(r.quota)
 		total = total.plus(r.stats())
 		ie, ok := err.(*IntegrityError)
 		if !ok {
@@ -380,6 +381,8 @@ type reader struct {
 	keys map[string]int // row key → page number
 
 	pages, rows, requests, retries, waited atomic.Int64
+
+	quota *quotaReservation // the request quota set aside for pages 2..N
 }
 
 func (r *reader) stats() ReadStats {
@@ -415,7 +418,7 @@ func (r *reader) fetch(ctx context.Context, n int) (PageInfo, error) {
 	// The page's JSON is checked once, by fn's decoder (or ResultKeys): a
 	// malformed page is fetched again, like a dropped connection.
 	for attempt := 1; ; attempt++ {
-		st, err := r.c.get(ctx, reqInfo{op: "query", object: r.object, page: n, params: params, decoderChecks: true}, u, buf)
+		st, err := r.c.get(ctx, reqInfo{op: "query", object: r.object, page: n, params: params, decoderChecks: true, quota: r.quota}, u, buf)
 		r.requests.Add(int64(st.attempts))
 		r.retries.Add(int64(st.retries()))
 		r.waited.Add(int64(st.waited))
@@ -580,6 +583,9 @@ func (r *reader) readKnown(ctx context.Context, first PageInfo) error {
 		return err
 	}
 	if n >= 2 {
+		if err := r.reserve(ctx, n-1); err != nil {
+			return err
+		}
 		if err := r.fetchRange(ctx, 2, n, check); err != nil {
 			return err
 		}
@@ -588,6 +594,24 @@ func (r *reader) readKnown(ctx context.Context, first PageInfo) error {
 		return r.integrity(total, got, "rows read do not add up to totalResults")
 	}
 	return nil
+}
+
+// reserve sets the request quota aside for the pages left, or fails the
+// read before it spends more when the quota cannot cover them and the
+// window does not reset within the wait a request may take.
+func (r *reader) reserve(ctx context.Context, pages int) error {
+	r.c.budget.releaseQuota(r.quota)
+	res, ok, free, reset := r.c.budget.reserveQuota(pages)
+	r.quota = res
+	if ok {
+		return nil
+	}
+	wait := max(reset.Sub(r.c.now()), 0)
+	if wait <= r.c.maxWait {
+		return nil // the pages wait for the window to reset
+	}
+	return &PageError{Object: r.object, Page: 2, Err: fmt.Errorf("%w: %d more pages to read, %d requests left until the window resets at %s (in %s)",
+		ErrQuotaExhausted, pages, free, reset.UTC().Format(time.RFC3339), wait.Round(time.Second))}
 }
 
 // pagesWithRows is the number of pages that hold rows: n, or 0 for an empty object.

@@ -77,6 +77,20 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 	mayHaveActed := false // an earlier attempt may have reached the service
 	var sleptUntil time.Time
 	for {
+		if ok, reset := c.budget.takeQuota(info.quota); !ok {
+			wait := max(reset.Sub(c.now()), 0)
+			if st.waited+wait > c.maxWait {
+				return st, fmt.Errorf("%s: %w: the window resets at %s, in %s, more than the %s a request may wait (requests.max_wait)",
+					info, ErrQuotaExhausted, reset.UTC().Format(time.RFC3339), wait.Round(time.Second), c.maxWait)
+			}
+			c.log.WarnContext(ctx, "request quota used up; waiting for the window to reset",
+				"interface", info.iface, "op", info.op, "object", info.object, "wait", wait.Round(time.Millisecond))
+			if err := c.sleep(ctx, wait); err != nil {
+				return st, context.Cause(ctx)
+			}
+			st.waited += wait
+			continue
+		}
 		sl, paused, err := c.budget.acquire(ctx, sleptUntil)
 		st.waited += paused
 		if err != nil {
@@ -105,6 +119,11 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 			c.budget.release(sl, outcomeOK)
 		}
 		c.logAttempt(ctx, info, u, resp.status, st.attempts, time.Since(start), err)
+		if q := parseQuotaHeaders(resp.header, c.now()); q.ok {
+			c.budget.observeQuota(q)
+		} else if resp.status == http.StatusTooManyRequests {
+			c.budget.observeQuota(parseQuotaMeta(buf.Bytes(), c.now()))
+		}
 		if ctx.Err() != nil {
 			return st, context.Cause(ctx)
 		}

@@ -1,0 +1,265 @@
+package extract
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The request quota: a service may limit requests per time window and
+// announce the limit, what is left and when the window resets. The client
+// reads it wherever it is given (X-RateLimit-Limit/-Remaining/-Reset, the
+// IETF RateLimit-Limit/-Remaining/-Reset fields and their combined
+// "RateLimit: limit=…, remaining=…, reset=…" form, and a JSON error body's
+// meta.rateLimit {limit, remaining, reset}), counts every request it sends
+// against it, and sends none past it: a request that would exceed it waits
+// for the window to reset when that is within the retry budget's wait, and
+// fails with ErrQuotaExhausted otherwise. A paged read that knows how many
+// pages are left reserves them (reserveQuota) and fails at once, before
+// spending anything more, when the quota cannot cover them.
+
+// Quota is the client's view of the service's announced request quota.
+type Quota struct {
+	Known     bool      // the service announced a quota that is in force
+	Limit     int       // requests per window (0 if not announced)
+	Remaining int       // requests left in the window, counting those sepipe sent since
+	Reset     time.Time // when the window resets
+	Reserved  int       // requests reserved by reads under way
+}
+
+// quotaState is guarded by budget.mu.
+type quotaState struct {
+	Quota
+}
+
+// quotaReservation is requests set aside for the rest of one read.
+type quotaReservation struct {
+	n int // guarded by budget.mu
+}
+
+// quotaInfo is one response's announcement; ok is false when it has none.
+type quotaInfo struct {
+	limit, remaining int
+	reset            time.Time
+	ok               bool
+}
+
+// parseQuotaHeaders reads the announcement of a response's headers.
+func parseQuotaHeaders(h http.Header, now time.Time) quotaInfo {
+	if h == nil {
+		return quotaInfo{}
+	}
+	var q quotaInfo
+	rem, remOK := headerInt(h, "X-RateLimit-Remaining", "RateLimit-Remaining")
+	lim, _ := headerInt(h, "X-RateLimit-Limit", "RateLimit-Limit")
+	reset, resetOK := time.Time{}, false
+	for _, name := range []string{"X-RateLimit-Reset", "RateLimit-Reset"} {
+		if v := h.Get(name); v != "" {
+			reset, resetOK = parseReset(v, now)
+			if resetOK {
+				break
+			}
+		}
+	}
+	if v := h.Get("RateLimit"); v != "" && !remOK {
+		// draft-ietf-httpapi-ratelimit-headers: limit=100, remaining=50, reset=30
+		for part := range strings.SplitSeq(v, ",") {
+			k, val, _ := strings.Cut(strings.TrimSpace(part), "=")
+			n, err := strconv.ParseInt(strings.TrimSpace(val), 10, 64)
+			if err != nil || n < 0 {
+				continue
+			}
+			switch strings.ToLower(strings.TrimSpace(k)) {
+			case "limit":
+				lim = int(min(n, 1<<31))
+			case "remaining", "r":
+				rem, remOK = int(min(n, 1<<31)), true
+			case "reset", "t":
+				reset, resetOK = now.Add(time.Duration(min(n, 86400))*time.Second), true
+			}
+		}
+	}
+	if !remOK || !resetOK {
+		return q
+	}
+	return quotaInfo{limit: lim, remaining: rem, reset: reset, ok: true}
+}
+
+// headerInt reads the first of names that holds a non-negative integer
+// (a structured value such as "600, 600;w=3600" gives its first number).
+func headerInt(h http.Header, names ...string) (int, bool) {
+	for _, name := range names {
+		v := strings.TrimSpace(h.Get(name))
+		if v == "" {
+			continue
+		}
+		if i := strings.IndexAny(v, ",;"); i >= 0 {
+			v = strings.TrimSpace(v[:i])
+		}
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+			return int(min(n, 1<<31)), true
+		}
+	}
+	return 0, false
+}
+
+// parseReset reads a reset as Unix seconds (large numbers), seconds from
+// now (small ones), an HTTP date or an RFC 3339 time. Resets more than a
+// day away are capped to a day.
+func parseReset(v string, now time.Time) (time.Time, bool) {
+	v = strings.Trim(strings.TrimSpace(v), `"`)
+	var t time.Time
+	if n, err := strconv.ParseFloat(v, 64); err == nil {
+		switch {
+		case n < 0:
+			return time.Time{}, false
+		case n > 1e9: // Unix seconds
+			t = time.Unix(int64(n), 0)
+		default:
+			t = now.Add(time.Duration(n * float64(time.Second)))
+		}
+	} else if d, err := http.ParseTime(v); err == nil {
+		t = d
+	} else if d, err := time.Parse(time.RFC3339, v); err == nil {
+		t = d
+	} else {
+		return time.Time{}, false
+	}
+	if t.After(now.Add(24 * time.Hour)) {
+		t = now.Add(24 * time.Hour)
+	}
+	return t, true
+}
+
+// parseQuotaMeta reads meta.rateLimit (or meta.ratelimit, meta.quota) of a
+// JSON body: numbers or numeric strings.
+func parseQuotaMeta(body []byte, now time.Time) quotaInfo {
+	var doc struct {
+		Meta map[string]json.RawMessage `json:"meta"`
+	}
+	if json.Unmarshal(body, &doc) != nil || doc.Meta == nil {
+		return quotaInfo{}
+	}
+	for _, key := range []string{"rateLimit", "ratelimit", "rate_limit", "quota"} {
+		raw, ok := doc.Meta[key]
+		if !ok {
+			continue
+		}
+		var m struct {
+			Limit     json.RawMessage `json:"limit"`
+			Remaining json.RawMessage `json:"remaining"`
+			Reset     json.RawMessage `json:"reset"`
+		}
+		if json.Unmarshal(raw, &m) != nil {
+			continue
+		}
+		rem, err := strconv.ParseInt(strings.Trim(string(m.Remaining), `" `), 10, 64)
+		if err != nil || rem < 0 {
+			continue
+		}
+		reset, ok := parseReset(string(m.Reset), now)
+		if !ok {
+			continue
+		}
+		lim, _ := strconv.ParseInt(strings.Trim(string(m.Limit), `" `), 10, 64)
+		return quotaInfo{limit: int(min(max(lim, 0), 1<<31)), remaining: int(min(rem, 1<<31)), reset: reset, ok: true}
+	}
+	return quotaInfo{}
+}
+
+// observeQuota takes a response's announcement. A later reset starts a new
+// window; within a window the lower count wins (sepipe counts what it
+// sent, another client of the tenant may have spent more).
+func (b *budget) observeQuota(q quotaInfo) {
+	if !q.ok {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := &b.quota
+	if !s.Known || q.reset.After(s.Reset.Add(time.Second)) {
+		s.Known, s.Limit, s.Remaining, s.Reset, s.Reserved = true, q.limit, q.remaining, q.reset, 0
+		return
+	}
+	s.Remaining = min(s.Remaining, q.remaining)
+	if q.limit > 0 {
+		s.Limit = q.limit
+	}
+}
+
+// expireQuota forgets a window that has reset. b.mu is held.
+func (b *budget) expireQuota(now time.Time) {
+	if b.quota.Known && !now.Before(b.quota.Reset) {
+		b.quota = quotaState{}
+	}
+}
+
+// takeQuota counts one request against the quota (from res when it holds
+// a reservation). When the quota is used up it returns ok false and when
+// the window resets.
+func (b *budget) takeQuota(res *quotaReservation) (ok bool, reset time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.expireQuota(b.now())
+	s := &b.quota
+	if res != nil && res.n > 0 {
+		res.n--
+		if s.Known {
+			s.Reserved = max(s.Reserved-1, 0)
+			s.Remaining--
+		}
+		return true, time.Time{}
+	}
+	if !s.Known {
+		return true, time.Time{}
+	}
+	if s.Remaining-s.Reserved < 1 {
+		return false, s.Reset
+	}
+	s.Remaining--
+	return true, time.Time{}
+}
+
+// reserveQuota sets n requests aside for the rest of a read. When the
+// quota cannot cover them it returns ok false, with what is free and when
+// the window resets; the caller decides whether to wait or give up.
+func (b *budget) reserveQuota(n int) (res *quotaReservation, ok bool, free int, reset time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.expireQuota(b.now())
+	s := &b.quota
+	res = &quotaReservation{}
+	if !s.Known || n <= 0 {
+		return res, true, 0, time.Time{}
+	}
+	free = s.Remaining - s.Reserved
+	if n > free {
+		return res, false, free, s.Reset
+	}
+	res.n = n
+	s.Reserved += n
+	return res, true, free, s.Reset
+}
+
+// releaseQuota gives back what a finished read did not use.
+func (b *budget) releaseQuota(res *quotaReservation) {
+	if res == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.quota.Known {
+		b.quota.Reserved = max(b.quota.Reserved-res.n, 0)
+	}
+	res.n = 0
+}
+
+// Quota reports the client's view of the service's request quota.
+func (c *Client) Quota() Quota {
+	c.budget.mu.Lock()
+	defer c.budget.mu.Unlock()
+	c.budget.expireQuota(c.now())
+	return c.budget.quota.Quota
+}

@@ -1,0 +1,159 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/pipeline"
+)
+
+var allCollections = []string{pipeline.StreamThemes, pipeline.StreamAssets, pipeline.StreamSubscriptions, pipeline.StreamDeliveryLogs}
+
+func statusOf(t *testing.T, out, run, object string) (status, reason string) {
+	t.Helper()
+	db := openWH(t, out)
+	status = scalar[string](t, db, `SELECT status FROM _sepipe_run_objects WHERE run_id = ? AND object = ?`, run, object)
+	reason = scalar[string](t, db, `SELECT coalesce(reason, '') FROM _sepipe_run_objects WHERE run_id = ? AND object = ?`, run, object)
+	return status, reason
+}
+
+// TestLimitedTokenSyncsWhatTheTenantMay: a token without the Coach licence
+// (reporting answers 403) still syncs assets, themes and the webhook
+// streams; the report objects are skipped, keep their last good data, and
+// the run is partial with the reason recorded.
+func TestLimitedTokenSyncsWhatTheTenantMay(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(20), servicetest.WithSeed(3))
+	defer srv.Close()
+	out := t.TempDir()
+	ctx := context.Background()
+	api := extract.WithAPIToken(srv.Service.APIToken())
+	if _, err := pipeline.Sync(ctx, client(t, srv.URL, srv.Service.AccessToken(), api), pipeline.Config{Out: out, Collections: allCollections, Now: clock(day1)}); err != nil {
+		t.Fatal(err)
+	}
+	coursesBefore := scalar[int64](t, openWH(t, out), `SELECT count(*) FROM course`)
+
+	res, err := pipeline.Sync(ctx, client(t, srv.URL, srv.Service.LimitedToken(), api), pipeline.Config{Out: out, Collections: allCollections, Now: clock(day1.Add(24 * time.Hour))})
+	var re *pipeline.RunError
+	if !errors.As(err, &re) || !re.Partial || len(re.Failed) != 0 {
+		t.Fatalf("limited token: %v, want a partial run with nothing failed", err)
+	}
+	if len(re.Skipped) != 5 {
+		t.Fatalf("skipped %d streams, want the 5 report objects: %v", len(re.Skipped), err)
+	}
+	if !errors.Is(err, extract.ErrForbidden) {
+		t.Errorf("the run error does not wrap the 403: %v", err)
+	}
+	for _, c := range allCollections {
+		if o := objectResult(t, res, c); o.Status != pipeline.StatusOK || o.Err != nil {
+			t.Errorf("%s: status %s, err %v; want committed", c, o.Status, o.Err)
+		}
+		if s, _ := statusOf(t, out, res.RunID, c); s != "committed" {
+			t.Errorf("%s recorded as %q", c, s)
+		}
+	}
+	for _, o := range []string{"course", "path", "curriculum", "user", "userCourseProgress"} {
+		if r := objectResult(t, res, o); r.Status != pipeline.StatusSkipped {
+			t.Errorf("%s: status %q, want skipped", o, r.Status)
+		}
+		s, reason := statusOf(t, out, res.RunID, o)
+		if s != "skipped" || !strings.Contains(reason, "403") || !strings.Contains(reason, "Coach") {
+			t.Errorf("%s recorded as %q (%s), want skipped naming the 403 and the Coach licence", o, s, reason)
+		}
+	}
+	db := openWH(t, out)
+	if n := scalar[int64](t, db, `SELECT count(*) FROM course`); n != coursesBefore || n == 0 {
+		t.Errorf("course holds %d rows after the skipped run, want its last good %d", n, coursesBefore)
+	}
+	if s := scalar[string](t, db, `SELECT status FROM _sepipe_runs WHERE run_id = ?`, res.RunID); s != "partial" {
+		t.Errorf("run status %q, want partial", s)
+	}
+}
+
+// TestTenantWithoutV4SkipsThemes: a plan without the sharing interface
+// skips themes and syncs everything else.
+func TestTenantWithoutV4SkipsThemes(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(20), servicetest.WithoutV4())
+	defer srv.Close()
+	out := t.TempDir()
+	res, err := pipeline.Sync(context.Background(), client(t, srv.URL, srv.Service.AccessToken()),
+		pipeline.Config{Out: out, Collections: []string{pipeline.StreamThemes, pipeline.StreamAssets}, Now: clock(day1)})
+	var re *pipeline.RunError
+	if !errors.As(err, &re) || !re.Partial || len(re.Skipped) != 1 || len(re.Failed) != 0 {
+		t.Fatalf("%v: want a partial run that skipped themes only", err)
+	}
+	if o := objectResult(t, res, pipeline.StreamThemes); o.Status != pipeline.StatusSkipped {
+		t.Errorf("themes: %s", o.Status)
+	}
+	for _, o := range []string{"course", "userCourseProgress", pipeline.StreamAssets} {
+		if r := objectResult(t, res, o); r.Status != pipeline.StatusOK {
+			t.Errorf("%s: %s %v", o, r.Status, r.Err)
+		}
+	}
+}
+
+// TestQuotaDefersThenNextRunContinues: a tenant whose request quota is
+// smaller than a full sync. sepipe draws no 429: the first run commits the
+// streams the quota covers and defers the rest, the next run of the day
+// (after the window reset) continues them, and the two together equal one
+// clean sync.
+func TestQuotaDefersThenNextRunContinues(t *testing.T) {
+	const users, seed = 40, 5
+	opts := []extract.Option{extract.WithPageSize(100), extract.WithConcurrency(2), extract.WithRetry(6, 300*time.Millisecond)}
+	ctx := context.Background()
+
+	clean := servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithSeed(seed))
+	defer clean.Close()
+	want := t.TempDir()
+	if _, err := pipeline.Sync(ctx, client(t, clean.URL, clean.Service.AccessToken(), opts...), pipeline.Config{Out: want, Collections: []string{pipeline.StreamAssets}, Now: clock(day1)}); err != nil {
+		t.Fatal(err)
+	}
+	full := int(clean.Service.Requests())
+	quota := full * 2 / 3
+
+	const window = 1500 * time.Millisecond
+	srv := servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithSeed(seed), servicetest.WithQuota(quota, window))
+	defer srv.Close()
+	got := t.TempDir()
+	// (Themes hold URLs on the server's own address, which differs between
+	// the two fakes; assets and the report objects do not.)
+	cfg := pipeline.Config{Out: got, Collections: []string{pipeline.StreamAssets}, Now: clock(day1)}
+	c := client(t, srv.URL, srv.Service.AccessToken(), opts...)
+	res, err := pipeline.Sync(ctx, c, cfg)
+	var re *pipeline.RunError
+	if !errors.As(err, &re) || !re.Partial || len(re.Deferred) == 0 || len(re.Failed) != 0 {
+		t.Fatalf("first run (quota %d of a %d-request sync): %v; want a partial run that deferred streams and failed none", quota, full, err)
+	}
+	if !errors.Is(err, extract.ErrQuotaExhausted) {
+		t.Errorf("the run error does not wrap ErrQuotaExhausted: %v", err)
+	}
+	deferred := map[string]bool{}
+	for _, d := range re.Deferred {
+		deferred[d.Object] = true
+		if s, reason := statusOf(t, got, res.RunID, d.Object); s != "deferred" || !strings.Contains(reason, "quota") {
+			t.Errorf("%s recorded as %q (%s)", d.Object, s, reason)
+		}
+	}
+	if q := c.Quota(); !q.Known || q.Limit != quota {
+		t.Errorf("client's view of the quota %+v, want the announced limit %d", q, quota)
+	}
+	time.Sleep(time.Until(c.Quota().Reset) + 100*time.Millisecond)
+
+	res2, err := pipeline.Sync(ctx, c, cfg)
+	if err != nil {
+		t.Fatalf("second run: %v", err)
+	}
+	for _, o := range res2.Objects {
+		if !deferred[o.Object] {
+			t.Errorf("the second run read %s, which the first committed; it should continue only the deferred %v", o.Object, deferred)
+		}
+	}
+	if n := srv.Service.QuotaRefused(); n != 0 {
+		t.Errorf("%d requests were answered 429 past the announced quota", n)
+	}
+	sameOutput(t, want, got)
+}
