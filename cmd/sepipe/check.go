@@ -28,8 +28,10 @@ func newCheckCmd(g *globals) *cobra.Command {
 		Use:   "check",
 		Short: "Try every configured credential against each interface",
 		Long: `Check tries each credential of the config against the interface it is for,
-with one small read each, and reports ok, failed (with the reason) or skipped
-(not configured):
+with one small read each, and reports ok, failed (with the reason), not
+entitled (the credential works but the tenant's licence, plan or role does not
+cover the interface: 403, or 404 for the whole interface; a sync skips its
+streams) or skipped (not configured):
 
   reporting  access token      GET /objects
   v3         access token      one page of assets
@@ -37,9 +39,11 @@ with one small read each, and reports ok, failed (with the reason) or skipped
   webhooks   API token         list subscriptions
   legacy     login_dir [+ username/password]   create a session
 
-The access token is required; the API token and the legacy login are checked
-when configured. Nothing is written. Exit code 1 if any check failed, so it
-fits a deployment pipeline or a monitoring probe.`,
+The access token (or the OAuth client that refreshes it) is required; the API
+token and the legacy login are checked when configured. Nothing is written
+except, with OAuth, the rotated tokens in the token store. Exit code 1 if any
+check failed (not entitled is not a failure), so it fits a deployment pipeline
+or a monitoring probe.`,
 		Example: `  sepipe check
   SEPIPE_ACCESS_TOKEN=... sepipe check --base-url https://acme.example.com`,
 		Args: cobra.NoArgs,
@@ -74,13 +78,22 @@ func runChecks(ctx context.Context, c *Config, client *extract.Client) []checkRe
 	try := func(iface, cred string, fn func() (string, error)) {
 		detail, err := fn()
 		r := checkResult{iface: iface, cred: cred, status: "ok", detail: detail}
-		if err != nil {
+		switch {
+		case err == nil:
+		case iface != extract.IfaceLegacy && (errors.Is(err, extract.ErrForbidden) || errors.Is(err, extract.ErrNotFound)):
+			// The credential works; the tenant's licence, plan or role
+			// does not cover this interface. A sync skips its streams.
+			r.status, r.detail = "not entitled", err.Error()+"; sync skips its streams"
+		default:
 			r.status, r.detail = "failed", err.Error()
 		}
 		out = append(out, r)
 	}
 	access := "access token " + c.Credentials.AccessToken.String()
-	if !c.Credentials.AccessToken.Set() {
+	if c.oauthClient() {
+		access = "OAuth client " + c.Service.OAuth.ClientID.String()
+	}
+	if !c.Credentials.AccessToken.Set() && !c.oauthClient() {
 		for _, iface := range []string{extract.IfaceReporting, extract.IfaceV3, extract.IfaceV4} {
 			out = append(out, checkResult{iface, access, "failed", c.Credentials.AccessToken.String() + " is not set"})
 		}

@@ -72,7 +72,10 @@ func TestBadInputExitCodes(t *testing.T) {
 		{"no token", "", []string{"sync", "--base-url", srv.URL}, exitUsage, "SEPIPE_ACCESS_TOKEN is not set", ""},
 		{"bad log level", "t", []string{"sync", "--base-url", srv.URL, "--log-level", "loud"}, exitUsage, `--log-level "loud"`, ""},
 		{"wrong token", "tok-xyz-123", []string{"sync", "--base-url", srv.URL, "--out", t.TempDir()}, exitFailed, "reporting access token", "check SEPIPE_ACCESS_TOKEN"},
-		{"no reporting role", servicetest.DefaultLimitedToken, []string{"sync", "--base-url", srv.URL, "--out", t.TempDir()}, exitFailed, "403", "Coach license"},
+		// No Coach licence: the other interfaces sync, reporting is skipped.
+		{"no reporting role", servicetest.DefaultLimitedToken, []string{"sync", "--base-url", srv.URL, "--out", t.TempDir()}, exitPartial, "Coach license", ""},
+		{"no reporting role, reporting only", servicetest.DefaultLimitedToken, []string{"sync", "--base-url", srv.URL, "--out", t.TempDir(), "--objects", "course"}, exitFailed, "skipped object \"course\"", ""},
+		{"no reporting role, assets only", servicetest.DefaultLimitedToken, []string{"sync", "--base-url", srv.URL, "--out", t.TempDir(), "--objects", "assets"}, exitOK, "", ""},
 		{"unknown object", servicetest.DefaultAccessToken, []string{"sync", "--base-url", srv.URL, "--out", t.TempDir(), "--objects", "coarse"}, exitUsage, `unknown report object "coarse"`, ""},
 		{"unwritable out", servicetest.DefaultAccessToken, []string{"sync", "--base-url", srv.URL, "--out", filepath.Join(notDir, "x")}, exitFailed, notDir, ""},
 		{"query without warehouse", "", []string{"query", "--out", t.TempDir(), "select 1"}, exitUsage, "no warehouse at", ""},

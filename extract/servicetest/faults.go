@@ -191,7 +191,8 @@ type faultState struct {
 
 	seq atomic.Int64 // data requests numbered by the fault layer
 
-	quota quotaState // WithQuota (quota.go)
+	quota   quotaState   // WithQuota (quota.go)
+	latency atomic.Int64 // WithLatency / SetLatency, nanoseconds
 
 	rateMu    sync.Mutex
 	winStart  time.Time
@@ -222,6 +223,7 @@ func newFaultState(cfg *config) *faultState {
 	f.wrap = fc.rateLimit > 0 || fc.failRate > 0 || fc.latency > 0 || fc.dropRate > 0 ||
 		fc.truncateRate > 0 || fc.tokenTTL > 0 || fc.quota > 0
 	f.schema.Store(fc.schemaDrift)
+	f.latency.Store(int64(fc.latency))
 	return f
 }
 
@@ -245,6 +247,11 @@ func (s *Service) Faults() FaultStats {
 
 // Faults returns the number of faults the server's Service injected so far.
 func (s *Server) Faults() FaultStats { return s.Service.Faults() }
+
+// SetLatency changes the latency added to each data request (WithLatency)
+// while the Service runs. It takes effect only when some fault option was
+// given at construction (the fault layer is off otherwise).
+func (s *Service) SetLatency(d time.Duration) { s.faults.latency.Store(int64(max(d, 0))) }
 
 // SetSchemaDrift switches the drifted reporting schema (WithSchemaDrift) on
 // or off while the Service runs, as a tenant whose schema changes between
@@ -308,7 +315,7 @@ func (s *Service) serveFaults(w http.ResponseWriter, r *http.Request, next http.
 	var n int64
 	if data {
 		n = f.seq.Add(1)
-		if d := f.cfg.latency; d > 0 {
+		if d := time.Duration(f.latency.Load()); d > 0 {
 			f.delayed.Add(1)
 			t := time.NewTimer(d)
 			select {

@@ -75,6 +75,7 @@ type oauthState struct {
 	used    map[string]bool   // refresh tokens already exchanged
 	access  map[string]issued // access tokens issued
 	stats   OAuthStats
+	ttl     time.Duration // SetTokenTTL; 0: WithTokenTTL or the default
 }
 
 func newOAuthState(s *Service) *oauthState {
@@ -103,10 +104,25 @@ func (s *Service) age(i issued) time.Duration {
 
 // issuedTTL is how long an access token from the endpoint lives.
 func (s *Service) issuedTTL() time.Duration {
+	s.oauth.mu.Lock()
+	d := s.oauth.ttl
+	s.oauth.mu.Unlock()
+	if d > 0 {
+		return d
+	}
 	if d := s.cfg.faults.tokenTTL; d > 0 {
 		return d
 	}
 	return defaultIssuedTTL
+}
+
+// SetTokenTTL changes the life of the access tokens the token endpoint
+// issues, those already issued included (0 restores WithTokenTTL's or the
+// default hour): a test makes a run outlive its token with it.
+func (s *Service) SetTokenTTL(d time.Duration) {
+	s.oauth.mu.Lock()
+	s.oauth.ttl = max(d, 0)
+	s.oauth.mu.Unlock()
 }
 
 // accessTokenState says whether tok is an access token the endpoint issued
@@ -182,6 +198,7 @@ func (s *Service) serveOAuthToken(w http.ResponseWriter, r *http.Request) {
 	}
 	rt := form.Get("refresh_token")
 	now := issued{real: time.Now(), tenant: s.snap.Load().now}
+	ttl := s.issuedTTL()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	i, live := o.refresh[rt]
@@ -218,7 +235,7 @@ func (s *Service) serveOAuthToken(w http.ResponseWriter, r *http.Request) {
 		TokenType    string `json:"token_type"`
 		ExpiresIn    int64  `json:"expires_in"`
 		RefreshToken string `json:"refresh_token"`
-	}{access, "bearer", int64(s.issuedTTL() / time.Second), refresh})
+	}{access, "bearer", int64((ttl + time.Second - 1) / time.Second), refresh})
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/load"
+)
+
+// oauthEnv points the CLI at the fake's OAuth client, with no static
+// access token.
+func oauthEnv(t *testing.T, srv *servicetest.Server) {
+	t.Setenv("SEPIPE_ACCESS_TOKEN", "")
+	t.Setenv("SEPIPE_OAUTH_CLIENT_ID", srv.Service.ClientID())
+	t.Setenv("SEPIPE_OAUTH_CLIENT_SECRET", srv.Service.ClientSecret())
+	t.Setenv("SEPIPE_REFRESH_TOKEN", srv.Service.RefreshToken())
+	t.Setenv("SEPIPE_API_TOKEN", srv.Service.APIToken())
+}
+
+// TestThirtyNightsUnattended runs 30 nightly syncs of a tenant whose
+// access tokens live an hour and whose refresh tokens rotate, its clock a
+// day further each night, one night slow enough to outlive its access
+// token, with nobody at the keyboard. Night 30's warehouse equals a clean
+// sync of night 30; the token store is 0600; no token or secret is in any
+// debug log line.
+func TestThirtyNightsUnattended(t *testing.T) {
+	if testing.Short() {
+		t.Skip("30 syncs")
+	}
+	const users, seed = 25, 11
+	srv := servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithSeed(seed), servicetest.WithTokenTTL(time.Hour))
+	defer srv.Close()
+	oauthEnv(t, srv)
+	out := t.TempDir()
+	store := filepath.Join(out, ".sepipe", "token.json")
+	secrets := map[string]bool{srv.Service.ClientSecret(): true, srv.Service.RefreshToken(): true}
+	var logs strings.Builder
+	args := []string{"sync", "-q", "--base-url", srv.URL, "--out", out, "--log-level", "debug", "--page-size", "60", "--rate", "1000"}
+	for night := 1; night <= 30; night++ {
+		if night > 1 {
+			srv.Service.Advance(24 * time.Hour)
+		}
+		before := srv.Service.OAuth().Refreshes
+		if night == 15 {
+			// A slow night: tokens live half a second, every request
+			// waits a tenth, so the sync outlives its access tokens.
+			srv.Service.SetTokenTTL(500 * time.Millisecond)
+			srv.Service.SetLatency(100 * time.Millisecond)
+		}
+		code, stdout, stderr := runCLI(t, args...)
+		if night == 15 {
+			srv.Service.SetTokenTTL(0)
+			srv.Service.SetLatency(0)
+			if n := srv.Service.OAuth().Refreshes - before; n < 2 {
+				t.Errorf("night 15 refreshed %d times; it was meant to outlive its access token", n)
+			}
+		}
+		logs.WriteString(stderr)
+		if code != exitOK {
+			t.Fatalf("night %d: exit %d\n%s\n%s", night, code, stdout, stderr)
+		}
+		b, err := os.ReadFile(store)
+		if err != nil {
+			t.Fatalf("night %d: token store: %v", night, err)
+		}
+		var st extract.StoredToken
+		if err := json.Unmarshal(b, &st); err != nil {
+			t.Fatal(err)
+		}
+		secrets[st.AccessToken], secrets[st.RefreshToken] = true, true
+	}
+	if s := srv.Service.OAuth(); s.Replays != 0 || s.Refused != 0 || s.Refreshes < 30 {
+		t.Errorf("token endpoint: %+v; want a refresh a night at least and nothing refused", s)
+	}
+	fi, err := os.Stat(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("token store mode %v, want 0600", fi.Mode().Perm())
+	}
+	if !strings.Contains(logs.String(), "level=DEBUG") {
+		t.Fatal("no debug log lines were written")
+	}
+	for s := range secrets {
+		if s != "" && strings.Contains(logs.String(), s) {
+			t.Errorf("a token or secret appears in the debug log")
+		}
+	}
+	if strings.Contains(string(mustRun(t, "auth", "status", "--base-url", srv.URL, "--out", out)), "none") {
+		t.Error("auth status finds no token after 30 nights")
+	}
+
+	// A clean sync of night 30, with a static token.
+	clean := servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithSeed(seed))
+	defer clean.Close()
+	clean.Service.Advance(29 * 24 * time.Hour)
+	t.Setenv("SEPIPE_OAUTH_CLIENT_ID", "")
+	t.Setenv("SEPIPE_OAUTH_CLIENT_SECRET", "")
+	t.Setenv("SEPIPE_REFRESH_TOKEN", "")
+	t.Setenv("SEPIPE_ACCESS_TOKEN", clean.Service.AccessToken())
+	t.Setenv("SEPIPE_API_TOKEN", clean.Service.APIToken())
+	want := t.TempDir()
+	mustRun(t, "sync", "-q", "--base-url", clean.URL, "--out", want, "--page-size", "60", "--rate", "1000")
+	sameTables(t, want, out, "themes") // themes hold URLs on each fake's own address
+}
+
+// sameTables compares every table of two warehouses of replace streams row
+// for row (sepipe's bookkeeping aside; of the countOnly tables only the
+// counts).
+func sameTables(t *testing.T, want, got string, countOnly ...string) {
+	t.Helper()
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, a := range [][2]string{{want, "ref"}, {got, "got"}} {
+		if _, err := db.Exec("ATTACH " + load.Literal(filepath.Join(a[0], "warehouse.duckdb")) + " AS " + a[1] + " (READ_ONLY)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := db.Query(`SELECT table_name FROM duckdb_tables() WHERE database_name = 'ref' AND NOT starts_with(table_name, '_sepipe') ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tables []string
+	for rows.Next() {
+		var n string
+		rows.Scan(&n)
+		tables = append(tables, n)
+	}
+	rows.Close()
+	if len(tables) < 5 {
+		t.Fatalf("reference warehouse has only %v", tables)
+	}
+	one := func(q string) int64 {
+		var n int64
+		if err := db.QueryRow(q).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return n
+	}
+	for _, tb := range tables {
+		a, b := "ref.main."+load.Ident(tb), "got.main."+load.Ident(tb)
+		if na, nb := one("SELECT count(*) FROM "+a), one("SELECT count(*) FROM "+b); na != nb {
+			t.Errorf("%s: %d rows, want %d", tb, nb, na)
+		}
+		skip := false
+		for _, c := range countOnly {
+			skip = skip || c == tb
+		}
+		if skip {
+			continue
+		}
+		for _, pair := range [][2]string{{a, b}, {b, a}} {
+			if n := one(fmt.Sprintf("SELECT count(*) FROM (SELECT * FROM %s EXCEPT ALL SELECT * FROM %s)", pair[0], pair[1])); n != 0 {
+				t.Errorf("%s: %d rows of %s are not in the other", tb, n, pair[0])
+			}
+		}
+	}
+}
+
+// TestLimitedTokenCheckAndSync: a tenant without the Coach licence. check
+// says reporting is not entitled and why; sync commits the other
+// interfaces, shows reporting as skipped and exits 3.
+func TestLimitedTokenCheckAndSync(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(10))
+	defer srv.Close()
+	t.Setenv("SEPIPE_ACCESS_TOKEN", srv.Service.LimitedToken())
+	t.Setenv("SEPIPE_API_TOKEN", srv.Service.APIToken())
+	for _, k := range []string{"SEPIPE_OAUTH_CLIENT_ID", "SEPIPE_OAUTH_CLIENT_SECRET", "SEPIPE_REFRESH_TOKEN"} {
+		t.Setenv(k, "")
+	}
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "check", "--base-url", srv.URL)
+	if code != exitOK {
+		t.Fatalf("check: exit %d (not entitled is not a failure)\n%s\n%s", code, stdout, stderr)
+	}
+	var line string
+	for _, l := range strings.Split(stdout, "\n") {
+		if strings.HasPrefix(l, "reporting") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "not entitled") || !strings.Contains(line, "Coach license") {
+		t.Errorf("check does not say why reporting is unavailable:\n%s", stdout)
+	}
+	for _, iface := range []string{"v3 ", "v4 ", "webhooks "} {
+		if !strings.Contains(stdout, iface) || strings.Contains(stdout, iface+" failed") {
+			t.Errorf("check of %s:\n%s", iface, stdout)
+		}
+	}
+	code, stdout, stderr = runCLI(t, "sync", "-q", "--base-url", srv.URL, "--out", out)
+	if code != exitPartial {
+		t.Fatalf("sync: exit %d, want %d\n%s\n%s", code, exitPartial, stdout, stderr)
+	}
+	if s := summaryCell(t, stdout, "(reporting)", "STATUS"); s != "skipped" {
+		t.Errorf("reporting shown as %q", s)
+	}
+	for _, c := range []string{"assets", "themes", "webhook_subscriptions", "webhook_delivery_logs"} {
+		if s := summaryCell(t, stdout, c, "STATUS"); s != "ok" {
+			t.Errorf("%s shown as %q", c, s)
+		}
+	}
+	if n := strings.Count(stderr, "reporting interface not available"); n != 1 {
+		t.Errorf("%d warnings about reporting, want one:\n%s", n, stderr)
+	}
+	if got := queryOne(t, out, "SELECT count(*) FROM assets"); got == "0" {
+		t.Error("no assets were committed")
+	}
+	if got := queryOne(t, out, "SELECT status || ':' || (reason LIKE '%Coach%') FROM _sepipe_run_objects WHERE object = '(reporting)'"); got != "skipped:true" {
+		t.Errorf("_sepipe_run_objects says %q", got)
+	}
+}
