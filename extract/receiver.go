@@ -195,7 +195,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodPost:
 		if r.ContentLength > rc.maxBody {
-			rc.refuse(w, r, http.StatusRequestEntityTooLarge, "body larger than the limit")
+			rc.tooLarge(w, r)
 			return
 		}
 		b, err := io.ReadAll(io.LimitReader(r.Body, rc.maxBody+1))
@@ -204,7 +204,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if int64(len(b)) > rc.maxBody {
-			rc.refuse(w, r, http.StatusRequestEntityTooLarge, "body larger than the limit")
+			rc.tooLarge(w, r)
 			return
 		}
 		signed = b
@@ -256,6 +256,20 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	io.WriteString(w, `{"status":"accepted"}`+"\n")
+}
+
+// maxDrain is how much of an oversized body the receiver reads and
+// discards before it answers 413: a sender that writes its whole body
+// before reading the answer then gets the 413, not a connection reset
+// (which it would retry for ever). Past it the connection is closed.
+const maxDrain = 16 << 20
+
+// tooLarge answers 413 to an oversized delivery after draining what the
+// sender still writes (up to maxDrain), and closes the connection.
+func (rc *Receiver) tooLarge(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxDrain))
+	w.Header().Set("Connection", "close")
+	rc.refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than the limit of %d bytes", rc.maxBody))
 }
 
 func (rc *Receiver) refuse(w http.ResponseWriter, r *http.Request, status int, why string) {

@@ -1,6 +1,7 @@
 package extract_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/hmac"
@@ -10,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -306,5 +308,54 @@ func TestReceiverAgainstFake(t *testing.T) {
 				t.Errorf("%s: event %s: %+v", s.Method, l.EventID, ev)
 			}
 		}
+	}
+}
+
+// TestOversizedDeliveryGets413NotAReset: a sender that writes its whole
+// 8 MiB body before reading the answer reads a 413, not a connection reset
+// (which senders retry for ever), over a real connection.
+func TestOversizedDeliveryGets413NotAReset(t *testing.T) {
+	for _, chunked := range []bool{false, true} {
+		t.Run(fmt.Sprintf("chunked=%v", chunked), func(t *testing.T) {
+			rc, err := extract.NewReceiver(newMemSink(), []string{rKey})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(rc)
+			defer srv.Close()
+			conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			body := bytes.Repeat([]byte("x"), 8<<20)
+			var req bytes.Buffer
+			fmt.Fprintf(&req, "POST /hook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n")
+			if chunked {
+				fmt.Fprintf(&req, "Transfer-Encoding: chunked\r\n\r\n%x\r\n", len(body))
+			} else {
+				fmt.Fprintf(&req, "Content-Length: %d\r\n\r\n", len(body))
+			}
+			conn.SetDeadline(time.Now().Add(30 * time.Second))
+			if _, err := conn.Write(req.Bytes()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := conn.Write(body); err != nil {
+				t.Fatalf("writing the body: %v (the receiver closed the connection before the sender finished)", err)
+			}
+			if chunked {
+				if _, err := conn.Write([]byte("\r\n0\r\n\r\n")); err != nil {
+					t.Fatalf("writing the last chunk: %v", err)
+				}
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("reading the answer: %v (want a 413)", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusRequestEntityTooLarge {
+				t.Fatalf("status %d, want 413", resp.StatusCode)
+			}
+		})
 	}
 }

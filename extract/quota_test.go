@@ -1,0 +1,98 @@
+package extract
+
+import (
+	"net/http"
+	"testing"
+	"time"
+)
+
+func TestParseQuotaVariants(t *testing.T) {
+	now := time.Date(2026, 11, 25, 4, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name   string
+		h      http.Header
+		body   string
+		rem    int
+		reset  time.Time
+		wantOK bool
+	}{
+		{"x-ratelimit epoch", http.Header{"X-Ratelimit-Limit": {"600"}, "X-Ratelimit-Remaining": {"12"}, "X-Ratelimit-Reset": {"1795579200"}}, "", 12, time.Unix(1795579200, 0), true},
+		{"ietf delta", http.Header{"Ratelimit-Limit": {"600, 600;w=3600"}, "Ratelimit-Remaining": {"7"}, "Ratelimit-Reset": {"30"}}, "", 7, now.Add(30 * time.Second), true},
+		{"combined field", http.Header{"Ratelimit": {"limit=100, remaining=50, reset=5"}}, "", 50, now.Add(5 * time.Second), true},
+		{"http date reset", http.Header{"X-Ratelimit-Remaining": {"3"}, "X-Ratelimit-Reset": {now.Add(time.Minute).Format(http.TimeFormat)}}, "", 3, now.Add(time.Minute), true},
+		{"no reset", http.Header{"X-Ratelimit-Remaining": {"3"}}, "", 0, time.Time{}, false},
+		{"garbage", http.Header{"X-Ratelimit-Remaining": {"lots"}, "X-Ratelimit-Reset": {"soon"}}, "", 0, time.Time{}, false},
+		{"meta numbers", nil, `{"response":{"code":4290},"meta":{"rateLimit":{"limit":600,"remaining":0,"reset":1795579200}}}`, 0, time.Unix(1795579200, 0), true},
+		{"meta strings", nil, `{"meta":{"ratelimit":{"limit":"600","remaining":"4","reset":"2026-11-25T04:10:00Z"}}}`, 4, now.Add(10 * time.Minute), true},
+		{"meta absent", nil, `{"meta":{"count":3}}`, 0, time.Time{}, false},
+		{"far reset capped", http.Header{"X-Ratelimit-Remaining": {"1"}, "X-Ratelimit-Reset": {"4102444800"}}, "", 1, now.Add(24 * time.Hour), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			q := parseQuotaHeaders(tc.h, now)
+			if tc.body != "" {
+				q = parseQuotaMeta([]byte(tc.body), now)
+			}
+			if q.ok != tc.wantOK || q.ok && (q.remaining != tc.rem || !q.reset.Equal(tc.reset)) {
+				t.Fatalf("got %+v, want ok=%v remaining %d reset %s", q, tc.wantOK, tc.rem, tc.reset)
+			}
+		})
+	}
+}
+
+func TestQuotaBudgetNeverSendsPastRemaining(t *testing.T) {
+	now := time.Date(2026, 11, 25, 4, 0, 0, 0, time.UTC)
+	b := newBudget(nil, 4, 10, func() time.Time { return now }, nil)
+	b.observeQuota(quotaInfo{limit: 10, remaining: 5, reset: now.Add(time.Minute), ok: true})
+	res, ok, free, _ := b.reserveQuota(3)
+	if !ok || free != 5 {
+		t.Fatalf("reserve 3 of 5: ok=%v free=%d", ok, free)
+	}
+	if _, ok, free, _ := b.reserveQuota(3); ok || free != 2 {
+		t.Fatalf("a second reservation of 3 with 2 free: ok=%v free=%d", ok, free)
+	}
+	taken := 0
+	for range 10 {
+		if ok, _ := b.takeQuota(nil); ok {
+			taken++
+		}
+	}
+	if taken != 2 {
+		t.Fatalf("unreserved requests took %d, want the 2 not reserved", taken)
+	}
+	for i := range 3 {
+		if ok, _ := b.takeQuota(res); !ok {
+			t.Fatalf("reserved request %d refused", i)
+		}
+	}
+	if ok, reset := b.takeQuota(res); ok || !reset.Equal(now.Add(time.Minute)) {
+		t.Fatalf("past the quota: ok=%v reset %s", ok, reset)
+	}
+	// A later answer of the same window can only lower what is left; a
+	// new window starts afresh.
+	b.observeQuota(quotaInfo{limit: 10, remaining: 9, reset: now.Add(time.Minute), ok: true})
+	if q := b.quota; q.Remaining != 0 {
+		t.Fatalf("same window raised remaining to %d", q.Remaining)
+	}
+	now = now.Add(time.Minute)
+	if ok, _ := b.takeQuota(nil); !ok {
+		t.Fatal("the window reset but the request was refused")
+	}
+}
+
+// TestShortCredentialDoesNotGarbleMessages: redaction is a last guard for
+// values of 8 characters or more; a one-letter token leaves text whole.
+func TestShortCredentialDoesNotGarbleMessages(t *testing.T) {
+	c, err := New("http://127.0.0.1:1", WithAccessToken("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := "the access token is invalid or has expired"
+	if got := c.scrub(msg); got != msg {
+		t.Fatalf("scrub garbled %q into %q", msg, got)
+	}
+	c2, _ := New("http://127.0.0.1:1", WithAccessToken("tok-SECRET-4f1c9a"))
+	if got := c2.scrub("sent tok-SECRET-4f1c9a"); got != "sent REDACTED" {
+		t.Fatalf("a long token was not redacted: %q", got)
+	}
+}
