@@ -22,15 +22,25 @@
 //     bodies cut short) within a budget of attempts and total wait; never
 //     retries a create or update once it may have reached the service
 //     (*UncertainError says whether it may have taken effect); refreshes an
-//     expired access token once (WithTokenSource); turns both error body
-//     styles into *APIError naming the credential on 401/403.
+//     expired access token once (WithOAuth, WithTokenSource); turns both
+//     error body styles into *APIError naming the credential on 401/403;
+//   - refreshes OAuth 2.0 access tokens (oauth.go, with golang.org/x/oauth2)
+//     before they expire and on a 401, keeping the rotating refresh token
+//     in a TokenStore (FileTokenStore: one 0600 file, replaced atomically,
+//     locked around a refresh across processes);
+//   - honours an announced request quota (quota.go): X-RateLimit-* and
+//     RateLimit-* headers and a 429 body's meta.rateLimit; it never sends
+//     past the quota, waits for a reset within the retry budget's wait, and
+//     fails with ErrQuotaExhausted otherwise; a report object's read
+//     reserves the requests for its remaining pages first;
+//   - receives webhook deliveries (Receiver): signature, timestamp and size
+//     checks, then an EventSink.
 //
 // What it does not do:
 //   - it does not decode report rows or map field types (schemas and
 //     transform own that);
-//   - it does not obtain OAuth tokens (WithTokenSource gives it a way to
-//     ask for one);
-//   - it does not write anything or keep state between runs.
+//   - it writes nothing and keeps no state between runs but the OAuth
+//     token store it is given.
 //
 // Credentials (tokens, passwords, session keys and ids, tickets, signature
 // keys) never appear in errors or logs: URLs are logged only through

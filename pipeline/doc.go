@@ -16,7 +16,11 @@
 //
 // An object that fails does not stop the others: the run commits what
 // succeeded, records the failure, and Sync returns a *RunError listing each
-// object's error. A cancelled context stops every worker and leaves the
+// object's error. A stream whose interface the tenant is not entitled to
+// (403, or 404 for a whole collection) is skipped, and one the announced
+// request quota would not cover is deferred (extract.ErrQuotaExhausted);
+// both are recorded with their reason and make the run partial, and a
+// later run of the same snapshot day reads only the deferred streams. A cancelled context stops every worker and leaves the
 // warehouse and lake as they were. One run at a time may use an output
 // folder (a lock file says who holds it).
 package pipeline
