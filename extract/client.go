@@ -39,10 +39,12 @@ const (
 	defaultRecoverRun  = 10
 	defaultBackoffBase = 250 * time.Millisecond
 	defaultBackoffCap  = 30 * time.Second
-	defaultHTTPTimeout = 5 * time.Minute
-	// maxBodyBytes bounds one response body; a larger body is an error, not
-	// a truncation.
-	maxBodyBytes = 512 << 20
+	// DefaultTimeout bounds connecting, waiting for response headers and
+	// a stall between body bytes of one attempt (WithTimeout).
+	DefaultTimeout = 60 * time.Second
+	// DefaultMaxResponseBytes bounds one response body
+	// (WithMaxResponseBytes); a larger body is an error, not a truncation.
+	DefaultMaxResponseBytes = 64 << 20
 	// maxPooledBytes: larger buffers are dropped instead of pooled.
 	maxPooledBytes = 16 << 20
 )
@@ -81,6 +83,8 @@ type Client struct {
 
 	baseOpts [3]string // legacy, v4, webhooks URLs given by options
 
+	timeout     time.Duration // WithTimeout
+	maxBody     int64         // WithMaxResponseBytes
 	concurrency int
 	maxInFlight int // 0: concurrency
 	recoverRun  int // successes before the adaptive limit grows by one
@@ -190,8 +194,9 @@ func WithHealing(n int) Option {
 	}
 }
 
-// WithHTTPClient sets the HTTP client (transport, per-attempt timeout).
-// The default has a 5 minute timeout per attempt.
+// WithHTTPClient sets the HTTP client (its transport). The client keeps
+// its own rules on top: the stall timeout (WithTimeout) and no redirect to
+// another origin.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) {
 		if hc == nil {
@@ -200,6 +205,70 @@ func WithHTTPClient(hc *http.Client) Option {
 		}
 		c.hc = hc
 	}
+}
+
+// WithTimeout bounds one attempt's waits: connecting, the response
+// headers, and any stall between body bytes (a large body that keeps
+// arriving is not cut). With WithRetry's attempts and total wait it bounds
+// how long a stream waits on a server that never answers. Default 60 s.
+func WithTimeout(d time.Duration) Option {
+	return func(c *Client) {
+		if d <= 0 {
+			c.optErrs = append(c.optErrs, fmt.Errorf("WithTimeout(%s): want more than 0", d))
+			return
+		}
+		c.timeout = d
+	}
+}
+
+// WithMaxResponseBytes bounds one response body: a larger one fails its
+// request (ErrResponseTooLarge, not retried) instead of being held in
+// memory. Default 64 MiB.
+func WithMaxResponseBytes(n int64) Option {
+	return func(c *Client) {
+		if n < 1 {
+			c.optErrs = append(c.optErrs, fmt.Errorf("WithMaxResponseBytes(%d): want at least 1", n))
+			return
+		}
+		c.maxBody = n
+	}
+}
+
+// ErrCrossOriginRedirect: the service redirected a request to another
+// origin (scheme, host or port). The client does not follow it, so no
+// credential leaves for a server that was not configured.
+var ErrCrossOriginRedirect = errors.New("extract: redirect to another origin refused")
+
+// sameOriginOnly is the clients' redirect rule: follow a redirect (at most
+// 10) only within the origin of the first request, credentials included.
+func sameOriginOnly(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	first := via[0].URL
+	if !strings.EqualFold(req.URL.Scheme, first.Scheme) || !strings.EqualFold(req.URL.Host, first.Host) {
+		return fmt.Errorf("%w: %s to %s", ErrCrossOriginRedirect, RedactURL(first), RedactURL(req.URL))
+	}
+	return nil
+}
+
+// newHTTPClient is the default HTTP client: connect and TLS bounded by the
+// timeout, same-origin redirects only; the stall timer of each attempt
+// bounds the rest.
+func newHTTPClient(timeout time.Duration) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext
+	tr.TLSHandshakeTimeout = timeout
+	return &http.Client{Transport: tr, CheckRedirect: sameOriginOnly}
+}
+
+// HTTPClient returns an HTTP client with the client's transport, timeout
+// and redirect rule, for requests the Client does not make itself (the
+// OAuth token endpoint).
+func (c *Client) HTTPClient() *http.Client {
+	hc := *c.hc
+	hc.Timeout = c.timeout
+	return &hc
 }
 
 // WithRateLimit sets the one limiter shared by every request of the client,
@@ -303,7 +372,8 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	c := &Client{
 		base:        u,
 		reporting:   &rep,
-		hc:          &http.Client{Timeout: defaultHTTPTimeout},
+		timeout:     DefaultTimeout,
+		maxBody:     DefaultMaxResponseBytes,
 		limiter:     rate.NewLimiter(DefaultRateLimit, DefaultBurst),
 		log:         slog.New(slog.DiscardHandler),
 		concurrency: DefaultConcurrency,
@@ -319,6 +389,13 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.hc == nil {
+		c.hc = newHTTPClient(c.timeout)
+	} else {
+		hc := *c.hc // a copy: the caller's client is not changed
+		hc.CheckRedirect = sameOriginOnly
+		c.hc = &hc
 	}
 	defaults := [3]string{u.String(), u.String() + "/v4", u.String() + "/webhooks/v1"}
 	names := [3]string{"legacy", "v4", "webhook"}
@@ -488,8 +565,9 @@ type response struct {
 	header http.Header
 }
 
-// errBodyTooLarge is not retried.
-var errBodyTooLarge = fmt.Errorf("response body larger than %d bytes", maxBodyBytes)
+// ErrResponseTooLarge: a response body is larger than the client's limit
+// (WithMaxResponseBytes). Not retried.
+var ErrResponseTooLarge = errors.New("extract: response body too large")
 
 // transportError is a failure to get a complete response; retryable unless
 // the context ended.
@@ -505,7 +583,15 @@ func (e *transportError) Unwrap() error { return e.err }
 // when the connection could not be made and no header was written.
 func (c *Client) attempt(ctx context.Context, info reqInfo, u *url.URL, bearer string, buf *bytes.Buffer) (r response, sent bool, err error) {
 	var wrote atomic.Bool
-	tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+	// One timer bounds connecting, the wait for headers and every stall
+	// between body bytes; each read of the body re-arms it.
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stall := time.AfterFunc(c.timeout, func() {
+		cancel(fmt.Errorf("%w: no answer for %s (requests.timeout)", errStalled, c.timeout))
+	})
+	defer stall.Stop()
+	tctx := httptrace.WithClientTrace(actx, &httptrace.ClientTrace{
 		WroteHeaders: func() { wrote.Store(true) },
 	})
 	var body io.Reader
@@ -526,6 +612,9 @@ func (c *Client) attempt(ctx context.Context, info reqInfo, u *url.URL, bearer s
 	req.Header.Set("User-Agent", "sepipe/"+version)
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		if cause := context.Cause(actx); errors.Is(cause, errStalled) && ctx.Err() == nil {
+			err = cause
+		}
 		sent = wrote.Load() || !isDialError(err)
 		// url.Error carries the raw URL; rebuild it redacted.
 		var ue *url.Error
@@ -536,18 +625,50 @@ func (c *Client) attempt(ctx context.Context, info reqInfo, u *url.URL, bearer s
 	}
 	defer resp.Body.Close()
 	buf.Reset()
-	if resp.ContentLength > 0 && resp.ContentLength <= maxBodyBytes {
+	if resp.ContentLength > c.maxBody {
+		return response{status: resp.StatusCode, header: resp.Header}, true, c.tooLarge(resp.ContentLength)
+	}
+	if resp.ContentLength > 0 {
 		buf.Grow(int(resp.ContentLength))
 	}
-	_, err = buf.ReadFrom(io.LimitReader(resp.Body, maxBodyBytes+1))
+	stall.Reset(c.timeout)
+	_, err = buf.ReadFrom(io.LimitReader(stallReader{resp.Body, stall, c.timeout}, c.maxBody+1))
 	r = response{status: resp.StatusCode, header: resp.Header}
 	if err != nil {
+		if cause := context.Cause(actx); errors.Is(cause, errStalled) && ctx.Err() == nil {
+			err = cause
+		}
 		return r, true, &transportError{err: fmt.Errorf("reading body after %d bytes: %w", buf.Len(), err)}
 	}
-	if buf.Len() > maxBodyBytes {
-		return r, true, errBodyTooLarge
+	if int64(buf.Len()) > c.maxBody {
+		return r, true, c.tooLarge(-1)
 	}
 	return r, true, nil
+}
+
+func (c *Client) tooLarge(length int64) error {
+	if length > 0 {
+		return fmt.Errorf("%w: %d bytes announced, more than the limit of %d (requests.max_response_bytes)", ErrResponseTooLarge, length, c.maxBody)
+	}
+	return fmt.Errorf("%w: more than the limit of %d bytes (requests.max_response_bytes)", ErrResponseTooLarge, c.maxBody)
+}
+
+// errStalled: an attempt got no byte for the timeout.
+var errStalled = errors.New("stalled")
+
+// stallReader re-arms the stall timer on every read that brings bytes.
+type stallReader struct {
+	r     io.Reader
+	timer *time.Timer
+	d     time.Duration
+}
+
+func (s stallReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 {
+		s.timer.Reset(s.d)
+	}
+	return n, err
 }
 
 // isDialError reports a failure to connect (refused, DNS, unreachable),

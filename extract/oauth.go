@@ -75,7 +75,8 @@ type OAuth struct {
 type OAuthOption func(*OAuth)
 
 // WithOAuthHTTPClient sets the HTTP client of the token endpoint (default:
-// one with a 60 s timeout).
+// connect and response headers bounded by DefaultTimeout, same-origin
+// redirects only; Client.HTTPClient gives one with a client's settings).
 func WithOAuthHTTPClient(hc *http.Client) OAuthOption {
 	return func(o *OAuth) {
 		if hc != nil {
@@ -125,7 +126,7 @@ func NewOAuth(tenantURL string, cfg OAuthConfig, store TokenStore, opts ...OAuth
 		},
 		seed:   cfg.RefreshToken,
 		store:  store,
-		hc:     &http.Client{Timeout: 60 * time.Second},
+		hc:     newHTTPClient(DefaultTimeout),
 		margin: DefaultExpiryMargin,
 		now:    time.Now,
 		log:    slog.New(slog.DiscardHandler),

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // ErrNoWarehouse is wrapped by OpenReadOnly when the file does not exist.
@@ -42,4 +43,32 @@ func (w *Warehouse) HasTable(ctx context.Context, object string) (bool, error) {
 	var n int
 	err := w.db.QueryRowContext(ctx, `SELECT count(*) FROM duckdb_tables() WHERE schema_name = current_schema() AND table_name = ?`, object).Scan(&n)
 	return n > 0, err
+}
+
+// OpenSandboxed opens an existing warehouse read-only for SQL that a
+// person or a page supplies (sepipe query): DuckDB's external access is
+// off and the configuration locked, so the SQL cannot read or write files
+// (COPY ... TO, read_text, ATTACH) other than the lake under lakeDir, which
+// the history views read. Like OpenReadOnly it creates nothing.
+func OpenSandboxed(ctx context.Context, path, lakeDir string) (*Warehouse, error) {
+	wh, err := OpenReadOnly(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(lakeDir)
+	if err != nil {
+		wh.Close()
+		return nil, fmt.Errorf("warehouse %s: lake %s: %w", path, lakeDir, err)
+	}
+	for _, q := range []string{
+		"SET allowed_directories = [" + Literal(dir+string(filepath.Separator)) + "]",
+		"SET enable_external_access = false",
+		"SET lock_configuration = true",
+	} {
+		if _, err := wh.db.ExecContext(ctx, q); err != nil {
+			wh.Close()
+			return nil, fmt.Errorf("warehouse %s: sandbox (%s): %w", path, q, err)
+		}
+	}
+	return wh, nil
 }

@@ -107,6 +107,8 @@ type RequestsConfig struct {
 	PageSize          int      `yaml:"page_size"`
 	MaxAttempts       int      `yaml:"max_attempts"`
 	MaxWait           Duration `yaml:"max_wait"`
+	Timeout           Duration `yaml:"timeout"`            // connect, headers, and any stall in a body
+	MaxResponseBytes  int      `yaml:"max_response_bytes"` // a larger response fails its stream
 }
 
 // OutputConfig says where the lake and the warehouse go.
@@ -297,6 +299,18 @@ func expandEnv(s string) string {
 	return envRef.ReplaceAllStringFunc(s, func(m string) string { return os.Getenv(m[2 : len(m)-1]) })
 }
 
+// expand expands the ${VAR} references of a value that is not a
+// credential: an unset variable is an error naming the key and the
+// variable, never an empty string (${DATA}/sepipe must not become /sepipe).
+func (d *decoder) expand(n *yaml.Node, path, s string) (string, error) {
+	for _, m := range envRef.FindAllStringSubmatch(s, -1) {
+		if _, ok := os.LookupEnv(m[1]); !ok {
+			return "", d.fail(n, path, "${%s} is not set (export it, or write the value)", m[1])
+		}
+	}
+	return expandEnv(s), nil
+}
+
 func (d *decoder) fail(n *yaml.Node, key, format string, a ...any) error {
 	return usageError{&ConfigError{File: d.c.file, Line: n.Line, Key: key, Msg: fmt.Sprintf(format, a...)}}
 }
@@ -337,7 +351,11 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 		if n.Kind != yaml.ScalarNode {
 			return d.fail(n, path, "want a duration such as 90m, 6h or 7d, got %s", kindName(n))
 		}
-		dur, err := ParseDuration(expandEnv(n.Value))
+		raw, err := d.expand(n, path, n.Value)
+		if err != nil {
+			return err
+		}
+		dur, err := ParseDuration(raw)
 		if err != nil {
 			return d.fail(n, path, "%v", err)
 		}
@@ -436,7 +454,11 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 			return d.fail(n, path, "%v", err)
 		}
 		if s, ok := x.(string); ok {
-			x = expandEnv(s)
+			e, err := d.expand(n, path, s)
+			if err != nil {
+				return err
+			}
+			x = e
 		}
 		v.Set(reflect.ValueOf(x))
 		return nil
@@ -444,7 +466,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 	if n.Kind != yaml.ScalarNode {
 		return d.fail(n, path, "want a single value, got %s", kindName(n))
 	}
-	raw := expandEnv(n.Value)
+	raw, err := d.expand(n, path, n.Value)
+	if err != nil {
+		return err
+	}
 	switch v.Kind() {
 	case reflect.String:
 		v.SetString(raw)
@@ -516,6 +541,12 @@ func (c *Config) SetDefaults() {
 	}
 	if r.MaxWait == 0 {
 		r.MaxWait = Duration(extract.DefaultMaxWait)
+	}
+	if r.Timeout == 0 {
+		r.Timeout = Duration(extract.DefaultTimeout)
+	}
+	if r.MaxResponseBytes == 0 {
+		r.MaxResponseBytes = extract.DefaultMaxResponseBytes
 	}
 	if c.Output.Dir == "" {
 		c.Output.Dir = defaultOut
@@ -637,6 +668,8 @@ func (c *Config) Validate() error {
 		return c.errf("requests.page_size", "want 1 to 1000 rows, got %d", r.PageSize)
 	case r.MaxAttempts < 1:
 		return c.errf("requests.max_attempts", "want at least 1, got %d", r.MaxAttempts)
+	case r.MaxResponseBytes < 1:
+		return c.errf("requests.max_response_bytes", "want at least 1 byte, got %d", r.MaxResponseBytes)
 	}
 	if _, err := parseLevel(c.Log.Level); err != nil {
 		return c.errf("log.level", "%q: want debug, info, warn or error", c.Log.Level)
@@ -709,6 +742,8 @@ func (c *Config) clientOptions() []extract.Option {
 		extract.WithRateLimit(r.Rate, r.Burst),
 		extract.WithPageSize(r.PageSize),
 		extract.WithRetry(r.MaxAttempts, time.Duration(r.MaxWait)),
+		extract.WithTimeout(time.Duration(r.Timeout)),
+		extract.WithMaxResponseBytes(int64(r.MaxResponseBytes)),
 	}
 	if c.Credentials.AccessToken.Set() {
 		opts = append(opts, extract.WithAccessToken(c.Credentials.AccessToken.Value.Reveal()))
@@ -749,6 +784,48 @@ func (c *Config) secretRef(key string) string {
 		return o.RefreshToken.String()
 	}
 	return key
+}
+
+// webhookSecrets returns the signing secrets of webhooks.secrets; an
+// entry that is empty or whose variable is not set is an error naming it,
+// never a silent drop.
+func (c *Config) webhookSecrets() ([]string, error) {
+	var out []string
+	for i, sec := range c.Webhooks.Secrets {
+		key := fmt.Sprintf("webhooks.secrets[%d]", i)
+		switch {
+		case sec.Ref == "":
+			return nil, c.errf(key, "empty signing secret")
+		case !sec.Set():
+			return nil, c.errf(key, "%s is not set: export it, or remove the entry", sec)
+		}
+		out = append(out, sec.Value.Reveal())
+	}
+	return out, nil
+}
+
+// minCredentialLen: shorter credentials are refused at start; they could
+// not be told apart from ordinary text when scrubbing messages.
+const minCredentialLen = 8
+
+// checkCredentialLengths refuses a set credential shorter than
+// minCredentialLen, naming where it comes from.
+func (c *Config) checkCredentialLengths() error {
+	for _, s := range []struct {
+		key string
+		v   Secret
+	}{
+		{"credentials.access_token", c.Credentials.AccessToken}, {"credentials.api_token", c.Credentials.APIToken},
+		{"service.oauth.client_secret", c.Service.OAuth.ClientSecret}, {"service.oauth.refresh_token", c.Service.OAuth.RefreshToken},
+	} {
+		if s.v.Set() && len(s.v.Value) < minCredentialLen {
+			if c.file == "" || c.line(s.key) == 0 {
+				return usagef("%s is %d characters long; credentials shorter than %d are refused (is it the right value?)", s.v, len(s.v.Value), minCredentialLen)
+			}
+			return c.errf(s.key, "%s is %d characters long; credentials shorter than %d are refused (is it the right value?)", s.v, len(s.v.Value), minCredentialLen)
+		}
+	}
+	return nil
 }
 
 // oauthClient reports whether the OAuth client (id and secret) is

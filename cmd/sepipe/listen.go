@@ -65,9 +65,11 @@ The subscription column holds the ?subscription= value of the delivery URL
 			}
 			all := secrets
 			all = append(all, strings.Split(os.Getenv("SEPIPE_WEBHOOK_SECRET"), ",")...)
-			for _, s := range conf.Webhooks.Secrets {
-				all = append(all, s.Value.Reveal())
+			listed, err := conf.webhookSecrets()
+			if err != nil {
+				return err
 			}
+			all = append(all, listed...)
 			for _, s := range all {
 				if s = strings.TrimSpace(s); s != "" && !slices.Contains(cfg.Secrets, s) {
 					cfg.Secrets = append(cfg.Secrets, s)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sepipe/sepipe/load"
 )
 
 func init() { register(newQueryCmd) }
@@ -21,6 +23,8 @@ func newQueryCmd(g *globals) *cobra.Command {
 		Use:   "query SQL",
 		Short: "Run SQL on the warehouse and print the result",
 		Long: `Query opens DIR/warehouse.duckdb read-only and runs one SQL statement.
+The statement cannot reach files: DuckDB's external access is off (COPY ... TO,
+read_text, ATTACH fail) except for reading the lake the history views use.
 
 Tables: one per report object (course, path, curriculum, "user",
 userCourseProgress, ...), named by object id with columns named by field id,
@@ -40,12 +44,12 @@ hive_partitioning = true).`,
 			if _, err := os.Stat(path); err != nil {
 				return usagef("no warehouse at %s: run 'sepipe sync' or 'sepipe demo' first, or pass --out", path)
 			}
-			db, err := sql.Open("duckdb", path+"?access_mode=read_only")
+			wh, err := load.OpenSandboxed(cmd.Context(), path, filepath.Join(out, "lake"))
 			if err != nil {
-				return fmt.Errorf("open %s: %w", path, err)
+				return err
 			}
-			defer db.Close()
-			rows, err := db.QueryContext(cmd.Context(), args[0])
+			defer wh.Close()
+			rows, err := wh.DB().QueryContext(cmd.Context(), args[0])
 			if err != nil {
 				return usagef("query: %v", err)
 			}

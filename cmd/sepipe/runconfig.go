@@ -140,6 +140,9 @@ func parseLevel(s string) (slog.Level, error) {
 // reports, so an access token must be had: a static one, or the OAuth
 // client with a refresh token (configured, or in the token store).
 func newClient(c *Config, log *slog.Logger, needToken bool, extra ...extract.Option) (*extract.Client, error) {
+	if err := c.checkCredentialLengths(); err != nil {
+		return nil, err
+	}
 	opts := append(c.clientOptions(), extract.WithLogger(log))
 	if c.oauthClient() {
 		src, err := c.newOAuth(log)

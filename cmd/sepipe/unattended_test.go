@@ -221,3 +221,42 @@ func TestLimitedTokenCheckAndSync(t *testing.T) {
 		t.Errorf("_sepipe_run_objects says %q", got)
 	}
 }
+
+// TestConfigRefusesWhatWouldGoQuietlyWrong: an unset ${VAR} in a value is
+// exit 2 naming the file, line, key and variable (never an empty string);
+// an unset signing secret entry is an error, not a silent drop; a
+// credential shorter than 8 characters is refused.
+func TestConfigRefusesWhatWouldGoQuietlyWrong(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	dir := t.TempDir()
+	t.Setenv("SEPIPE_TEST_UNSET_DATA", "")
+	os.Unsetenv("SEPIPE_TEST_UNSET_DATA")
+	t.Setenv("SEPIPE_TEST_UNSET_SECRET", "")
+	os.Unsetenv("SEPIPE_TEST_UNSET_SECRET")
+	for _, k := range []string{"SEPIPE_OAUTH_CLIENT_ID", "SEPIPE_OAUTH_CLIENT_SECRET", "SEPIPE_REFRESH_TOKEN"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("SEPIPE_ACCESS_TOKEN", srv.Service.AccessToken())
+	cfg := filepath.Join(dir, "sepipe.yaml")
+	write := func(body string) {
+		if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("service:\n  tenant_url: " + srv.URL + "\noutput:\n  dir: ${SEPIPE_TEST_UNSET_DATA}/sepipe\n")
+	code, _, errOut := runCLI(t, "sync", "--config", cfg)
+	if code != exitUsage || !strings.Contains(errOut, "sepipe.yaml:4: output.dir: ${SEPIPE_TEST_UNSET_DATA} is not set") {
+		t.Errorf("unset variable in output.dir: exit %d\n%s", code, errOut)
+	}
+	write("service:\n  tenant_url: " + srv.URL + "\nwebhooks:\n  secrets:\n    - ${SEPIPE_TEST_UNSET_SECRET}\n")
+	code, _, errOut = runCLI(t, "listen", "--config", cfg, "--addr", "127.0.0.1:0", "--out", dir)
+	if code != exitUsage || !strings.Contains(errOut, "webhooks.secrets[0]: ${SEPIPE_TEST_UNSET_SECRET} is not set") {
+		t.Errorf("unset signing secret: exit %d\n%s", code, errOut)
+	}
+	t.Setenv("SEPIPE_ACCESS_TOKEN", "t")
+	code, _, errOut = runCLI(t, "sync", "--base-url", srv.URL, "--out", dir)
+	if code != exitUsage || !strings.Contains(errOut, "${SEPIPE_ACCESS_TOKEN} is 1 characters long") {
+		t.Errorf("one-character token: exit %d\n%s", code, errOut)
+	}
+}

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestQueryCannotReachFiles: sepipe query runs read-only with DuckDB's
+// external access off: no COPY ... TO, no read_text, no turning it back
+// on; the history views still read the lake.
+func TestQueryCannotReachFiles(t *testing.T) {
+	out := t.TempDir()
+	mustRun(t, "demo", "--out", out, "--users", "20", "--log-level", "warn")
+	if n := queryOne(t, out, "SELECT count(*) > 0 FROM userCourseProgress_history"); n != "true" {
+		t.Fatalf("history view through the sandbox: %q", n)
+	}
+	target := filepath.Join(t.TempDir(), "evil.csv")
+	for _, q := range []string{
+		"COPY (SELECT 1) TO '" + target + "'",
+		"SELECT * FROM read_text('/etc/hostname')",
+		"SET enable_external_access = true",
+		"ATTACH '" + filepath.Join(t.TempDir(), "x.duckdb") + "' AS x",
+		"CREATE TABLE course2 AS SELECT * FROM course",
+	} {
+		code, _, errOut := runCLI(t, "query", "--out", out, q)
+		if code == exitOK {
+			t.Errorf("%s: allowed", q)
+		}
+		if !strings.Contains(errOut, "sepipe: query:") {
+			t.Errorf("%s: %s", q, errOut)
+		}
+	}
+	if _, err := os.Stat(target); err == nil {
+		t.Fatal("COPY wrote a file")
+	}
+}
