@@ -355,11 +355,17 @@ func (c *Client) apiError(info reqInfo, status int, body []byte) *APIError {
 		}
 		e.Message = strings.ToValidUTF8(b, "?")
 	}
-	e.Message = c.scrub(e.Message, info.secrets...)
-	e.Name = c.scrub(e.Name, info.secrets...)
-	e.Title = c.scrub(e.Title, info.secrets...)
+	// A service's message can be megabytes: an error quotes at most
+	// maxQuoted bytes of it (scrubbed before the cut).
+	e.Message = truncate(c.scrub(e.Message, info.secrets...), maxQuoted)
+	e.Name = truncate(c.scrub(e.Name, info.secrets...), 200)
+	e.Title = truncate(c.scrub(e.Title, info.secrets...), 200)
+	e.Type = truncate(e.Type, 200)
 	return e
 }
+
+// maxQuoted is the most of a service's message an error quotes.
+const maxQuoted = 1024
 
 // looseInt reads 3004 or "3004"; anything else gives 0.
 func looseInt(raw json.RawMessage) int {

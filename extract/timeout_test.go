@@ -154,3 +154,18 @@ func TestResponseLargerThanTheLimitFails(t *testing.T) {
 		}
 	}
 }
+
+// TestHugeErrorMessageIsQuotedShort: an error quotes about 1 KB of what
+// the service said, however much it said.
+func TestHugeErrorMessageIsQuotedShort(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(400)
+		w.Write([]byte(`{"response":{"code":2001,"name":"InvalidParameterError","message":"` + strings.Repeat("é", 3<<20) + `"}}`))
+	}))
+	defer srv.Close()
+	c, _ := extract.New(srv.URL, extract.WithAccessToken("tok-SECRET-4f1c9a"), extract.WithRateLimit(0, 1))
+	_, err := c.Objects(context.Background())
+	if err == nil || len(err.Error()) > 1400 || !strings.Contains(err.Error(), "InvalidParameterError (2001)") {
+		t.Fatalf("%d bytes: %.300s", len(err.Error()), err)
+	}
+}

@@ -62,6 +62,26 @@ type dbtColumn struct {
 	DataTests   []any  `yaml:"data_tests,omitempty"`
 }
 
+// jinjaLiteral makes text from the service safe in a dbt YAML value, which
+// dbt renders as Jinja: each opening delimiter ({{, {%, {#) becomes an
+// expression that prints it, so the text reads the same and runs nothing.
+// (YAML specials are the encoder's job.)
+func jinjaLiteral(s string) string {
+	if !strings.Contains(s, "{") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '{' && i+1 < len(s) && (s[i+1] == '{' || s[i+1] == '%' || s[i+1] == '#') {
+			b.WriteString(`{{ "{` + string(s[i+1]) + `" }}`)
+			i++
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
 // dbtTest is one generic test: its name and arguments (nil for none).
 func dbtTest(name string, args map[string]any) any {
 	if args == nil {
@@ -137,7 +157,7 @@ func DBTSources(ctx context.Context, src extract.Source) ([]byte, error) {
 		}
 		t := dbtTable{
 			Name:        d.obj.ID,
-			Description: fmt.Sprintf("Report object %s (%q): the latest snapshot.", d.obj.ID, d.obj.DisplayName),
+			Description: jinjaLiteral(fmt.Sprintf("Report object %s (%q): the latest snapshot.", d.obj.ID, d.obj.DisplayName)),
 			Columns:     cols,
 		}
 		if len(d.key) > 1 {
@@ -155,8 +175,8 @@ func DBTSources(ctx context.Context, src extract.Source) ([]byte, error) {
 			DataType: "date", DataTests: []any{dbtTest("not_null", nil)}})
 		h := dbtTable{
 			Name: load.HistoryView(d.obj.ID),
-			Description: fmt.Sprintf("Report object %s (%q), every daily snapshot in the Parquet lake (view over lake/%s/); one row per %s and snapshot_date.",
-				d.obj.ID, d.obj.DisplayName, d.obj.ID, keyNoun(d.key)),
+			Description: jinjaLiteral(fmt.Sprintf("Report object %s (%q), every daily snapshot in the Parquet lake (view over lake/%s/); one row per %s and snapshot_date.",
+				d.obj.ID, d.obj.DisplayName, d.obj.ID, keyNoun(d.key))),
 			Columns: hist,
 		}
 		if len(d.key) > 0 {
@@ -305,10 +325,14 @@ func describedColumns(object string, fields []extract.Field, collection bool) ([
 				return nil, fmt.Errorf("dbt sources: %s.%s: %w", object, f.Name, err)
 			}
 		}
-		c := dbtColumn{Name: f.Name, Description: fields[i].DisplayName, DataType: strings.ToLower(typ)}
+		c := dbtColumn{Name: f.Name, Description: jinjaLiteral(fields[i].DisplayName), DataType: strings.ToLower(typ)}
 		if schemas.ServiceType(f) == schemas.TypePicklist {
 			if opts := schemas.Options(f); len(opts) > 0 {
-				c.DataTests = []any{dbtTest("accepted_values", map[string]any{"values": opts})}
+				lit := make([]string, len(opts))
+				for i, o := range opts {
+					lit[i] = jinjaLiteral(o)
+				}
+				c.DataTests = []any{dbtTest("accepted_values", map[string]any{"values": lit})}
 			}
 		}
 		cols = append(cols, c)

@@ -53,7 +53,7 @@ or a monitoring probe.`,
 				return err
 			}
 			results := runChecks(cmd.Context(), c, client)
-			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
+			tw := tabwriter.NewWriter(termSafe(g.stdout), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "INTERFACE\tCREDENTIAL\tRESULT\tDETAIL")
 			failed := 0
 			for _, r := range results {

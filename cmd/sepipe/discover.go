@@ -47,7 +47,7 @@ Use the object ids in sepipe.yaml (include, exclude, streams.<id>) and
 			if err != nil {
 				return fmt.Errorf("list report objects: %w", err)
 			}
-			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
+			tw := tabwriter.NewWriter(termSafe(g.stdout), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "REPORT OBJECT\tNAME\tFIELDS\tROWS")
 			for _, o := range objs {
 				fields, rows := "?", "?"
@@ -61,7 +61,7 @@ Use the object ids in sepipe.yaml (include, exclude, streams.<id>) and
 			}
 			tw.Flush()
 			fmt.Fprintln(g.stdout)
-			tw = tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
+			tw = tabwriter.NewWriter(termSafe(g.stdout), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "COLLECTION\tINTERFACE\tITEMS")
 			for _, col := range collections(ctx, c, client) {
 				fmt.Fprintf(tw, "%s\t%s\t%s\n", col.name, col.iface, col.items)
@@ -165,7 +165,7 @@ lt/le/gt/ge/be/nb for numbers and dates).`,
 			if err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
+			tw := tabwriter.NewWriter(termSafe(g.stdout), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "FIELD\tTYPE\tDUCKDB\tDISPLAY NAME\tOPTIONS")
 			for _, fd := range fields {
 				duck := "?"

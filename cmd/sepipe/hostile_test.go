@@ -36,3 +36,21 @@ func TestQueryCannotReachFiles(t *testing.T) {
 		t.Fatal("COPY wrote a file")
 	}
 }
+
+func TestTermEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain ümlaut\tand tab\n":        "plain ümlaut\tand tab\n",
+		"\x1b[2J\x1b]0;pwned\x07title":   `\x1b[2J\x1b]0;pwned\x07title`,
+		"carriage\rreturn":               `carriage\x0dreturn`,
+		"c1 \u009b31m and bad \xff byte": `c1 \x9b31m and bad \xff byte`,
+	} {
+		if got := termEscape(in, true); got != want {
+			t.Errorf("termEscape(%q) = %q, want %q", in, got, want)
+		}
+	}
+	var b strings.Builder
+	termSafe(&b).Write([]byte("id\x1b[31m\n"))
+	if b.String() != `id\x1b[31m`+"\n" {
+		t.Errorf("termSafe wrote %q", b.String())
+	}
+}

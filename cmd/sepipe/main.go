@@ -104,7 +104,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "sepipe: "+err.Error())
+	fmt.Fprintln(stderr, "sepipe: "+termEscape(err.Error(), true))
 	var ue usageError
 	var re *pipeline.RunError
 	switch {

@@ -17,7 +17,7 @@ import (
 // the rows each stream brought that its table did not hold before (for
 // merge streams: inserted or changed), "-" when the run did not count.
 func printSummary(w io.Writer, res *pipeline.Result) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(termSafe(w), 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STREAM\tMODE\tROWS\tNEW\tREJECTS\tPAGES\tREQUESTS\tDURATION\tSTATUS")
 	for _, o := range res.Objects {
 		status, mode := "ok", string(o.Mode)
@@ -47,7 +47,7 @@ func printRows(w io.Writer, rows *sql.Rows) error {
 		return err
 	}
 	types := dbTypes(rows)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(termSafe(w), 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(cols, "\t"))
 	vals := make([]any, len(cols))
 	ptrs := make([]any, len(cols))

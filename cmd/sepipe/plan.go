@@ -56,7 +56,7 @@ contract, describe refused) is shown with the reason, and plan exits 1.`,
 				wh = "exists (read-only)"
 			}
 			fmt.Fprintf(w, "plan for snapshot %s into %s\nwarehouse %s %s\n\n", p.SnapshotDate, c.Output.Dir, p.Warehouse, wh)
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			tw := tabwriter.NewWriter(termSafe(w), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "STREAM\tMODE\tREAD\tROWS\tPAGES\tREQUESTS\tSCHEMA\tPARTITION")
 			failed := 0
 			for _, o := range p.Objects {

@@ -328,7 +328,7 @@ values REDACTED (they may hold the destination's credentials).`,
 				}
 				return nil
 			}
-			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
+			tw := tabwriter.NewWriter(termSafe(g.stdout), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "DELIVERED_AT\tEVENT\tTYPE\tATTEMPT\tSTATUS\tDURATION\tOUTCOME\tERROR")
 			for _, l := range logs {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%dms\t%s\t%s\n", l.DeliveredAt.UTC().Format(time.RFC3339Nano), l.EventID,
@@ -376,7 +376,7 @@ func printSubscriptionsAs(w io.Writer, format string, subs []extract.Subscriptio
 }
 
 func printSubscriptions(w io.Writer, subs []extract.Subscription) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(termSafe(w), 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tMETHOD\tURL\tTYPES\tHEADERS\tREQUESTS\tCREATED")
 	for _, s := range subs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", s.ID, s.Name, s.Method, s.URL, strings.Join(s.Types, ","),
