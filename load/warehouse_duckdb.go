@@ -416,6 +416,14 @@ func insertRun(ctx context.Context, db execer, run Run, rowsPer map[string]int64
 	return nil
 }
 
+// readStaged reads sepipe's own staged files: hive partitioning off, so
+// that no column is taken from a key=value folder of the path (a field
+// called snapshot_date keeps the service's values); the files are named
+// one by one.
+func readStaged(files []string) string {
+	return "read_parquet(" + fileList(files) + ", union_by_name = true, hive_partitioning = false)"
+}
+
 func fileList(files []string) string {
 	q := make([]string, len(files))
 	for i, f := range files {
@@ -473,7 +481,7 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table) error {
 		cols[i] = Ident(f.Name)
 	}
 	colList := strings.Join(cols, ", ")
-	src := "read_parquet(" + fileList(t.Files) + ", union_by_name = true)"
+	src := readStaged(t.Files)
 	var want int64 = t.Rows
 	var countSQL string
 	switch {
@@ -555,8 +563,8 @@ func countNew(ctx context.Context, tx *sql.Tx, t Table) (int64, error) {
 		cols = append(cols, Ident(f.Name))
 	}
 	h := "hash(" + strings.Join(cols, ", ") + ")"
-	q := fmt.Sprintf("SELECT count(*) FROM (SELECT %s FROM read_parquet(%s, union_by_name = true) EXCEPT ALL SELECT %s FROM %s)",
-		h, fileList(t.Files), h, Ident(t.Object))
+	q := fmt.Sprintf("SELECT count(*) FROM (SELECT %s FROM %s EXCEPT ALL SELECT %s FROM %s)",
+		h, readStaged(t.Files), h, Ident(t.Object))
 	var n int64
 	err = tx.QueryRowContext(ctx, q).Scan(&n)
 	return n, err

@@ -1,0 +1,75 @@
+package load_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/schemas"
+	"github.com/sepipe/sepipe/transform"
+)
+
+// TestLoadNeverGuessesFromPaths: sepipe's own reads of its staged files
+// take no column from the path. A field called snapshot_date, and one named
+// like a key=value folder of the output path, keep the values the service
+// sent.
+func TestLoadNeverGuessesFromPaths(t *testing.T) {
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "region=emea", "out")
+	lake := load.Lake{Root: root}
+	if err := lake.CheckWritable(); err != nil {
+		t.Fatal(err)
+	}
+	fields := []extract.Field{{ID: "id", Type: "int"}, {ID: "snapshot_date", Type: "string"}, {ID: "region", Type: "string"}}
+	s, err := schemas.FromDescribe("odd", fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := transform.NewDecoder(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Release()
+	res, err := d.DecodePage(1, []byte(`{"results":[{"id":1,"snapshot_date":"the service's own","region":"apac"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := load.NewParquetWriter(lake.StagingDir("r1", "odd", "2026-11-23"), "odd", s, load.WithParquetAllocator(memory.DefaultAllocator))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(res.Record); err != nil {
+		t.Fatal(err)
+	}
+	res.Record.Release()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wh, err := load.OpenWarehouse(ctx, lake.WarehousePath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wh.Close()
+	now := time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)
+	tb := load.Table{Object: "odd", Schema: s, Files: w.Files(), Rows: w.Rows()}
+	var fresh int64
+	tb.NewRows = &fresh
+	if err := wh.Commit(ctx, load.Run{ID: "r1", Started: now, Finished: now, Status: "succeeded", SnapshotDate: "2026-11-23"}, []load.Table{tb}); err != nil {
+		t.Fatal(err)
+	}
+	var sd, region string
+	if err := wh.DB().QueryRow(`SELECT snapshot_date, region FROM odd`).Scan(&sd, &region); err != nil {
+		t.Fatal(err)
+	}
+	if sd != "the service's own" || region != "apac" {
+		t.Fatalf("snapshot_date %q, region %q: DuckDB took them from the path", sd, region)
+	}
+	if fresh != 1 {
+		t.Fatalf("new rows %d, want 1", fresh)
+	}
+}
