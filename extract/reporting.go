@@ -144,6 +144,10 @@ type PageInfo struct {
 	TotalResults         int64 // -1 if absent
 	TotalPages           int   // -1 if absent
 	Rows                 int   // rows in "results"
+	// RowsHash identifies the page's rows (a hash of the bytes of its
+	// results array), 0 when the PageFunc does not say: two pages with the
+	// same rows under different page numbers are a paging fault.
+	RowsHash uint64
 }
 
 // ResultKeys returns one key per row of a results page: the JSON values of
@@ -476,6 +480,10 @@ func (r *reader) fetch(ctx context.Context, n int) (PageInfo, error) {
 		}
 	}
 	if info.Rows > 0 {
+		what := "repeats page %d byte for byte"
+		if info.RowsHash != 0 {
+			sum, what = info.RowsHash, "holds the same rows as page %d"
+		}
 		r.mu.Lock()
 		prev, dup := r.seen[sum]
 		if !dup {
@@ -483,7 +491,7 @@ func (r *reader) fetch(ctx context.Context, n int) (PageInfo, error) {
 		}
 		r.mu.Unlock()
 		if dup {
-			return info, r.integrity(int64(n), int64(prev), "page %d repeats page %d byte for byte", n, prev)
+			return info, r.integrity(int64(n), int64(prev), "page %d "+what+": the service repeated a page", n, prev)
 		}
 	}
 	return info, nil

@@ -349,10 +349,10 @@ func TestParsePageInfo(t *testing.T) {
 		want PageInfo
 		err  bool
 	}{
-		{`{"page":2,"resultsPerPage":10,"totalResults":25,"totalPages":3,"results":[{},{},{}]}`, PageInfo{2, 10, 25, 3, 3}, false},
-		{`{"results":[]}`, PageInfo{0, 0, -1, -1, 0}, false},
-		{`{"results":null}`, PageInfo{0, 0, -1, -1, 0}, false},
-		{`{"results":[1,[2],{"a":3},"x"],"totalResults":0}`, PageInfo{0, 0, 0, -1, 4}, false},
+		{`{"page":2,"resultsPerPage":10,"totalResults":25,"totalPages":3,"results":[{},{},{}]}`, PageInfo{2, 10, 25, 3, 3, 0}, false},
+		{`{"results":[]}`, PageInfo{0, 0, -1, -1, 0, 0}, false},
+		{`{"results":null}`, PageInfo{0, 0, -1, -1, 0, 0}, false},
+		{`{"results":[1,[2],{"a":3},"x"],"totalResults":0}`, PageInfo{0, 0, 0, -1, 4, 0}, false},
 		{`{"rows":[]}`, PageInfo{}, true},
 		{`{"results":{}}`, PageInfo{}, true},
 		{`{"results":[{"a":1},`, PageInfo{}, true},

@@ -2,6 +2,7 @@ package transform
 
 import (
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"sort"
 	"unicode/utf8"
@@ -13,6 +14,9 @@ import (
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/schemas"
 )
+
+// rowsSeed seeds PageInfo.RowsHash: stable within a process.
+var rowsSeed = maphash.MakeSeed()
 
 // PageDecoder turns one results page into a record batch. Implementations
 // are safe for concurrent use.
@@ -329,8 +333,12 @@ func (d *Decoder) decode(st *state, page int, body []byte) (Result, error) {
 				res.Info.TotalPages = int(v)
 			case "results":
 				sawResults = true
+				start := s.pos
 				if err := d.results(st, s, page, body, &res); err != nil {
 					return res, err
+				}
+				if res.Info.Rows > 0 {
+					res.Info.RowsHash = maphash.Bytes(rowsSeed, body[start:s.pos]) | 1
 				}
 			default:
 				if !s.skip(0) {

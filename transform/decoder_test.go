@@ -69,7 +69,10 @@ func TestDecodeGolden(t *testing.T) {
 	}
 	defer res.Record.Release()
 
-	want := extract.PageInfo{Page: 3, ResultsPerPage: 4, TotalResults: 11, TotalPages: 3, Rows: 4}
+	want := extract.PageInfo{Page: 3, ResultsPerPage: 4, TotalResults: 11, TotalPages: 3, Rows: 4, RowsHash: res.Info.RowsHash}
+	if res.Info.RowsHash == 0 {
+		t.Error("no RowsHash for a page with rows")
+	}
 	if res.Info != want {
 		t.Errorf("info = %+v, want %+v", res.Info, want)
 	}
