@@ -68,3 +68,21 @@ func TestRepeatedRowsUnderAnotherPageNumberFailTheRead(t *testing.T) {
 		t.Error("the read was not retried before it failed")
 	}
 }
+
+// TestAbsurdTotalEndsTheRead: page 1 announcing more pages than a read may
+// take ends the read at once with a clear error.
+func TestAbsurdTotalEndsTheRead(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"page":1,"resultsPerPage":2,"totalResults":9000000000000,"results":[{"id":1},{"id":2}]}`)
+	}))
+	defer srv.Close()
+	c, _ := extract.New(srv.URL, extract.WithAccessToken("tok-SECRET-4f1c9a"), extract.WithRateLimit(0, 1))
+	pages := 0
+	_, err := c.ReadObject(context.Background(), "o", extract.Query{ResultsPerPage: 2}, func(ctx context.Context, p *extract.Page) (extract.PageInfo, error) {
+		pages++
+		return extract.ParsePageInfo(p.Body)
+	})
+	if !errors.Is(err, extract.ErrEndlessPages) || pages != 1 {
+		t.Fatalf("%v after %d pages, want ErrEndlessPages after page 1", err, pages)
+	}
+}
