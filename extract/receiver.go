@@ -1,6 +1,7 @@
 package extract
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -15,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // The receiving end of webhook deliveries (section D): the service pushes
@@ -243,6 +246,13 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if q, err := url.ParseQuery(r.URL.RawQuery); err == nil {
 		ev.Subscription = q.Get(SubscriptionParam)
 	}
+	// What is acknowledged must be storable: refuse, before answering 2xx,
+	// text the warehouse cannot hold, so no stored event blocks the ones
+	// after it.
+	if err := storableText(ev); err != nil {
+		rc.refuse(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
 	ev.ReceivedAt = now.UTC()
 	dup, err := rc.sink.Accept(r.Context(), ev)
 	if err != nil {
@@ -347,4 +357,62 @@ func (w wireEvent) event(raw []byte) (*Event, error) {
 		ev.Time = t.UTC()
 	}
 	return ev, nil
+}
+
+// storableText reports text of an event that the warehouse cannot store:
+// bytes that are not UTF-8, NUL characters, and JSON escapes of lone
+// UTF-16 surrogates (DuckDB's JSON type refuses them).
+func storableText(ev *Event) error {
+	for _, f := range []struct {
+		name string
+		v    []byte
+	}{{"id", []byte(ev.ID)}, {"type", []byte(ev.Type)}, {"subscription", []byte(ev.Subscription)}, {"event", ev.Raw}} {
+		if !utf8.Valid(f.v) {
+			return fmt.Errorf("the %s is not valid UTF-8", f.name)
+		}
+		if bytes.IndexByte(f.v, 0) >= 0 {
+			return fmt.Errorf("the %s holds a NUL character", f.name)
+		}
+	}
+	if i := loneSurrogate(ev.Raw); i >= 0 {
+		return fmt.Errorf("the event's JSON holds a lone UTF-16 surrogate escape at byte %d", i)
+	}
+	return nil
+}
+
+// loneSurrogate returns the offset of the first \uD800-\uDFFF escape in a
+// JSON text that is not a high surrogate followed by a low one, or -1.
+func loneSurrogate(b []byte) int {
+	hex4 := func(i int) (rune, bool) {
+		if i+4 > len(b) {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(b[i:i+4]), 16, 16)
+		return rune(n), err == nil
+	}
+	for i := 0; i+1 < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		if b[i+1] != 'u' {
+			i++ // an escaped character, \\ included
+			continue
+		}
+		r, ok := hex4(i + 2)
+		if !ok || !utf16.IsSurrogate(r) {
+			i++
+			continue
+		}
+		if r >= 0xDC00 {
+			return i
+		}
+		if i+7 < len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+			if r2, ok := hex4(i + 8); ok && r2 >= 0xDC00 && r2 <= 0xDFFF {
+				i += 11
+				continue
+			}
+		}
+		return i
+	}
+	return -1
 }

@@ -359,3 +359,41 @@ func TestOversizedDeliveryGets413NotAReset(t *testing.T) {
 		})
 	}
 }
+
+// TestUnstorableEventsAreRefusedBeforeTheyAreAcknowledged: an event the
+// warehouse could not store (invalid UTF-8, a lone surrogate escape, NUL)
+// gets a 400, never a 200 that would block the events after it.
+func TestUnstorableEventsAreRefusedBeforeTheyAreAcknowledged(t *testing.T) {
+	ts := rNow.Unix()
+	for name, body := range map[string][]byte{
+		"invalid utf8":   []byte("{\"type\":\"COURSE_COMPLETED\",\"specversion\":1,\"id\":\"ev-x\",\"data\":{\"name\":\"\xff\"}}"),
+		"lone surrogate": []byte(`{"type":"COURSE_COMPLETED","specversion":1,"id":"ev-y","data":{"name":"\ud800"}}`),
+		"lone low":       []byte(`{"type":"COURSE_COMPLETED","specversion":1,"id":"ev-z","data":{"name":"a\udc00"}}`),
+		"nul in id":      []byte(`{"type":"COURSE_COMPLETED","specversion":1,"id":"ev\u0000w","data":{}}`),
+	} {
+		t.Run(name, func(t *testing.T) {
+			sink := newMemSink()
+			rc, _ := extract.NewReceiver(sink, []string{rKey}, extract.WithReceiverClock(func() time.Time { return rNow }))
+			req := httptest.NewRequest("POST", "/hook", bytes.NewReader(body))
+			req.Header.Set(extract.SignatureHeader, sign(rKey, body, ts))
+			req.Header.Set(extract.SignatureTimestampHeader, fmt.Sprint(ts))
+			w := httptest.NewRecorder()
+			rc.ServeHTTP(w, req)
+			if w.Code != 400 || sink.len() != 0 {
+				t.Fatalf("status %d, stored %d: %s", w.Code, sink.len(), w.Body)
+			}
+		})
+	}
+	// A proper pair, an escaped backslash before a u, and plain text pass.
+	body := []byte(`{"type":"COURSE_COMPLETED","specversion":1,"id":"ev-ok","data":{"e":"\ud83d\ude00","p":"C:\\users"}}`)
+	sink := newMemSink()
+	rc, _ := extract.NewReceiver(sink, []string{rKey}, extract.WithReceiverClock(func() time.Time { return rNow }))
+	req := httptest.NewRequest("POST", "/hook", bytes.NewReader(body))
+	req.Header.Set(extract.SignatureHeader, sign(rKey, body, ts))
+	req.Header.Set(extract.SignatureTimestampHeader, fmt.Sprint(ts))
+	w := httptest.NewRecorder()
+	rc.ServeHTTP(w, req)
+	if w.Code != 200 || sink.len() != 1 {
+		t.Fatalf("a storable event: status %d, stored %d: %s", w.Code, sink.len(), w.Body)
+	}
+}

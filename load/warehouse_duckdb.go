@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -82,7 +83,8 @@ CREATE TABLE IF NOT EXISTS _sepipe_rejects (
 const migrations = `
 ALTER TABLE _sepipe_runs ADD COLUMN IF NOT EXISTS published BOOLEAN DEFAULT true;
 ALTER TABLE _sepipe_run_objects ADD COLUMN IF NOT EXISTS status VARCHAR DEFAULT 'committed';
-ALTER TABLE _sepipe_run_objects ADD COLUMN IF NOT EXISTS reason VARCHAR;`
+ALTER TABLE _sepipe_run_objects ADD COLUMN IF NOT EXISTS reason VARCHAR;
+ALTER TABLE _sepipe_rejects ADD COLUMN IF NOT EXISTS raw_row_bytes BLOB;`
 
 // OpenWarehouse opens (creating if needed) the DuckDB file at path and
 // makes sure sepipe's bookkeeping tables exist.
@@ -747,19 +749,28 @@ func recordSchema(ctx context.Context, tx *sql.Tx, run Run, t Table) error {
 	return nil
 }
 
+// validText makes s storable as VARCHAR: invalid UTF-8 becomes U+FFFD.
+func validText(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
 func insertRejects(ctx context.Context, tx *sql.Tx, runID, object string, rejects []transform.Reject) error {
 	const chunk = 256
 	for len(rejects) > 0 {
 		n := min(chunk, len(rejects))
 		var b strings.Builder
-		b.WriteString("INSERT INTO _sepipe_rejects VALUES ")
+		b.WriteString("INSERT INTO _sepipe_rejects (run_id, object, page, row_in_page, field, raw_value, reason, raw_row, raw_row_bytes) VALUES ")
 		args := make([]any, 0, n*8)
 		for i, r := range rejects[:n] {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
-			args = append(args, runID, object, r.Page, r.Row, r.Field, r.RawValue, r.Reason, r.RawRow)
+			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			// Text DuckDB cannot hold (invalid UTF-8) is stored repaired, and
+			// the raw row's exact bytes beside it.
+			var rawBytes any
+			if !utf8.ValidString(r.RawRow) || !utf8.ValidString(r.RawValue) {
+				rawBytes = []byte(r.RawRow)
+			}
+			args = append(args, runID, object, r.Page, r.Row, validText(r.Field), validText(r.RawValue), validText(r.Reason), validText(r.RawRow), rawBytes)
 		}
 		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
 			return &WriteError{Object: object, Step: "record rejects", Path: "_sepipe_rejects", Err: err}

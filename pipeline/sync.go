@@ -154,6 +154,9 @@ type ObjectResult struct {
 	Diff          schemas.Diff // describe changes since the last run (empty on the first)
 	Since         string       // incremental: the cursor value read from, "" for a full read
 	UnknownFields []string     // keys the service sent that describe did not list
+	// RepairedValues counts text values stored with U+FFFD in place of
+	// bytes that were not valid UTF-8.
+	RepairedValues int64
 	Files         []string     // published Parquet files
 	// Status is StatusOK when the stream committed, else StatusFailed,
 	// StatusSkipped or StatusDeferred, with Err saying why.
@@ -676,6 +679,11 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		Object: id, Mode: mode, Status: StatusOK, Diff: diff, Since: since, Rows: rows, RejectedRows: sink.rejectedRows,
 		Pages: stats.Pages, Requests: stats.Requests, Retries: stats.Retries,
 		Duration: dur, SchemaVersion: schemas.SchemaVersion(schema), UnknownFields: sink.unknown,
+		RepairedValues: sink.repaired,
+	}
+	if sink.repaired > 0 {
+		log.Warn("text values that were not valid UTF-8 were stored with U+FFFD in place of the invalid bytes",
+			"object", id, "values", sink.repaired)
 	}
 	if sink.rejectedRows > 0 {
 		log.Warn("rows rejected: values that do not fit their field's type are in _sepipe_rejects",
@@ -705,6 +713,7 @@ type objectSink struct {
 	mu           sync.Mutex // guards what follows
 	rejects      []transform.Reject
 	rejectedRows int64
+	repaired     int64
 	unknown      []string
 }
 
@@ -741,7 +750,7 @@ func (s *objectSink) open() error {
 func (s *objectSink) restart() error {
 	s.abort()
 	s.mu.Lock()
-	s.rejects, s.rejectedRows, s.unknown = nil, 0, nil
+	s.rejects, s.rejectedRows, s.repaired, s.unknown = nil, 0, 0, nil
 	s.mu.Unlock()
 	return s.open()
 }
@@ -757,6 +766,7 @@ func (s *objectSink) add(r transform.Result) error {
 	defer s.mu.Unlock()
 	s.rejects = append(s.rejects, r.Rejects...)
 	s.rejectedRows += int64(r.RejectedRows)
+	s.repaired += int64(r.RepairedValues)
 	for _, u := range r.UnknownFields {
 		if !slices.Contains(s.unknown, u) {
 			s.unknown = append(s.unknown, u)

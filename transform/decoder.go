@@ -1,6 +1,7 @@
 package transform
 
 import (
+	"bytes"
 	"fmt"
 	"hash/maphash"
 	"slices"
@@ -42,6 +43,9 @@ type Result struct {
 	// UnknownFields names keys present in rows but absent from the schema,
 	// sorted. Their values are not stored.
 	UnknownFields []string
+	// RepairedValues counts string values stored repaired: their invalid
+	// UTF-8 bytes became U+FFFD (the row is kept).
+	RepairedValues int
 }
 
 type kind uint8
@@ -160,8 +164,9 @@ type state struct {
 	room     int   // rows the builders can take without growing
 	strBytes []int // string bytes per column in the last batch, to reserve
 
-	slots   []slot
-	scratch []byte
+	slots    []slot
+	scratch  []byte
+	repaired int // values repaired in the page being decoded
 	unknown map[string]struct{}
 	// next predicts the column of the next key: next[c] is the column
 	// whose key followed column c's in the last row (next[n]: the first
@@ -284,6 +289,7 @@ func (d *Decoder) DecodePage(page int, body []byte) (Result, error) {
 
 func (d *Decoder) decode(st *state, page int, body []byte) (Result, error) {
 	res := Result{Info: extract.PageInfo{TotalResults: -1, TotalPages: -1}}
+	st.repaired = 0
 	s := &scanner{buf: body}
 	bad := func() error {
 		return &DecodeError{Object: d.object, Page: page, Offset: s.at, Msg: s.msg}
@@ -365,6 +371,7 @@ func (d *Decoder) decode(st *state, page int, body []byte) (Result, error) {
 		return res, bad()
 	}
 	res.Record = d.newRecord(st)
+	res.RepairedValues = st.repaired
 	if len(st.unknown) > 0 {
 		for k := range st.unknown {
 			res.UnknownFields = append(res.UnknownFields, k)
@@ -551,6 +558,14 @@ func (d *Decoder) value(st *state, s *scanner, col int) (reason string, ok bool)
 			}
 			raw = st.scratch[from:]
 		}
+		if (k == kString || k == kPicklist) && !utf8.Valid(raw) {
+			// Text that cannot be stored as sent is repaired, not lost:
+			// invalid bytes become U+FFFD, and the page counts it.
+			from := len(st.scratch)
+			st.scratch = append(st.scratch, bytes.ToValidUTF8(raw, []byte("\uFFFD"))...)
+			raw = st.scratch[from:]
+			st.repaired++
+		}
 		return d.text(sl, k, raw), true
 	case c == '-' || (c >= '0' && c <= '9'):
 		raw, ok := s.num()
@@ -612,9 +627,6 @@ var kindName = [...]string{kInt: "int", kFloat: "float", kString: "string", kPic
 func (d *Decoder) text(sl *slot, k kind, b []byte) string {
 	switch k {
 	case kString, kPicklist:
-		if !utf8.Valid(b) {
-			return "invalid UTF-8 in string"
-		}
 		if b == nil {
 			b = []byte{}
 		}

@@ -152,7 +152,6 @@ func TestRejects(t *testing.T) {
 		{"bad date", "when", `"2026-13-01"`, "not an ISO 8601 date or date-time"},
 		{"feb 30", "when", `"2026-02-30T00:00:00Z"`, "not an ISO 8601 date or date-time"},
 		{"number in date", "when", `1700000000`, "number in a date field (expected an ISO 8601 string)"},
-		{"invalid utf8", "name", "\"\xff\xfe\"", "invalid UTF-8 in string"},
 		{"object in picklist", "status", `{}`, "object in a picklist field"},
 	}
 	for _, tc := range cases {
@@ -307,5 +306,31 @@ func BenchmarkDecodePage(b *testing.B) {
 			b.Fatal(err)
 		}
 		res.Record.Release()
+	}
+}
+
+// TestInvalidUTF8IsRepaired: a string that is not valid UTF-8 cannot be
+// stored as sent (DuckDB refuses it); it is stored with its invalid bytes
+// as U+FFFD, counted, and its row kept.
+func TestInvalidUTF8IsRepaired(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	d := newDecoder(t, mem)
+	defer d.Release()
+	body := "{\"results\":[{\"id\":1,\"name\":\"ok\"},{\"id\":2,\"name\":\"bad\xff\xfe bytes\"},{\"id\":3,\"name\":\"lone \\ud800 surrogate\"}]}"
+	res, err := d.DecodePage(1, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Record.Release()
+	if res.Record.NumRows() != 3 || res.RejectedRows != 0 || res.RepairedValues != 1 {
+		t.Fatalf("rows %d, rejected %d, repaired %d; want 3, 0, 1", res.Record.NumRows(), res.RejectedRows, res.RepairedValues)
+	}
+	names := res.Record.Column(1).(*array.String)
+	if got := names.Value(1); got != "bad\uFFFD bytes" {
+		t.Errorf("repaired value %q", got)
+	}
+	if got := names.Value(2); got != "lone \uFFFD surrogate" {
+		t.Errorf("lone surrogate %q", got)
 	}
 }
