@@ -1,6 +1,7 @@
 package load
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -102,6 +103,9 @@ func (l Lake) Partitions(object string) ([]string, error) {
 // CheckWritable makes Root (if needed) and proves a file can be created in
 // it, so a bad output folder fails before any request is made.
 func (l Lake) CheckWritable() error {
+	if err := CheckOutputPath(l.Root); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(l.Root, 0o755); err != nil {
 		return fmt.Errorf("output folder %s: %w", l.Root, err)
 	}
@@ -112,6 +116,25 @@ func (l Lake) CheckWritable() error {
 	name := f.Name()
 	f.Close()
 	return os.Remove(name)
+}
+
+// ErrUnsafePath is wrapped when an output folder's path holds a character
+// DuckDB reads as syntax in the paths sepipe gives it: glob characters
+// (* ? [ ] { }) make read_parquet match other files, and ? starts the
+// connection options of a database path.
+var ErrUnsafePath = errors.New("the output folder's path holds a character DuckDB reads as syntax")
+
+// CheckOutputPath refuses an output folder whose absolute path holds a
+// character of ErrUnsafePath, naming it.
+func CheckOutputPath(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("output folder %s: %w", dir, err)
+	}
+	if i := strings.IndexAny(abs, "*?[]{}"); i >= 0 {
+		return fmt.Errorf("output folder %s: %w: %q (choose a folder without * ? [ ] { })", abs, ErrUnsafePath, abs[i])
+	}
+	return nil
 }
 
 func syncDir(dir string) {

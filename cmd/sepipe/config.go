@@ -577,6 +577,9 @@ func (c *Config) Validate() error {
 	if c.Service.TenantURL == "" {
 		return c.errf("service.tenant_url", "is required (the tenant's URL, e.g. https://acme.example.com)")
 	}
+	if err := load.CheckOutputPath(c.Output.Dir); err != nil {
+		return c.errf("output.dir", "%v", err)
+	}
 	for key, u := range map[string]string{
 		"service.tenant_url": c.Service.TenantURL, "service.legacy_url": c.Service.LegacyURL,
 		"service.v4_url": c.Service.V4URL, "service.webhooks_url": c.Service.WebhooksURL,

@@ -54,3 +54,20 @@ func TestTermEscape(t *testing.T) {
 		t.Errorf("termSafe wrote %q", b.String())
 	}
 }
+
+// TestOutputFolderWithDuckDBSyntaxIsRefused: a folder whose path DuckDB
+// would read as a glob or as connection options is refused with exit 2
+// naming the character, before anything is written.
+func TestOutputFolderWithDuckDBSyntaxIsRefused(t *testing.T) {
+	t.Setenv("SEPIPE_ACCESS_TOKEN", "tok-SECRET-4f1c9a")
+	for _, name := range []string{"data[1]", "what?access_mode=read_only", "a*b"} {
+		out := filepath.Join(t.TempDir(), name)
+		code, _, errOut := runCLI(t, "sync", "--base-url", "http://127.0.0.1:1", "--out", out)
+		if code != exitUsage || !strings.Contains(errOut, "holds a character DuckDB reads as syntax") {
+			t.Errorf("%s: exit %d\n%s", name, code, errOut)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%s was created", out)
+		}
+	}
+}
