@@ -157,7 +157,7 @@ type ObjectResult struct {
 	// RepairedValues counts text values stored with U+FFFD in place of
 	// bytes that were not valid UTF-8.
 	RepairedValues int64
-	Files         []string     // published Parquet files
+	Files          []string // published Parquet files
 	// Status is StatusOK when the stream committed, else StatusFailed,
 	// StatusSkipped or StatusDeferred, with Err saying why.
 	Status string

@@ -167,7 +167,7 @@ type state struct {
 	slots    []slot
 	scratch  []byte
 	repaired int // values repaired in the page being decoded
-	unknown map[string]struct{}
+	unknown  map[string]struct{}
 	// next predicts the column of the next key: next[c] is the column
 	// whose key followed column c's in the last row (next[n]: the first
 	// key of a row). Rows of one page almost always list their keys in the
