@@ -146,7 +146,7 @@ func openWarehouse(ctx context.Context, path string) (*Warehouse, error) {
 		db.Close()
 		return nil, classifyOpen(path, err)
 	}
-	if _, err := db.ExecContext(ctx, metaDDL+migrations); err != nil {
+	if _, err := db.ExecContext(ctx, metaDDL+namesDDL+migrations); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("warehouse %s: create bookkeeping tables: %w", path, err)
 	}
@@ -202,12 +202,16 @@ const (
 // Table is one object's data for a run: its schema, the Parquet files that
 // hold its rows, and how they go into its table.
 type Table struct {
-	Object  string
-	Schema  *arrow.Schema // the effective schema: the table's shape after this run
-	Files   []string
-	Rows    int64 // rows in Files; checked after loading
-	Rejects []transform.Reject
-	Stats   ObjectStats
+	// Object is the stream's name (Names): its table, its lake folder and
+	// its key in sepipe's bookkeeping. ServiceID is the id the service
+	// gives it, when that differs ("" means the same).
+	Object    string
+	ServiceID string
+	Schema    *arrow.Schema // the effective schema: the table's shape after this run
+	Files     []string
+	Rows      int64 // rows in Files; checked after loading
+	Rejects   []transform.Reject
+	Stats     ObjectStats
 
 	Mode        WriteMode
 	PrimaryKey  []string // Merge only
@@ -336,7 +340,13 @@ func (w *Warehouse) Commit(ctx context.Context, run Run, tables []Table) error {
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
 	rowsPer := map[string]int64{}
 	for _, t := range tables {
+		if err := CheckName(t.Object); err != nil {
+			return &WriteError{Object: t.Object, Step: "load", Err: err}
+		}
 		if err := loadTable(ctx, tx, run, t); err != nil {
+			return err
+		}
+		if err := recordName(ctx, tx, run.ID, t); err != nil {
 			return err
 		}
 		rowsPer[t.Object] = t.Rows

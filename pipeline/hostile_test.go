@@ -7,8 +7,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
 )
 
@@ -68,5 +73,81 @@ func TestInvalidUTF8NeverFailsARun(t *testing.T) {
 	raw := scalar[[]byte](t, db, `SELECT raw_row_bytes FROM _sepipe_rejects WHERE object = 'odd' AND field = 'n'`)
 	if string(raw) != "{\"id\":3,\"name\":\"also \xc3\x28 bad\",\"n\":\"not a number\"}" {
 		t.Errorf("raw bytes of the rejected row: %q", raw)
+	}
+}
+
+// namedTenant serves report objects whose ids are given, each with one
+// field "id" and rows ids 1..n (n = its index + 1), ids escaped as the
+// service escapes path segments.
+func namedTenant(t *testing.T, ids []string) *httptest.Server {
+	t.Helper()
+	byID := map[string]int{}
+	for i, id := range ids {
+		byID[id] = i + 1
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		const base = "/api/learn/reporting/v3/json/objects"
+		rest, _ := strings.CutPrefix(r.URL.Path, base)
+		switch {
+		case rest == "":
+			var objs []map[string]any
+			for _, id := range ids {
+				objs = append(objs, map[string]any{"id": id, "displayName": id, "urls": map[string]string{}})
+			}
+			json.NewEncoder(w).Encode(map[string]any{"objects": objs})
+		case strings.HasSuffix(rest, "/describe"):
+			fmt.Fprint(w, `{"fields":[{"id":"id","displayName":"ID","type":"int"},{"id":"snapshot_date","displayName":"Their own date","type":"string"}]}`)
+		default:
+			id := strings.TrimPrefix(rest, "/")
+			n, ok := byID[id]
+			if !ok {
+				http.NotFound(w, r)
+				return
+			}
+			var rows []string
+			for i := 1; i <= n; i++ {
+				rows = append(rows, fmt.Sprintf(`{"id":%d,"snapshot_date":"theirs"}`, i))
+			}
+			fmt.Fprintf(w, `{"totalResults":%d,"totalPages":1,"results":[%s]}`, n, strings.Join(rows, ","))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestHostileIDsStayInTheirPlace: ids that climb out of the folder, take
+// sepipe's own names, differ only by case, or hold glob characters each
+// get a table of their own, exactly once, inside the output folder, on
+// every run; sepipe's own tables stay intact.
+func TestHostileIDsStayInTheirPlace(t *testing.T) {
+	ids := []string{"../escape", "events", "_sepipe_runs", "User", "user", "foo", "foo_history", "x[1]", "a/b", "q?y=1"}
+	srv := namedTenant(t, ids)
+	parent := t.TempDir()
+	out := filepath.Join(parent, "out")
+	for day := range 2 {
+		if _, err := pipeline.Sync(context.Background(), client(t, srv.URL, "tok-SECRET-4f1c9a"), pipeline.Config{Out: out, Now: clock(day1.Add(time.Duration(day) * 24 * time.Hour))}); err != nil {
+			t.Fatalf("run %d: %v", day+1, err)
+		}
+	}
+	// Nothing outside the output folder.
+	ents, _ := os.ReadDir(parent)
+	if len(ents) != 1 || ents[0].Name() != "out" {
+		t.Fatalf("the parent holds %v", ents)
+	}
+	db := openWH(t, out)
+	for i, id := range ids {
+		name := scalar[string](t, db, `SELECT name FROM _sepipe_names WHERE id = ?`, id)
+		if n := scalar[int64](t, db, `SELECT count(*) FROM `+load.Ident(name)); n != int64(i+1) {
+			t.Errorf("%q (table %s): %d rows, want %d", id, name, n, i+1)
+		}
+		if got := scalar[string](t, db, `SELECT min(snapshot_date) FROM `+load.Ident(name)); got != "theirs" {
+			t.Errorf("%q: snapshot_date %q, want the service's own", id, got)
+		}
+	}
+	if n := scalar[int64](t, db, `SELECT count(*) FROM _sepipe_runs WHERE status = 'succeeded'`); n != 2 {
+		t.Errorf("run ledger holds %d succeeded runs, want 2", n)
+	}
+	if n := scalar[int64](t, db, `SELECT count(DISTINCT lower(name)) FROM _sepipe_names`); n != int64(len(ids)) {
+		t.Errorf("%d distinct names for %d ids", n, len(ids))
 	}
 }

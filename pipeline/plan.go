@@ -105,7 +105,13 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 		res.HasWarehouse = true
 		err := func() error {
 			defer wh.Close()
+			names, err := wh.Names(ctx)
+			if err != nil {
+				return err
+			}
+			names.Assign(withCollections, Collections)
 			for _, id := range withCollections {
+				name, _ := names.Name(id)
 				if isCollection(id) {
 					has, err := wh.HasTable(ctx, id)
 					if err != nil {
@@ -117,17 +123,17 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 				if slices.Contains(cfg.FullRefresh, id) {
 					continue
 				}
-				f, err := wh.StoredFields(ctx, id)
+				f, err := wh.StoredFields(ctx, name)
 				if err != nil {
 					return err
 				}
 				pr.fields[id] = f
-				if st, ok, err := wh.State(ctx, id); err != nil {
+				if st, ok, err := wh.State(ctx, name); err != nil {
 					return err
 				} else if ok {
 					pr.state[id] = st
 				}
-				has, err := wh.HasTable(ctx, id)
+				has, err := wh.HasTable(ctx, name)
 				if err != nil {
 					return fmt.Errorf("warehouse %s: %w", wh.Path(), err)
 				}

@@ -141,7 +141,8 @@ func (c *Config) setDefaults() {
 
 // ObjectResult is what a run did for one object.
 type ObjectResult struct {
-	Object        string
+	Object        string // the stream's name: its table and lake folder
+	ServiceID     string // the service's id of the stream (often the same)
 	Mode          load.WriteMode
 	Rows          int64 // rows loaded
 	RejectedRows  int64
@@ -196,8 +197,17 @@ func crash(point string) {
 type prior struct {
 	fields   map[string][]extract.Field // effective fields per object
 	state    map[string]load.State
-	known    []string // every stream earlier runs loaded
-	deferred []string // streams deferred earlier on the run's snapshot day and not committed since
+	known    []string // every stream (by name) earlier runs loaded
+	deferred []string // streams (by name) deferred earlier on the run's snapshot day and not committed since
+	names    *load.Names
+}
+
+// name is the table and folder name of a stream's service id.
+func (p *prior) name(id string) string {
+	if n, ok := p.names.Name(id); ok {
+		return n
+	}
+	return id // not reached: recoverAndRead names every id of the run
 }
 
 // recover finishes what a dead run left and reads the warehouse's schemas
@@ -235,6 +245,10 @@ func recoverAndRead(ctx context.Context, lake load.Lake, objects []string, reset
 		return nil, fmt.Errorf("clean staging in %s: %w", lake.Root, err)
 	}
 	pr := &prior{fields: map[string][]extract.Field{}, state: map[string]load.State{}}
+	if pr.names, err = wh.Names(ctx); err != nil {
+		return nil, err
+	}
+	pr.names.Assign(objects, Collections)
 	if pr.known, err = wh.KnownObjects(ctx); err != nil {
 		return nil, err
 	}
@@ -245,12 +259,12 @@ func recoverAndRead(ctx context.Context, lake load.Lake, objects []string, reset
 		if slices.Contains(reset, o) {
 			continue // full refresh: start from nothing
 		}
-		f, err := wh.StoredFields(ctx, o)
+		f, err := wh.StoredFields(ctx, pr.name(o))
 		if err != nil {
 			return nil, err
 		}
 		pr.fields[o] = f
-		if st, ok, err := wh.State(ctx, o); err != nil {
+		if st, ok, err := wh.State(ctx, pr.name(o)); err != nil {
 			return nil, err
 		} else if ok {
 			pr.state[o] = st
@@ -309,13 +323,16 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	if err := checkStreams(cfg, ids); err != nil {
 		return nil, err
 	}
-	pr, err := recoverAndRead(ctx, lake, ids, cfg.FullRefresh, res.SnapshotDate, cfg.LockWait, log)
+	pr, err := recoverAndRead(ctx, lake, append(slices.Clone(ids), reportObjects...), cfg.FullRefresh, res.SnapshotDate, cfg.LockWait, log)
 	if err != nil {
 		return nil, err
 	}
 	var outs []outcome // streams that will not commit
 	if reportingDenied != nil {
-		names := reportObjects
+		var names []string
+		for _, id := range reportObjects {
+			names = append(names, pr.name(id))
+		}
 		if len(names) == 0 {
 			for _, k := range pr.known {
 				if !isCollection(k) {
@@ -333,7 +350,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	// A run of a day on which a quota deferred streams continues them,
 	// unless it was told which streams to run.
 	if len(cfg.Objects) == 0 && len(pr.deferred) > 0 {
-		objects = slices.DeleteFunc(objects, func(o extract.Object) bool { return !slices.Contains(pr.deferred, o.ID) })
+		objects = slices.DeleteFunc(objects, func(o extract.Object) bool { return !slices.Contains(pr.deferred, pr.name(o.ID)) })
 		collections = slices.DeleteFunc(collections, func(c string) bool { return !slices.Contains(pr.deferred, c) })
 		log.Info("continuing the streams a quota deferred earlier today", "streams", pr.deferred)
 	}
@@ -579,15 +596,16 @@ type stagedObject struct {
 // returns an error: a failure is kept in the result.
 func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, id string, cfg Config, pr *prior, log *slog.Logger) *stagedObject {
 	t0 := time.Now()
-	so := &stagedObject{object: id}
-	cfg.Progress.ObjectStarted(id)
+	name := pr.name(id) // the table's and the lake folder's name
+	so := &stagedObject{object: name}
+	cfg.Progress.ObjectStarted(name)
 	fail := func(step string, err error) *stagedObject {
 		so.err = &ObjectError{Object: id, Step: step, Err: err}
 		status := classify(id, err)
 		if status == StatusFailed {
 			log.Error("object failed", "object", id, "step", step, "err", err)
 		}
-		cfg.Progress.ObjectDone(ObjectResult{Object: id, Status: status, Err: so.err})
+		cfg.Progress.ObjectDone(ObjectResult{Object: name, ServiceID: id, Status: status, Err: so.err})
 		return so
 	}
 	sc := cfg.Streams[id]
@@ -621,9 +639,12 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		return fail("schema", err)
 	}
 	defer dec.Release()
-	dir := lake.StagingDir(run.RunID, id, run.SnapshotDate)
+	if err := load.CheckName(name); err != nil {
+		return fail("name", err)
+	}
+	dir := lake.StagingDir(run.RunID, name, run.SnapshotDate)
 	sink, err := newObjectSink(func(first, step int) (*load.ParquetWriter, error) {
-		return load.NewParquetWriter(dir, id, schema, load.WithParquetAllocator(cfg.Allocator), load.WithFileNumbers(first, step))
+		return load.NewParquetWriter(dir, name, schema, load.WithParquetAllocator(cfg.Allocator), load.WithFileNumbers(first, step))
 	})
 	if err != nil {
 		return fail("write", err)
@@ -642,7 +663,7 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		if err := sink.add(r); err != nil {
 			return extract.PageInfo{}, err
 		}
-		cfg.Progress.PageDone(id, p.Number, r.Info.Rows, r.Info.TotalPages)
+		cfg.Progress.PageDone(name, p.Number, r.Info.Rows, r.Info.TotalPages)
 		return r.Info, nil
 	})
 	if err != nil {
@@ -660,7 +681,8 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 	}
 	dur := time.Since(t0)
 	so.table = load.Table{
-		Object:      id,
+		Object:      name,
+		ServiceID:   id,
 		Schema:      schema,
 		Files:       files,
 		Rows:        rows,
@@ -676,7 +698,7 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		},
 	}
 	so.result = ObjectResult{
-		Object: id, Mode: mode, Status: StatusOK, Diff: diff, Since: since, Rows: rows, RejectedRows: sink.rejectedRows,
+		Object: name, ServiceID: id, Mode: mode, Status: StatusOK, Diff: diff, Since: since, Rows: rows, RejectedRows: sink.rejectedRows,
 		Pages: stats.Pages, Requests: stats.Requests, Retries: stats.Retries,
 		Duration: dur, SchemaVersion: schemas.SchemaVersion(schema), UnknownFields: sink.unknown,
 		RepairedValues: sink.repaired,
