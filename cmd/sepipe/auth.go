@@ -50,11 +50,7 @@ func newAuthStatusCmd(g *globals) *cobra.Command {
 				return usagef("no credential: export %s (static access token), or configure the OAuth client (%s, %s) with a refresh token",
 					c.Credentials.AccessToken, c.secretRef("service.oauth.client_id"), c.secretRef("service.oauth.client_secret"))
 			}
-			log, err := g.loggerTo(g.stderr)
-			if err != nil {
-				return err
-			}
-			src, err := c.newOAuth(log)
+			src, err := g.oauthOf(c)
 			if err != nil {
 				return err
 			}
@@ -89,6 +85,15 @@ func newAuthStatusCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// oauthOf builds the config's OAuth source, logging to stderr.
+func (g *globals) oauthOf(c *Config) (*extract.OAuth, error) {
+	log, err := g.loggerTo(g.stderr)
+	if err != nil {
+		return nil, err
+	}
+	return c.newOAuth(log)
+}
+
 // errNoToken: auth status found nothing to refresh with.
 var errNoToken = fmt.Errorf("no refresh token")
 
@@ -118,11 +123,7 @@ refresh token unused for 14 days expires).`,
 			if err != nil {
 				return err
 			}
-			log, err := g.loggerTo(g.stderr)
-			if err != nil {
-				return err
-			}
-			src, err := c.newOAuth(log)
+			src, err := g.oauthOf(c)
 			if err != nil {
 				return err
 			}
