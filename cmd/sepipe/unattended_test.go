@@ -260,3 +260,46 @@ func TestConfigRefusesWhatWouldGoQuietlyWrong(t *testing.T) {
 		t.Errorf("one-character token: exit %d\n%s", code, errOut)
 	}
 }
+
+// TestAuthLoginSeedsTheStore: auth login reads a refresh token from
+// standard input, exchanges it, and a sync then runs from the store with
+// no refresh token in the environment; auth status never prints a token.
+func TestAuthLoginSeedsTheStore(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	oauthEnv(t, srv)
+	t.Setenv("SEPIPE_REFRESH_TOKEN", "")
+	out := t.TempDir()
+	if code, _, errOut := runCLI(t, "sync", "--base-url", srv.URL, "--out", out); code != exitUsage || !strings.Contains(errOut, "sepipe auth login") {
+		t.Fatalf("sync without any refresh token: exit %d\n%s", code, errOut)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.WriteString(srv.Service.RefreshToken() + "\n")
+	w.Close()
+	stdin := os.Stdin
+	os.Stdin = r
+	code, stdout, errOut := runCLI(t, "auth", "login", "--base-url", srv.URL, "--out", out)
+	os.Stdin = stdin
+	if code != exitOK || !strings.Contains(stdout, "token.json") {
+		t.Fatalf("auth login: exit %d\n%s\n%s", code, stdout, errOut)
+	}
+	status := mustRun(t, "auth", "status", "--base-url", srv.URL, "--out", out)
+	if !strings.Contains(status, "chain started by login") || !strings.Contains(status, "valid until") {
+		t.Errorf("auth status:\n%s", status)
+	}
+	b, _ := os.ReadFile(filepath.Join(out, ".sepipe", "token.json"))
+	var st extract.StoredToken
+	json.Unmarshal(b, &st)
+	for _, secret := range []string{st.AccessToken, st.RefreshToken, srv.Service.RefreshToken(), srv.Service.ClientSecret()} {
+		if strings.Contains(status, secret) {
+			t.Error("auth status printed a token or secret")
+		}
+	}
+	mustRun(t, "sync", "-q", "--base-url", srv.URL, "--out", out)
+	if s := srv.Service.OAuth(); s.Refreshes != 1 || s.Refused != 0 {
+		t.Errorf("token endpoint %+v: the sync should have used the stored access token", s)
+	}
+}
