@@ -151,3 +151,40 @@ func TestHostileIDsStayInTheirPlace(t *testing.T) {
 		t.Errorf("%d distinct names for %d ids", n, len(ids))
 	}
 }
+
+// TestFieldIDsDuckDBCannotHoldGetColumnsOfTheirOwn: field ids equal but
+// for case, one with a NUL, one named like sepipe's bookkeeping columns:
+// each gets a column of its own (the id kept in the schema table) and the
+// stream commits, as a merge stream keyed on one of them.
+func TestFieldIDsDuckDBCannotHoldGetColumnsOfTheirOwn(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/learn/reporting/v3/json/objects":
+			fmt.Fprint(w, `{"objects":[{"id":"odd","displayName":"Odd","urls":{}}]}`)
+		case "/api/learn/reporting/v3/json/objects/odd/describe":
+			fmt.Fprint(w, `{"fields":[{"id":"Name","type":"string"},{"id":"name","type":"string"},{"id":"a\u0000b","type":"int"},{"id":"_sepipe_run_id","type":"string"}]}`)
+		default:
+			fmt.Fprint(w, `{"totalResults":2,"totalPages":1,"results":[`+
+				`{"Name":"upper","name":"lower","a\u0000b":1,"_sepipe_run_id":"theirs"},`+
+				`{"Name":"UPPER","name":"LOWER","a\u0000b":2,"_sepipe_run_id":"theirs too"}]}`)
+		}
+	}))
+	defer srv.Close()
+	out := t.TempDir()
+	cfg := pipeline.Config{Out: out, Now: clock(day1), Streams: map[string]pipeline.StreamConfig{
+		"odd": {Mode: load.Merge, PrimaryKey: []string{"name"}},
+	}}
+	for run := range 2 {
+		if _, err := pipeline.Sync(context.Background(), client(t, srv.URL, "tok-SECRET-4f1c9a"), cfg); err != nil {
+			t.Fatalf("run %d: %v", run+1, err)
+		}
+	}
+	db := openWH(t, out)
+	got := scalar[string](t, db, `SELECT string_agg("Name" || '/' || "name_2" || '/' || "a_b" || '/' || "field_sepipe_run_id", ',' ORDER BY "a_b") FROM odd`)
+	if got != "upper/lower/1/theirs,UPPER/LOWER/2/theirs too" {
+		t.Fatalf("rows %q", got)
+	}
+	if n := scalar[int64](t, db, `SELECT count(*) FROM odd`); n != 2 {
+		t.Fatalf("merge on the renamed key left %d rows, want 2", n)
+	}
+}

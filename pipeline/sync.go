@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/sepipe/sepipe/extract"
@@ -688,8 +689,8 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		Rows:        rows,
 		Rejects:     sink.rejects,
 		Mode:        mode,
-		PrimaryKey:  sc.PrimaryKey,
-		Cursor:      sc.Cursor,
+		PrimaryKey:  columnsOf(schema, sc.PrimaryKey),
+		Cursor:      columnsOf(schema, []string{sc.Cursor})[0],
 		FullRefresh: fullRefresh,
 		Describe:    live,
 		Stats: load.ObjectStats{
@@ -720,6 +721,17 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 	debug.FreeOSMemory()
 	cfg.Progress.ObjectDone(so.result)
 	return so
+}
+
+// columnsOf maps field ids (as the config names them) to their columns.
+func columnsOf(s *arrow.Schema, ids []string) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		if id != "" {
+			out[i] = schemas.ColumnName(s, id)
+		}
+	}
+	return out
 }
 
 // objectSink takes the decoded pages of one object's concurrent page

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -32,6 +33,7 @@ const (
 	MetaType        = "sepipe:type"         // field: the service type (int, picklist, ...)
 	MetaDisplayName = "sepipe:display_name" // field: the service's display name
 	MetaOptions     = "sepipe:options"      // field: JSON array of picklist options
+	MetaFieldID     = "sepipe:field_id"     // field: the service's field id, when the column name differs
 	MetaObject      = "sepipe:object"       // schema: report object id
 	MetaVersion     = "sepipe:version"      // schema: hash of the describe result
 )
@@ -86,6 +88,7 @@ func collectionType(t string) (arrow.DataType, bool) {
 func build(object string, fields []extract.Field, extended bool) (*arrow.Schema, error) {
 	out := make([]arrow.Field, 0, len(fields))
 	seen := make(map[string]bool, len(fields))
+	columns := make(map[string]bool, len(fields)) // lower-case column names taken
 	for _, f := range fields {
 		if f.ID == "" {
 			return nil, &FieldError{Object: object, Field: f.DisplayName, Reason: "empty field id"}
@@ -103,6 +106,10 @@ func build(object string, fields []extract.Field, extended bool) (*arrow.Schema,
 		}
 		keys := []string{MetaType, MetaDisplayName}
 		vals := []string{f.Type, f.DisplayName}
+		col := columnName(f.ID, columns)
+		if col != f.ID {
+			keys, vals = append(keys, MetaFieldID), append(vals, f.ID)
+		}
 		if f.Type == TypePicklist {
 			opts := f.Options
 			if opts == nil {
@@ -116,7 +123,7 @@ func build(object string, fields []extract.Field, extended bool) (*arrow.Schema,
 			vals = append(vals, string(b))
 		}
 		out = append(out, arrow.Field{
-			Name:     f.ID,
+			Name:     col,
 			Type:     dt,
 			Nullable: true,
 			Metadata: arrow.NewMetadata(keys, vals),
@@ -135,7 +142,7 @@ func ToDescribe(s *arrow.Schema) ([]extract.Field, error) {
 		if t == "" {
 			return nil, &FieldError{Object: Object(s), Field: f.Name, Reason: "no " + MetaType + " metadata"}
 		}
-		ef := extract.Field{ID: f.Name, Type: t}
+		ef := extract.Field{ID: FieldID(f), Type: t}
 		if v, ok := f.Metadata.GetValue(MetaDisplayName); ok {
 			ef.DisplayName = v
 		}
@@ -145,6 +152,45 @@ func ToDescribe(s *arrow.Schema) ([]extract.Field, error) {
 		out = append(out, ef)
 	}
 	return out, nil
+}
+
+// FieldID returns the service's id of a field: the column name, unless
+// the column had to be named otherwise (MetaFieldID).
+func FieldID(f arrow.Field) string {
+	if v, ok := f.Metadata.GetValue(MetaFieldID); ok {
+		return v
+	}
+	return f.Name
+}
+
+// ColumnName returns the column of the field whose service id is id, or
+// id itself when the schema has no such field.
+func ColumnName(s *arrow.Schema, id string) string {
+	for _, f := range s.Fields() {
+		if FieldID(f) == id {
+			return f.Name
+		}
+	}
+	return id
+}
+
+// columnName is a field id's column: the id itself, unless DuckDB could
+// not hold it as a distinct column: names are case-insensitive (the later
+// of "Name" and "name" gets a suffix _2, _3, ...), a NUL or bytes that
+// are not UTF-8 cannot be stored (they become _), and _sepipe* names are
+// sepipe's bookkeeping columns. Fields are named in describe order with
+// the stored fields first (schemas.Resolve), so a column keeps its name.
+func columnName(id string, taken map[string]bool) string {
+	base := strings.ToValidUTF8(strings.ReplaceAll(id, "\x00", "_"), "_")
+	if strings.HasPrefix(strings.ToLower(base), "_sepipe") {
+		base = "field" + base
+	}
+	name := base
+	for k := 2; taken[strings.ToLower(name)]; k++ {
+		name = fmt.Sprintf("%s_%d", base, k)
+	}
+	taken[strings.ToLower(name)] = true
+	return name
 }
 
 // ServiceType returns the service type recorded on a field, or "".

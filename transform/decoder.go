@@ -95,8 +95,10 @@ func NewDecoder(s *arrow.Schema, opts ...Option) (*Decoder, error) {
 		o(d)
 	}
 	for i, f := range s.Fields() {
-		d.index[f.Name] = i
-		d.names[i] = f.Name
+		// Rows are keyed by the service's field ids (a column may be named
+		// otherwise, see schemas.FieldID).
+		d.index[schemas.FieldID(f)] = i
+		d.names[i] = schemas.FieldID(f)
 		switch {
 		case arrow.TypeEqual(f.Type, arrow.PrimitiveTypes.Int64):
 			d.kinds[i] = kInt
@@ -509,7 +511,7 @@ func (d *Decoder) row(st *state, s *scanner, page, row int, res *Result) bool {
 			if reason != "" {
 				res.Rejects = append(res.Rejects, Reject{
 					Object: d.object, Page: page, Row: row,
-					Field:    d.schema.Field(col).Name,
+					Field:    d.names[col],
 					RawValue: string(trimSpace(s.buf[vstart:s.pos])),
 					Reason:   reason,
 				})
