@@ -65,15 +65,20 @@ func (c *Client) Objects(ctx context.Context) ([]Object, error) {
 	out := make([]Object, 0, len(*body.Objects))
 	for i, o := range *body.Objects {
 		if o.ID == "" {
-			return nil, fmt.Errorf("%s: object %d has no id", info, i)
+			c.log.WarnContext(ctx, "the service listed a report object without an id; it is left out", "position", i)
+			continue
 		}
+		// An unreadable url fails nothing: the client's own path for the
+		// id (each segment escaped) serves instead.
 		d, err := c.resolve(o.URLs.Describe)
 		if err != nil {
-			return nil, fmt.Errorf("%s: object %q: urls.describe: %w", info, o.ID, err)
+			c.log.WarnContext(ctx, "unreadable urls.describe; using the standard path", "object", o.ID, "err", err)
+			d = ""
 		}
 		u, err := c.resolve(o.URLs.Object)
 		if err != nil {
-			return nil, fmt.Errorf("%s: object %q: urls.object: %w", info, o.ID, err)
+			c.log.WarnContext(ctx, "unreadable urls.object; using the standard path", "object", o.ID, "err", err)
+			u = ""
 		}
 		if d == "" {
 			d = c.endpoint("objects", o.ID, "describe").String()

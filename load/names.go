@@ -61,12 +61,20 @@ func NewNames(recorded map[string]string) *Names {
 }
 
 // Assign gives every id its name: the recorded one, else a new one.
-// Collections (reserved for those ids only) keep their own names. ids are
-// named in sorted order, so one run's new names do not depend on the order
-// the service listed them in.
+// Collections (reserved for those ids only) keep their own names. New ids
+// are named in a fixed order (by lower-case id, the lower-case spelling
+// first), so one run's new names do not depend on the order the service
+// listed them in.
 func (n *Names) Assign(ids []string, collections []string) {
+	// Ids equal but for case: the lower-case one first, so that it keeps
+	// its own name (user before User).
 	sorted := slices.Clone(ids)
-	slices.Sort(sorted)
+	slices.SortFunc(sorted, func(a, b string) int {
+		if c := strings.Compare(strings.ToLower(a), strings.ToLower(b)); c != 0 {
+			return c
+		}
+		return strings.Compare(b, a)
+	})
 	for _, id := range sorted {
 		if _, ok := n.byID[id]; ok {
 			continue

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sepipe/sepipe/extract/servicetest"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
 )
@@ -186,5 +187,70 @@ func TestFieldIDsDuckDBCannotHoldGetColumnsOfTheirOwn(t *testing.T) {
 	}
 	if n := scalar[int64](t, db, `SELECT count(*) FROM odd`); n != 2 {
 		t.Fatalf("merge on the renamed key left %d rows, want 2", n)
+	}
+}
+
+// TestHostileTenant syncs the fake's hostile tenant twice into a folder
+// nested in a temporary parent: nothing lands outside the output folder,
+// every object is in a table of its own exactly once, sepipe's own tables
+// are intact, and sepipe listen loads events into the same warehouse
+// afterwards.
+func TestHostileTenant(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(10), servicetest.WithHostile())
+	defer srv.Close()
+	parent := t.TempDir()
+	out := filepath.Join(parent, "deeper", "out")
+	for day := range 2 {
+		res, err := pipeline.Sync(context.Background(), client(t, srv.URL, srv.Service.AccessToken()),
+			pipeline.Config{Out: out, Now: clock(day1.Add(time.Duration(day) * 24 * time.Hour))})
+		if err != nil {
+			t.Fatalf("run %d: %v", day+1, err)
+		}
+		for _, o := range res.Objects {
+			if strings.Contains(o.ServiceID, "tab") && o.RepairedValues == 0 {
+				t.Errorf("%q: no value counted as repaired", o.ServiceID)
+			}
+		}
+	}
+	err := filepath.WalkDir(parent, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if rel, _ := filepath.Rel(out, p); strings.HasPrefix(rel, "..") && p != parent && p != filepath.Join(parent, "deeper") {
+			t.Errorf("written outside the output folder: %s", p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := openWH(t, out)
+	for k, id := range servicetest.HostileObjectIDs() {
+		name := scalar[string](t, db, `SELECT name FROM _sepipe_names WHERE id = ?`, id)
+		if n := scalar[int64](t, db, `SELECT count(*) FROM `+load.Ident(name)); n != int64(k+3) {
+			t.Errorf("%q (table %s): %d rows, want %d", id, name, n, k+3)
+		}
+		if got := scalar[string](t, db, `SELECT min(snapshot_date) || '/' || min("Name") || '/' || count(DISTINCT "name_2") FROM `+load.Ident(name)); !strings.HasPrefix(got, "theirs/upper") {
+			t.Errorf("%q: %q", id, got)
+		}
+	}
+	if n := scalar[int64](t, db, `SELECT count(*) FROM _sepipe_runs WHERE status = 'succeeded'`); n != 2 {
+		t.Errorf("run ledger: %d succeeded runs, want 2", n)
+	}
+	if n := scalar[int64](t, db, `SELECT count(*) FROM "user"`); n != 10 {
+		t.Errorf("user: %d rows, want the fake's 10 (not User's)", n)
+	}
+	db.Close()
+
+	// Events land in the same warehouse afterwards.
+	url, stop := startListen(t, pipeline.ListenConfig{Out: out, Secrets: []string{"c2lnbmluZy1rZXktb25lLXRoaXJ0eS10d28tYnl0ZXM="}})
+	if st := deliver(http.DefaultClient, url, testEvent("hostile-1"), "c2lnbmluZy1rZXktb25lLXRoaXJ0eS10d28tYnl0ZXM=", 0); st != 200 {
+		t.Fatalf("delivery: %d", st)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := scalar[int64](t, openWH(t, out), `SELECT count(*) FROM events WHERE id = 'hostile-1'`); n != 1 {
+		t.Fatalf("events holds %d of the delivered event", n)
 	}
 }

@@ -30,6 +30,7 @@ type simulateFlags struct {
 	quota                                int
 	quotaWindow                          time.Duration
 	noV4                                 bool
+	hostile                              bool
 }
 
 func (f *simulateFlags) options() ([]servicetest.Option, error) {
@@ -65,6 +66,9 @@ func (f *simulateFlags) options() ([]servicetest.Option, error) {
 	}
 	if f.noV4 {
 		opts = append(opts, servicetest.WithoutV4())
+	}
+	if f.hostile {
+		opts = append(opts, servicetest.WithHostile())
 	}
 	if f.advanceEvery > 0 {
 		opts = append(opts, servicetest.WithAutoAdvance(f.advanceEvery, f.advanceBy))
@@ -207,5 +211,6 @@ clock.`,
 	fl.IntVar(&f.quota, "quota", 0, "requests per --quota-window before answering 429 (0: no quota)")
 	fl.DurationVar(&f.quotaWindow, "quota-window", time.Hour, "length of the quota window")
 	fl.BoolVar(&f.noV4, "no-v4", false, "the tenant's plan lacks the sharing interface: v4 answers 403")
+	fl.BoolVar(&f.hostile, "hostile", false, "add report objects with hostile ids, fields and values (sepipe's own names, case twins, globs, NUL, bad UTF-8, terminal escapes)")
 	return cmd
 }

@@ -123,6 +123,9 @@ func appendValue(dst []byte, typ fieldType, v value) []byte {
 	case typeDate:
 		return appendDate(dst, v.i)
 	default:
+		if v.raw {
+			return append(append(append(dst, '"'), v.s...), '"')
+		}
 		return appendJSONString(dst, v.s)
 	}
 }

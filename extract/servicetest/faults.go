@@ -677,5 +677,8 @@ func (s *Service) object(id string) (*object, bool) {
 		}
 	}
 	o, ok := objectsByID[id]
+	if !ok && s.cfg.hostile {
+		o, ok = hostileByID[id]
+	}
 	return o, ok
 }

@@ -75,8 +75,9 @@ func (s *Service) serveReporting(w http.ResponseWriter, r *http.Request) {
 	}
 	switch kind {
 	case list:
-		entries := make([]objectEntry, len(objects))
-		for i, o := range objects {
+		list := s.objectList()
+		entries := make([]objectEntry, len(list))
+		for i, o := range list {
 			p := BasePath + "/objects/" + o.id
 			entries[i] = objectEntry{ID: o.id, DisplayName: o.displayName,
 				URLs: objectURLs{Describe: p + "/describe", Object: p}}

@@ -37,7 +37,8 @@ type config struct {
 	limitedToken string
 	now          time.Time
 
-	noV4 bool // WithoutV4
+	noV4    bool // WithoutV4
+	hostile bool // WithHostile (hostile.go)
 
 	// OAuth (oauth.go).
 	clientID     string

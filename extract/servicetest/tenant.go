@@ -39,6 +39,7 @@ type value struct {
 	i    int64
 	f    float64
 	s    string
+	raw  bool // s is written between quotes as it is (WithHostile's bad text)
 }
 
 func vInt(i int64) value     { return value{i: i} }
