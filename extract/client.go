@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	"golang.org/x/time/rate"
 )
 
@@ -85,6 +86,10 @@ type Client struct {
 
 	timeout     time.Duration // WithTimeout
 	maxBody     int64         // WithMaxResponseBytes
+	inFlight    int64         // WithMaxBytesInFlight
+	bodies      *semaphore.Weighted
+	heldMu      sync.Mutex
+	held        map[*bytes.Buffer]int64 // bytes of the budget each buffer holds
 	concurrency int
 	maxInFlight int // 0: concurrency
 	recoverRun  int // successes before the adaptive limit grows by one
@@ -234,6 +239,52 @@ func WithMaxResponseBytes(n int64) Option {
 	}
 }
 
+// DefaultBytesInFlightFactor: by default the bytes of response bodies the
+// client holds at once are at most this many times the response limit
+// (WithMaxBytesInFlight).
+const DefaultBytesInFlightFactor = 4
+
+// WithMaxBytesInFlight bounds the bytes of response bodies the client
+// holds at once, over all workers and streams: a request whose body would
+// pass it waits until others are processed (a body counts from its
+// headers, by its Content-Length or, when unknown, the response limit,
+// until its page has been handed on). So peak memory has a ceiling
+// whatever the service sends. Default 4 × WithMaxResponseBytes.
+func WithMaxBytesInFlight(n int64) Option {
+	return func(c *Client) {
+		if n < 1 {
+			c.optErrs = append(c.optErrs, fmt.Errorf("WithMaxBytesInFlight(%d): want at least 1", n))
+			return
+		}
+		c.inFlight = n
+	}
+}
+
+// holdBody takes n bytes of the in-flight budget for buf (what buf held
+// before is given back first), waiting while other bodies hold it.
+func (c *Client) holdBody(ctx context.Context, buf *bytes.Buffer, n int64) error {
+	c.releaseBody(buf)
+	n = min(max(n, 1), c.inFlight)
+	if err := c.bodies.Acquire(ctx, n); err != nil {
+		return err
+	}
+	c.heldMu.Lock()
+	c.held[buf] = n
+	c.heldMu.Unlock()
+	return nil
+}
+
+// releaseBody gives back what buf holds of the in-flight budget.
+func (c *Client) releaseBody(buf *bytes.Buffer) {
+	c.heldMu.Lock()
+	n, ok := c.held[buf]
+	delete(c.held, buf)
+	c.heldMu.Unlock()
+	if ok {
+		c.bodies.Release(n)
+	}
+}
+
 // ErrCrossOriginRedirect: the service redirected a request to another
 // origin (scheme, host or port). The client does not follow it, so no
 // credential leaves for a server that was not configured.
@@ -374,6 +425,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		reporting:   &rep,
 		timeout:     DefaultTimeout,
 		maxBody:     DefaultMaxResponseBytes,
+		held:        map[*bytes.Buffer]int64{},
 		limiter:     rate.NewLimiter(DefaultRateLimit, DefaultBurst),
 		log:         slog.New(slog.DiscardHandler),
 		concurrency: DefaultConcurrency,
@@ -390,6 +442,10 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
+	if c.inFlight == 0 {
+		c.inFlight = DefaultBytesInFlightFactor * c.maxBody
+	}
+	c.bodies = semaphore.NewWeighted(c.inFlight)
 	if c.hc == nil {
 		c.hc = newHTTPClient(c.timeout)
 	} else {
@@ -486,6 +542,7 @@ func (c *Client) getBuf() *bytes.Buffer {
 }
 
 func (c *Client) putBuf(b *bytes.Buffer) {
+	c.releaseBody(b)
 	if b.Cap() > maxPooledBytes {
 		return
 	}
@@ -627,6 +684,14 @@ func (c *Client) attempt(ctx context.Context, info reqInfo, u *url.URL, bearer s
 	buf.Reset()
 	if resp.ContentLength > c.maxBody {
 		return response{status: resp.StatusCode, header: resp.Header}, true, c.tooLarge(resp.ContentLength)
+	}
+	want := c.maxBody
+	if resp.ContentLength >= 0 {
+		want = resp.ContentLength
+	}
+	stall.Stop() // waiting for room is not the server's stall
+	if err := c.holdBody(ctx, buf, want); err != nil {
+		return response{status: resp.StatusCode, header: resp.Header}, true, &transportError{err: fmt.Errorf("waiting for room for the body: %w", err)}
 	}
 	if resp.ContentLength > 0 {
 		buf.Grow(int(resp.ContentLength))

@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/schemas"
@@ -84,5 +86,53 @@ func TestAbsurdTotalEndsTheRead(t *testing.T) {
 	})
 	if !errors.Is(err, extract.ErrEndlessPages) || pages != 1 {
 		t.Fatalf("%v after %d pages, want ErrEndlessPages after page 1", err, pages)
+	}
+}
+
+// TestBytesInFlightAreBounded: however many workers, the page bodies the
+// client holds at once stay within WithMaxBytesInFlight.
+func TestBytesInFlightAreBounded(t *testing.T) {
+	const rows, pages = 2000, 8 // ~100 KB a page
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := base64.StdEncoding.DecodeString(r.URL.Query().Get("parameters"))
+		var q struct{ Page int }
+		json.Unmarshal(raw, &q)
+		var b strings.Builder
+		fmt.Fprintf(&b, `{"page":%d,"resultsPerPage":%d,"totalResults":%d,"totalPages":%d,"results":[`, q.Page, rows, rows*pages, pages)
+		for i := range rows {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"id":%d,"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}`, q.Page*rows+i)
+		}
+		b.WriteString("]}")
+		w.Header().Set("Content-Length", fmt.Sprint(b.Len()))
+		w.Write([]byte(b.String()))
+	}))
+	defer srv.Close()
+	pageSize := int64(2000 * 52)
+	c, err := extract.New(srv.URL, extract.WithAccessToken("tok-SECRET-4f1c9a"), extract.WithRateLimit(0, 1),
+		extract.WithConcurrency(4), extract.WithMaxBytesInFlight(2*pageSize+pageSize/2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var now, peak atomic.Int32
+	_, err = c.ReadObject(context.Background(), "o", extract.Query{ResultsPerPage: rows}, func(ctx context.Context, p *extract.Page) (extract.PageInfo, error) {
+		n := now.Add(1)
+		defer now.Add(-1)
+		for {
+			old := peak.Load()
+			if n <= old || peak.CompareAndSwap(old, n) {
+				break
+			}
+		}
+		time.Sleep(30 * time.Millisecond)
+		return extract.ParsePageInfo(p.Body)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := peak.Load(); p > 2 || p < 1 {
+		t.Fatalf("%d pages held at once, want at most 2 (the budget's worth)", p)
 	}
 }

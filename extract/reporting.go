@@ -290,7 +290,9 @@ func (c *Client) QueryPage(ctx context.Context, objectID string, q Query) (*Page
 		return nil, &PageError{Object: objectID, Page: n, Err: err}
 	}
 	var buf bytes.Buffer
-	if _, err := c.get(ctx, reqInfo{op: "query", object: objectID, page: n, params: params}, u, &buf); err != nil {
+	_, err = c.get(ctx, reqInfo{op: "query", object: objectID, page: n, params: params}, u, &buf)
+	c.releaseBody(&buf) // the body is the caller's now, outside the budget
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}

@@ -107,6 +107,12 @@ func OpenWarehouse(ctx context.Context, path string, opts ...OpenOption) (*Wareh
 				return nil, fmt.Errorf("warehouse %s: memory limit %q: %w", path, o.memoryLimit, err)
 			}
 		}
+		if err == nil && o.threads > 0 {
+			if _, err = wh.db.ExecContext(ctx, fmt.Sprintf("SET threads = %d", o.threads)); err != nil {
+				wh.Close()
+				return nil, fmt.Errorf("warehouse %s: threads %d: %w", path, o.threads, err)
+			}
+		}
 		if err == nil || !errors.Is(err, ErrWarehouseLocked) || !time.Now().Before(deadline) {
 			return wh, err
 		}
@@ -124,7 +130,12 @@ type OpenOption func(*openOptions)
 type openOptions struct {
 	lockWait    time.Duration
 	memoryLimit string
+	threads     int
 }
+
+// WithThreads sets DuckDB's threads for this connection (0: DuckDB's
+// default, one per core). One thread holds one huge value at a time.
+func WithThreads(n int) OpenOption { return func(o *openOptions) { o.threads = n } }
 
 // WithMemoryLimit caps DuckDB's memory for this warehouse connection (a
 // DuckDB size such as "128MB"); beyond it DuckDB spills to a temporary

@@ -14,6 +14,8 @@ import (
 	"runtime/debug"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -398,7 +400,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	}
 
 	// Commit what succeeded, with state and the run record, in one transaction.
-	wh, err := load.OpenWarehouse(ctx, lake.WarehousePath(), load.WithLockWait(cfg.LockWait), load.WithMemoryLimit(cfg.DuckDBMemory))
+	wh, err := load.OpenWarehouse(ctx, lake.WarehousePath(), load.WithLockWait(cfg.LockWait), load.WithMemoryLimit(memoryFor(cfg.DuckDBMemory, staged)), load.WithThreads(threadsFor(staged)))
 	if err != nil {
 		return nil, err
 	}
@@ -499,6 +501,49 @@ func warnNotEntitled(log *slog.Logger, outs []outcome) {
 	}
 }
 
+// hugePage: a run with a page body this large loads on one DuckDB thread,
+// so that one huge value is held at a time.
+const hugePage = 16 << 20
+
+func largestPage(staged []*stagedObject) int {
+	largest := 0
+	for _, s := range staged {
+		if s != nil {
+			largest = max(largest, s.largestPage)
+		}
+	}
+	return largest
+}
+
+func threadsFor(staged []*stagedObject) int {
+	if largestPage(staged) >= hugePage {
+		return 1
+	}
+	return 0
+}
+
+// memoryFor is DuckDB's memory limit for a run's load: the configured one,
+// raised to five times the largest page body when that is larger, so that
+// the largest value a page can hold fits (DuckDB cannot spill one value).
+func memoryFor(configured string, staged []*stagedObject) string {
+	largest := largestPage(staged)
+	if need := 5 * int64(largest); need > 64<<20 {
+		mb := need>>20 + 1
+		if v, ok := strings.CutSuffix(configured, "MB"); !ok || atoi(v) < mb {
+			return fmt.Sprintf("%dMB", mb)
+		}
+	}
+	return configured
+}
+
+func atoi(s string) int64 {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
 // splitStreams separates the collections a run syncs from the report
 // objects it was asked for (nil: all report objects).
 func splitStreams(cfg Config) (collections, objects []string) {
@@ -587,7 +632,8 @@ func selectObjects(ctx context.Context, src Source, want []string) ([]extract.Ob
 }
 
 type stagedObject struct {
-	object string
+	largestPage int // bytes of the object's largest page
+	object      string
 	table  load.Table
 	result ObjectResult
 	err    *ObjectError
@@ -660,6 +706,7 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		if err != nil {
 			return extract.PageInfo{}, err
 		}
+		sink.notePage(len(p.Body))
 		defer r.Record.Release()
 		if err := sink.add(r); err != nil {
 			return extract.PageInfo{}, err
@@ -671,6 +718,7 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		sink.abort()
 		return fail("read", err)
 	}
+	so.largestPage = sink.largestPage
 	files, rows, err := sink.close()
 	if err != nil {
 		sink.abort()
@@ -748,6 +796,7 @@ type objectSink struct {
 	rejects      []transform.Reject
 	rejectedRows int64
 	repaired     int64
+	largestPage  int // bytes of the largest page body
 	unknown      []string
 }
 
@@ -787,6 +836,14 @@ func (s *objectSink) restart() error {
 	s.rejects, s.rejectedRows, s.repaired, s.unknown = nil, 0, 0, nil
 	s.mu.Unlock()
 	return s.open()
+}
+
+// notePage records a page body's size (DuckDB's memory limit must hold the
+// largest value the load reads).
+func (s *objectSink) notePage(n int) {
+	s.mu.Lock()
+	s.largestPage = max(s.largestPage, n)
+	s.mu.Unlock()
 }
 
 func (s *objectSink) add(r transform.Result) error {

@@ -109,6 +109,7 @@ type RequestsConfig struct {
 	MaxWait           Duration `yaml:"max_wait"`
 	Timeout           Duration `yaml:"timeout"`            // connect, headers, and any stall in a body
 	MaxResponseBytes  int      `yaml:"max_response_bytes"` // a larger response fails its stream
+	MaxBytesInFlight  int      `yaml:"max_bytes_in_flight"` // response bodies held at once (default 4 × max_response_bytes)
 }
 
 // OutputConfig says where the lake and the warehouse go.
@@ -673,6 +674,8 @@ func (c *Config) Validate() error {
 		return c.errf("requests.max_attempts", "want at least 1, got %d", r.MaxAttempts)
 	case r.MaxResponseBytes < 1:
 		return c.errf("requests.max_response_bytes", "want at least 1 byte, got %d", r.MaxResponseBytes)
+	case r.MaxBytesInFlight < 0:
+		return c.errf("requests.max_bytes_in_flight", "want at least 1 byte (or 0 for the default), got %d", r.MaxBytesInFlight)
 	}
 	if _, err := parseLevel(c.Log.Level); err != nil {
 		return c.errf("log.level", "%q: want debug, info, warn or error", c.Log.Level)
@@ -747,6 +750,9 @@ func (c *Config) clientOptions() []extract.Option {
 		extract.WithRetry(r.MaxAttempts, time.Duration(r.MaxWait)),
 		extract.WithTimeout(time.Duration(r.Timeout)),
 		extract.WithMaxResponseBytes(int64(r.MaxResponseBytes)),
+	}
+	if r.MaxBytesInFlight > 0 {
+		opts = append(opts, extract.WithMaxBytesInFlight(int64(r.MaxBytesInFlight)))
 	}
 	if c.Credentials.AccessToken.Set() {
 		opts = append(opts, extract.WithAccessToken(c.Credentials.AccessToken.Value.Reveal()))
