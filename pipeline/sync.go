@@ -634,9 +634,9 @@ func selectObjects(ctx context.Context, src Source, want []string) ([]extract.Ob
 type stagedObject struct {
 	largestPage int // bytes of the object's largest page
 	object      string
-	table  load.Table
-	result ObjectResult
-	err    *ObjectError
+	table       load.Table
+	result      ObjectResult
+	err         *ObjectError
 }
 
 // stageObject describes, reads and writes one object into staging. It never

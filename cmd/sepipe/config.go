@@ -107,8 +107,8 @@ type RequestsConfig struct {
 	PageSize          int      `yaml:"page_size"`
 	MaxAttempts       int      `yaml:"max_attempts"`
 	MaxWait           Duration `yaml:"max_wait"`
-	Timeout           Duration `yaml:"timeout"`            // connect, headers, and any stall in a body
-	MaxResponseBytes  int      `yaml:"max_response_bytes"` // a larger response fails its stream
+	Timeout           Duration `yaml:"timeout"`             // connect, headers, and any stall in a body
+	MaxResponseBytes  int      `yaml:"max_response_bytes"`  // a larger response fails its stream
 	MaxBytesInFlight  int      `yaml:"max_bytes_in_flight"` // response bodies held at once (default 4 × max_response_bytes)
 }
 
