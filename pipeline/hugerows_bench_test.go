@@ -47,7 +47,7 @@ func BenchmarkHugeRows(b *testing.B) {
 	defer srv.Close()
 	for b.Loop() {
 		c, err := extract.New(srv.URL, extract.WithAccessToken("tok-SECRET-4f1c9a"), extract.WithRateLimit(0, 1),
-			extract.WithMaxResponseBytes(256<<20), extract.WithPageSize(1))
+			extract.WithMaxResponseBytes(256<<20), extract.WithMaxBytesInFlight(256<<20), extract.WithPageSize(1))
 		if err != nil {
 			b.Fatal(err)
 		}
