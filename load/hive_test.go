@@ -2,11 +2,14 @@ package load_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/load"
@@ -71,5 +74,57 @@ func TestLoadNeverGuessesFromPaths(t *testing.T) {
 	}
 	if fresh != 1 {
 		t.Fatalf("new rows %d, want 1", fresh)
+	}
+}
+
+// TestHugeTextGetsNoStatistics: a text column that holds a value of a
+// megabyte or more is written, from the next part file on, without
+// statistics or dictionary (they would copy the value) and one row group
+// per batch; the rows all read back.
+func TestHugeTextGetsNoStatistics(t *testing.T) {
+	fields := []extract.Field{{ID: "id", Type: "int"}, {ID: "blob", Type: "string"}}
+	s, err := schemas.FromDescribe("big", fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := transform.NewDecoder(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Release()
+	w, err := load.NewParquetWriter(t.TempDir(), "big", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, blob := range []string{"small", strings.Repeat("x", 2<<20), strings.Repeat("y", 3<<20)} {
+		res, err := d.DecodePage(i+1, []byte(fmt.Sprintf(`{"results":[{"id":%d,"blob":"%s"}]}`, i, blob)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(res.Record); err != nil {
+			t.Fatal(err)
+		}
+		res.Record.Release()
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Files()) != 2 || w.Rows() != 3 {
+		t.Fatalf("files %v, rows %d: want the small batch's file and one without statistics", w.Files(), w.Rows())
+	}
+	rdr, err := file.OpenParquetFile(w.Files()[1], false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdr.Close()
+	if n := rdr.NumRowGroups(); n != 2 {
+		t.Errorf("%d row groups, want one per huge batch", n)
+	}
+	cc, err := rdr.MetaData().RowGroup(0).ColumnChunk(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := cc.StatsSet(); ok {
+		t.Error("the huge column still has statistics")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
@@ -75,6 +76,7 @@ type ParquetWriter struct {
 	inCur int64
 	rows  int64
 	files []string
+	huge  map[string]bool // text columns that have held a huge value: no statistics, no dictionary
 }
 
 // NewParquetWriter creates dir (and parents) and prepares to write batches
@@ -135,12 +137,43 @@ func (w *ParquetWriter) writerProps() []parquet.WriterProperty {
 		parquet.WithCreatedBy("sepipe"),
 	}
 	for _, f := range w.schema.Fields() {
-		switch f.Type.ID() {
-		case arrow.STRING, arrow.LARGE_STRING, arrow.DICTIONARY:
+		switch {
+		case w.huge[f.Name]:
+			// Statistics and dictionaries copy values; for values of
+			// megabytes they cost gigabytes and help no reader.
+			props = append(props, parquet.WithStatsFor(f.Name, false), parquet.WithDictionaryFor(f.Name, false))
+		case f.Type.ID() == arrow.STRING, f.Type.ID() == arrow.LARGE_STRING, f.Type.ID() == arrow.DICTIONARY:
 			props = append(props, parquet.WithDictionaryFor(f.Name, true))
 		}
 	}
 	return props
+}
+
+// hugeValue: a text value this long turns its column's statistics and
+// dictionary off (from the next part file on).
+const hugeValue = 1 << 20
+
+// newHuge reports the text columns of rec that hold a huge value for the
+// first time.
+func (w *ParquetWriter) newHuge(rec arrow.RecordBatch) []string {
+	var out []string
+	for i, f := range w.schema.Fields() {
+		if w.huge[f.Name] {
+			continue
+		}
+		col, ok := rec.Column(i).(*array.String)
+		if !ok {
+			continue
+		}
+		offs := col.ValueOffsets()
+		for j := 1; j < len(offs); j++ {
+			if offs[j]-offs[j-1] >= hugeValue {
+				out = append(out, f.Name)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // Write appends rec to the current part file, starting a new file when the
@@ -149,7 +182,17 @@ func (w *ParquetWriter) Write(rec arrow.RecordBatch) error {
 	if rec.NumRows() == 0 {
 		return nil
 	}
-	if w.fw != nil && w.inCur >= w.rowsPerFile {
+	rotate := w.fw != nil && w.inCur >= w.rowsPerFile
+	if cols := w.newHuge(rec); len(cols) > 0 {
+		if w.huge == nil {
+			w.huge = map[string]bool{}
+		}
+		for _, c := range cols {
+			w.huge[c] = true
+		}
+		rotate = w.fw != nil // the next file is written without their statistics
+	}
+	if rotate {
 		if err := w.finish(); err != nil {
 			return err
 		}
@@ -159,7 +202,13 @@ func (w *ParquetWriter) Write(rec arrow.RecordBatch) error {
 			return err
 		}
 	}
-	if err := w.fw.WriteBuffered(rec); err != nil {
+	write := w.fw.WriteBuffered
+	if len(w.huge) > 0 {
+		// A batch with huge values is a row group of its own: a reader
+		// (DuckDB's load) then holds one such batch at a time.
+		write = w.fw.Write
+	}
+	if err := write(rec); err != nil {
 		return &WriteError{Object: w.object, Step: "parquet write", Path: w.files[len(w.files)-1], Err: err}
 	}
 	w.inCur += rec.NumRows()

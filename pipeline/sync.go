@@ -523,11 +523,18 @@ func threadsFor(staged []*stagedObject) int {
 }
 
 // memoryFor is DuckDB's memory limit for a run's load: the configured one,
-// raised to five times the largest page body when that is larger, so that
-// the largest value a page can hold fits (DuckDB cannot spill one value).
+// raised when pages were huge. DuckDB cannot spill one value, and it keeps
+// the huge values a transaction inserts pinned until the commit (measured:
+// "failed to pin block of size 200.0 MiB" at commit otherwise), so the
+// limit is the bytes of every huge page plus twice the largest.
 func memoryFor(configured string, staged []*stagedObject) string {
-	largest := largestPage(staged)
-	if need := 5 * int64(largest); need > 64<<20 {
+	var huge int64
+	for _, s := range staged {
+		if s != nil {
+			huge += s.hugeBytes
+		}
+	}
+	if need := huge + 2*int64(largestPage(staged)); need > 64<<20 {
 		mb := need>>20 + 1
 		if v, ok := strings.CutSuffix(configured, "MB"); !ok || atoi(v) < mb {
 			return fmt.Sprintf("%dMB", mb)
@@ -632,7 +639,8 @@ func selectObjects(ctx context.Context, src Source, want []string) ([]extract.Ob
 }
 
 type stagedObject struct {
-	largestPage int // bytes of the object's largest page
+	largestPage int   // bytes of the object's largest page
+	hugeBytes   int64 // bytes of its pages of hugePage or more
 	object      string
 	table       load.Table
 	result      ObjectResult
@@ -718,7 +726,7 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		sink.abort()
 		return fail("read", err)
 	}
-	so.largestPage = sink.largestPage
+	so.largestPage, so.hugeBytes = sink.largestPage, sink.hugeBytes
 	files, rows, err := sink.close()
 	if err != nil {
 		sink.abort()
@@ -796,7 +804,8 @@ type objectSink struct {
 	rejects      []transform.Reject
 	rejectedRows int64
 	repaired     int64
-	largestPage  int // bytes of the largest page body
+	largestPage  int   // bytes of the largest page body
+	hugeBytes    int64 // bytes of the page bodies of hugePage or more
 	unknown      []string
 }
 
@@ -843,6 +852,9 @@ func (s *objectSink) restart() error {
 func (s *objectSink) notePage(n int) {
 	s.mu.Lock()
 	s.largestPage = max(s.largestPage, n)
+	if n >= hugePage {
+		s.hugeBytes += int64(n)
+	}
 	s.mu.Unlock()
 }
 
