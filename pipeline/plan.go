@@ -46,6 +46,9 @@ type ObjectPlan struct {
 	Partition   string // lake partition the run would write
 	Replaces    bool   // that partition exists and would be replaced
 	Err         error  // the object would fail: describe refused, drift under freeze, bad filter
+	// Skipped: the tenant is not entitled to the stream's interface (Err
+	// says why); a sync would skip it.
+	Skipped bool
 }
 
 // PlanResult is a dry run's answer.
@@ -79,10 +82,20 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 	// planned as full reads of unknown size.
 	collections, reportObjects := splitStreams(cfg.Config)
 	var objects []extract.Object
+	var denied []ObjectPlan // report objects a sync would skip
 	if len(cfg.Objects) == 0 || len(reportObjects) > 0 {
 		var err error
 		if objects, err = selectObjects(ctx, src, reportObjects); err != nil {
-			return nil, err
+			if !notEntitled(err, true) {
+				return nil, err
+			}
+			names := reportObjects
+			if len(names) == 0 {
+				names = []string{"(" + extract.IfaceReporting + ")"}
+			}
+			for _, n := range names {
+				denied = append(denied, ObjectPlan{Object: n, Skipped: true, Err: err, Rows: -1})
+			}
 		}
 	}
 	ids := make([]string, len(objects))
@@ -168,6 +181,7 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 		res.Objects = append(res.Objects, op)
 	}
 	slices.SortFunc(res.Objects, func(a, b ObjectPlan) int { return strings.Compare(a.Object, b.Object) })
+	res.Objects = append(res.Objects, denied...)
 	return res, nil
 }
 

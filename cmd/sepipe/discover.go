@@ -44,11 +44,17 @@ Use the object ids in sepipe.yaml (include, exclude, streams.<id>) and
 			}
 			ctx := cmd.Context()
 			objs, err := client.Objects(ctx)
-			if err != nil {
+			denied := errors.Is(err, extract.ErrForbidden) || errors.Is(err, extract.ErrNotFound)
+			if err != nil && !denied {
 				return fmt.Errorf("list report objects: %w", err)
 			}
 			tw := tabwriter.NewWriter(termSafe(g.stdout), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "REPORT OBJECT\tNAME\tFIELDS\tROWS")
+			if denied {
+				// The tenant may not use Coach reporting; the other
+				// interfaces are listed all the same.
+				fmt.Fprintf(tw, "(not entitled)\t%v\t-\t-\n", err)
+			}
 			for _, o := range objs {
 				fields, rows := "?", "?"
 				if fs, err := client.Describe(ctx, o.ID); err == nil {

@@ -86,6 +86,10 @@ contract, describe refused) is shown with the reason, and plan exits 1.`,
 				if o.Rows < 0 {
 					rows = "?"
 				}
+				if o.Skipped {
+					fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t0\t-\tSKIPPED (not entitled)\n", o.Object)
+					continue
+				}
 				if o.Err != nil {
 					failed++
 					fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t%d\t%s\tWOULD FAIL\n", o.Object, o.Mode, read, o.Requests, schema)
@@ -105,7 +109,10 @@ contract, describe refused) is shown with the reason, and plan exits 1.`,
 				}
 			}
 			for _, o := range p.Objects {
-				if o.Err != nil {
+				switch {
+				case o.Skipped:
+					fmt.Fprintf(w, "would skip %s: %v\n", o.Object, o.Err)
+				case o.Err != nil:
 					fmt.Fprintf(w, "would fail: %v\n", o.Err)
 				}
 			}

@@ -199,6 +199,14 @@ func TestLimitedTokenCheckAndSync(t *testing.T) {
 			t.Errorf("check of %s:\n%s", iface, stdout)
 		}
 	}
+	code, stdout, stderr = runCLI(t, "discover", "--base-url", srv.URL)
+	if code != exitOK || !strings.Contains(stdout, "(not entitled)") || !strings.Contains(stdout, "assets") {
+		t.Errorf("discover: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLI(t, "plan", "--base-url", srv.URL, "--out", out)
+	if code != exitOK || !strings.Contains(stdout, "SKIPPED (not entitled)") || !strings.Contains(stdout, "would skip (reporting)") || !strings.Contains(stdout, "assets") {
+		t.Errorf("plan: exit %d\n%s\n%s", code, stdout, stderr)
+	}
 	code, stdout, stderr = runCLI(t, "sync", "-q", "--base-url", srv.URL, "--out", out)
 	if code != exitPartial {
 		t.Fatalf("sync: exit %d, want %d\n%s\n%s", code, exitPartial, stdout, stderr)
