@@ -173,6 +173,7 @@ type pager struct {
 
 	seed  maphash.Seed
 	stats ReadStats
+	quota *quotaReservation // the request quota set aside for the pages left
 }
 
 // repeatRefetches: a page equal to the previous one is fetched again this
@@ -184,6 +185,8 @@ func (p *pager) run(ctx context.Context) (ReadStats, error) {
 	p.seed = maphash.MakeSeed()
 	for read := 1; ; read++ {
 		err := p.readOnce(ctx, read)
+		p.c.budget.releaseQuota(p.quota)
+		p.quota = nil
 		ie, ok := err.(*IntegrityError)
 		if !ok {
 			return p.stats, err
@@ -199,6 +202,21 @@ func (p *pager) run(ctx context.Context) (ReadStats, error) {
 		}
 		p.stats.Restarts++
 	}
+}
+
+// reserve sets the request quota aside for the pages left, or fails the
+// read before it spends more (see reader.reserve).
+func (p *pager) reserve(pages int) error {
+	res, ok, free, reset := p.c.budget.reserveQuota(pages)
+	p.quota = res
+	if ok {
+		return nil
+	}
+	if wait := max(reset.Sub(p.c.now()), 0); wait > p.c.maxWait {
+		return fmt.Errorf("extract: %s: %w: %d more pages to read, %d requests left until the window resets at %s (in %s)",
+			p.name, ErrQuotaExhausted, pages, free, reset.UTC().Format(time.RFC3339), wait.Round(time.Second))
+	}
+	return nil
 }
 
 func (p *pager) integrity(read int, expected, got int64, format string, args ...any) error {
@@ -217,6 +235,7 @@ func (p *pager) fetch(ctx context.Context, offset int, buf *bytes.Buffer) (int64
 	u.RawQuery = v.Encode()
 	info := p.info
 	info.page = offset/p.limit + 1
+	info.quota = p.quota
 	st, err := p.c.do(ctx, info, &u, buf)
 	p.stats.Requests += st.attempts
 	p.stats.Retries += st.retries()
@@ -263,6 +282,16 @@ func (p *pager) readOnce(ctx context.Context, read int) error {
 		switch {
 		case total == -2:
 			total = t
+			if total/int64(p.limit) > MaxPages {
+				return fmt.Errorf("extract: %s: %w: the count %d at %d per page is more than the %d pages a read may take", p.name, ErrEndlessPages, total, p.limit, MaxPages)
+			}
+			if total >= 0 {
+				// The pages left, and the empty one that may confirm the end.
+				left := int((max(total-int64(len(items)), 0)+int64(p.limit)-1)/int64(p.limit)) + 1
+				if err := p.reserve(left); err != nil {
+					return err
+				}
+			}
 		case t != total:
 			return p.integrity(read, total, t, "the count changed from %d to %d at offset %d: the data changed during the read", total, t, offset)
 		}
