@@ -303,23 +303,15 @@ func sameOriginOnly(req *http.Request, via []*http.Request) error {
 	return nil
 }
 
-// newHTTPClient is the default HTTP client: connect and TLS bounded by the
-// timeout, same-origin redirects only; the stall timer of each attempt
-// bounds the rest.
-func newHTTPClient(timeout time.Duration) *http.Client {
+// NewHTTPClient is the clients' HTTP client: connect and TLS bounded by
+// the timeout, same-origin redirects only. The Client bounds the rest of
+// an attempt with its stall timer; other users (the OAuth token endpoint)
+// should set a Timeout too.
+func NewHTTPClient(timeout time.Duration) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.DialContext = (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext
 	tr.TLSHandshakeTimeout = timeout
 	return &http.Client{Transport: tr, CheckRedirect: sameOriginOnly}
-}
-
-// HTTPClient returns an HTTP client with the client's transport, timeout
-// and redirect rule, for requests the Client does not make itself (the
-// OAuth token endpoint).
-func (c *Client) HTTPClient() *http.Client {
-	hc := *c.hc
-	hc.Timeout = c.timeout
-	return &hc
 }
 
 // WithRateLimit sets the one limiter shared by every request of the client,
@@ -447,7 +439,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	}
 	c.bodies = semaphore.NewWeighted(c.inFlight)
 	if c.hc == nil {
-		c.hc = newHTTPClient(c.timeout)
+		c.hc = NewHTTPClient(c.timeout)
 	} else {
 		hc := *c.hc // a copy: the caller's client is not changed
 		hc.CheckRedirect = sameOriginOnly

@@ -76,11 +76,28 @@ type OAuthOption func(*OAuth)
 
 // WithOAuthHTTPClient sets the HTTP client of the token endpoint (default:
 // connect and response headers bounded by DefaultTimeout, same-origin
-// redirects only; Client.HTTPClient gives one with a client's settings).
+// redirects only; see WithOAuthTimeout).
 func WithOAuthHTTPClient(hc *http.Client) OAuthOption {
 	return func(o *OAuth) {
 		if hc != nil {
 			o.hc = hc
+		}
+	}
+}
+
+// oauthHTTPClient bounds a whole token request by twice the timeout.
+func oauthHTTPClient(timeout time.Duration) *http.Client {
+	hc := NewHTTPClient(timeout)
+	hc.Timeout = 2 * timeout
+	return hc
+}
+
+// WithOAuthTimeout bounds the token endpoint's requests like the Client's
+// WithTimeout (connect, TLS; the whole request within twice d).
+func WithOAuthTimeout(d time.Duration) OAuthOption {
+	return func(o *OAuth) {
+		if d > 0 {
+			o.hc = oauthHTTPClient(d)
 		}
 	}
 }
@@ -126,7 +143,7 @@ func NewOAuth(tenantURL string, cfg OAuthConfig, store TokenStore, opts ...OAuth
 		},
 		seed:   cfg.RefreshToken,
 		store:  store,
-		hc:     newHTTPClient(DefaultTimeout),
+		hc:     oauthHTTPClient(DefaultTimeout),
 		margin: DefaultExpiryMargin,
 		now:    time.Now,
 		log:    slog.New(slog.DiscardHandler),

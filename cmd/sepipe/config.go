@@ -854,7 +854,7 @@ func (c *Config) newOAuth(log *slog.Logger) (*extract.OAuth, error) {
 	src, err := extract.NewOAuth(c.Service.TenantURL, extract.OAuthConfig{
 		ClientID: o.ClientID.Value.Reveal(), ClientSecret: o.ClientSecret.Value.Reveal(),
 		RefreshToken: o.RefreshToken.Value.Reveal(), TokenURL: o.TokenURL,
-	}, c.tokenStore(), extract.WithOAuthLogger(log))
+	}, c.tokenStore(), extract.WithOAuthLogger(log), extract.WithOAuthTimeout(time.Duration(c.Requests.Timeout)))
 	if err != nil {
 		return nil, c.errf("service.oauth", "%v", err)
 	}
