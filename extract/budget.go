@@ -32,7 +32,7 @@ type budget struct {
 	epoch      uint64 // incremented on every halving
 	pauseUntil time.Time
 	wake       chan struct{} // closed and replaced when a slot may be free
-	quota      quotaState    // the service's announced request quota (quota.go)
+	quota      Quota         // the service's announced request quota (quota.go)
 }
 
 // slot is held by one request in flight.

@@ -364,7 +364,7 @@ func truncate(s string, n int) string {
 // REDACTED: a last guard, since credentials are never put in messages.
 func scrubValues(text string, values ...string) string {
 	for _, v := range values {
-		if len(v) >= 8 {
+		if len(v) >= minScrubLen {
 			text = strings.ReplaceAll(text, v, redacted)
 		}
 	}

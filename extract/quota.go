@@ -29,11 +29,6 @@ type Quota struct {
 	Reserved  int       // requests reserved by reads under way
 }
 
-// quotaState is guarded by budget.mu.
-type quotaState struct {
-	Quota
-}
-
 // quotaReservation is requests set aside for the rest of one read.
 type quotaReservation struct {
 	n int // guarded by budget.mu
@@ -192,7 +187,7 @@ func (b *budget) observeQuota(q quotaInfo) {
 // expireQuota forgets a window that has reset. b.mu is held.
 func (b *budget) expireQuota(now time.Time) {
 	if b.quota.Known && !now.Before(b.quota.Reset) {
-		b.quota = quotaState{}
+		b.quota = Quota{}
 	}
 }
 
@@ -261,5 +256,5 @@ func (c *Client) Quota() Quota {
 	c.budget.mu.Lock()
 	defer c.budget.mu.Unlock()
 	c.budget.expireQuota(c.now())
-	return c.budget.quota.Quota
+	return c.budget.quota
 }

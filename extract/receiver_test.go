@@ -372,20 +372,21 @@ func TestUnstorableEventsAreRefusedBeforeTheyAreAcknowledged(t *testing.T) {
 		"nul in id":      []byte(`{"type":"COURSE_COMPLETED","specversion":1,"id":"ev\u0000w","data":{}}`),
 	} {
 		t.Run(name, func(t *testing.T) {
-			sink := newMemSink()
-			rc, _ := extract.NewReceiver(sink, []string{rKey}, extract.WithReceiverClock(func() time.Time { return rNow }))
-			req := httptest.NewRequest("POST", "/hook", bytes.NewReader(body))
-			req.Header.Set(extract.SignatureHeader, sign(rKey, body, ts))
-			req.Header.Set(extract.SignatureTimestampHeader, fmt.Sprint(ts))
-			w := httptest.NewRecorder()
-			rc.ServeHTTP(w, req)
+			w, sink := postSigned(body, ts)
 			if w.Code != 400 || sink.len() != 0 {
 				t.Fatalf("status %d, stored %d: %s", w.Code, sink.len(), w.Body)
 			}
 		})
 	}
 	// A proper pair, an escaped backslash before a u, and plain text pass.
-	body := []byte(`{"type":"COURSE_COMPLETED","specversion":1,"id":"ev-ok","data":{"e":"\ud83d\ude00","p":"C:\\users"}}`)
+	w, sink := postSigned([]byte(`{"type":"COURSE_COMPLETED","specversion":1,"id":"ev-ok","data":{"e":"\ud83d\ude00","p":"C:\\users"}}`), ts)
+	if w.Code != 200 || sink.len() != 1 {
+		t.Fatalf("a storable event: status %d, stored %d: %s", w.Code, sink.len(), w.Body)
+	}
+}
+
+// postSigned delivers body, signed with rKey at ts, to a new receiver.
+func postSigned(body []byte, ts int64) (*httptest.ResponseRecorder, *memSink) {
 	sink := newMemSink()
 	rc, _ := extract.NewReceiver(sink, []string{rKey}, extract.WithReceiverClock(func() time.Time { return rNow }))
 	req := httptest.NewRequest("POST", "/hook", bytes.NewReader(body))
@@ -393,7 +394,5 @@ func TestUnstorableEventsAreRefusedBeforeTheyAreAcknowledged(t *testing.T) {
 	req.Header.Set(extract.SignatureTimestampHeader, fmt.Sprint(ts))
 	w := httptest.NewRecorder()
 	rc.ServeHTTP(w, req)
-	if w.Code != 200 || sink.len() != 1 {
-		t.Fatalf("a storable event: status %d, stored %d: %s", w.Code, sink.len(), w.Body)
-	}
+	return w, sink
 }

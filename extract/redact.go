@@ -75,12 +75,7 @@ func (s Secret) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(redacted)) }
 // UnmarshalText keeps the value (Secret is decoded from responses).
 func (s *Secret) UnmarshalText(b []byte) error { *s = Secret(b); return nil }
 
-func (s Secret) scrub(text string) string {
-	if len(s) < minScrubLen {
-		return text
-	}
-	return strings.ReplaceAll(text, string(s), redacted)
-}
+func (s Secret) scrub(text string) string { return scrubValues(text, string(s)) }
 
 // secret is the client's own name for Secret.
 type secret = Secret

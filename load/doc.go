@@ -19,6 +19,17 @@
 // transaction, so other readers are blocked for as short a time as DuckDB's
 // single-writer lock allows.
 //
+// Names (names.go) is the one owner of the names sepipe builds from service
+// ids: every stream's table and lake folder name is safe (no separators,
+// dots, globs, '?', '=', control characters), unique ignoring case, never
+// one of sepipe's own, and recorded in _sepipe_names so it never moves;
+// CheckName guards every path and identifier built from one, and
+// CheckOutputPath refuses an output folder DuckDB would read as syntax.
+// sepipe's own reads of staged files turn hive partitioning off. A text
+// column that holds a value of a megabyte or more is written without
+// Parquet statistics or dictionary, one row group per batch. Rejects keep
+// the raw row's exact bytes when it is not valid UTF-8.
+//
 // What the package does not do: fetch, decode, or decide when a run is
 // good; that is the pipeline's job.
 package load

@@ -534,21 +534,31 @@ func memoryFor(configured string, staged []*stagedObject) string {
 			huge += s.hugeBytes
 		}
 	}
-	if need := huge + 2*int64(largestPage(staged)); need > 64<<20 {
-		mb := need>>20 + 1
-		if v, ok := strings.CutSuffix(configured, "MB"); !ok || atoi(v) < mb {
-			return fmt.Sprintf("%dMB", mb)
-		}
+	if need := huge + 2*int64(largestPage(staged)); need > 64<<20 && need > sizeBytes(configured) {
+		return fmt.Sprintf("%dMiB", need>>20+1)
 	}
 	return configured
 }
 
-func atoi(s string) int64 {
-	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-	if err != nil {
-		return 0
+// sizeBytes reads a DuckDB size such as "64MB", "2GB" or "512MiB"; 0 when
+// it cannot.
+func sizeBytes(s string) int64 {
+	s = strings.ToUpper(strings.TrimSpace(s))
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"TIB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	for _, u := range units {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || n < 0 {
+				return 0
+			}
+			return int64(n * float64(u.mult))
+		}
 	}
-	return n
+	return 0
 }
 
 // splitStreams separates the collections a run syncs from the report

@@ -18,6 +18,13 @@
 //	picklist -> dictionary<int32, utf8>, options in field metadata
 //	date     -> timestamp[us, tz=UTC]
 //
+// A field's column is named as the service names it, unless DuckDB could
+// not hold it as a distinct column: ids equal but for case get a suffix
+// (_2, ...), a NUL or bytes that are not UTF-8 become _, and _sepipe* names
+// are prefixed with "field". The id is then kept in the field's
+// "sepipe:field_id" metadata (FieldID, ColumnName); stored fields come
+// first, so a column keeps its name across runs.
+//
 // Every column is nullable: the service sends null for any field. A type the
 // package does not know is an *UnknownTypeError naming object and field; it
 // is never guessed.

@@ -15,6 +15,13 @@
 // that is not valid JSON at all is an error (*DecodeError) naming object,
 // page and byte offset: the caller decides whether to refetch it.
 //
+// Text that cannot be stored as sent (bytes that are not UTF-8, a lone
+// surrogate escape) is repaired, not rejected: the bad bytes become U+FFFD
+// and Result.RepairedValues counts them. Each page's rows are hashed
+// (PageInfo.RowsHash), so the client can tell a page that repeats another's
+// rows under another page number. Rows are keyed by the service's field
+// ids, which may differ from the column names (schemas.FieldID).
+//
 // What the decoder tolerates, because real tenants send it: numbers as JSON
 // strings ("12"), integral floats in int fields (12.0), dates with or
 // without fractional seconds, with a UTC offset, or date-only, fields

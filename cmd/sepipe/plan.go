@@ -105,15 +105,15 @@ contract, describe refused) is shown with the reason, and plan exits 1.`,
 			fmt.Fprintf(w, "\nestimated requests: %d (without retries; collections count 1 each, they take one per page)\n", p.Requests)
 			for _, o := range p.Objects {
 				if !o.Diff.Empty() {
-					fmt.Fprintf(w, "schema changes of %s: %s\n", o.Object, o.Diff)
+					fmt.Fprintf(w, "schema changes of %s: %s\n", termEscape(o.Object, false), termEscape(o.Diff.String(), false))
 				}
 			}
 			for _, o := range p.Objects {
 				switch {
 				case o.Skipped:
-					fmt.Fprintf(w, "would skip %s: %v\n", o.Object, o.Err)
+					fmt.Fprintf(w, "would skip %s: %s\n", termEscape(o.Object, false), termEscape(o.Err.Error(), false))
 				case o.Err != nil:
-					fmt.Fprintf(w, "would fail: %v\n", o.Err)
+					fmt.Fprintf(w, "would fail: %s\n", termEscape(o.Err.Error(), false))
 				}
 			}
 			if failed > 0 {

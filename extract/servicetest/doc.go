@@ -17,7 +17,15 @@
 // Known identities: the company site [Service.LoginDir] ("demo") with the
 // users [AdminUsername] and [UserUsername] ([Service.Password]), the OAuth
 // access token [Service.AccessToken] (reporting, v3, v4) and the developer
-// API token [Service.APIToken] (webhooks, admin).
+// API token [Service.APIToken] (webhooks, admin), and the OAuth client
+// ([Service.ClientID], [Service.ClientSecret]) whose token endpoint
+// [OAuthTokenPath] exchanges the rotating refresh token
+// [Service.RefreshToken] for access tokens (oauth.go).
+//
+// Beyond the faults (faults.go), options make the tenant a hard one:
+// [WithLimitedToken] (no Coach licence), [WithoutV4] (no sharing plan),
+// [WithQuota] (a window quota, announced and enforced) and [WithHostile]
+// (ids, fields and values hostile to a naive client; hostile.go).
 //
 // The tenant lives: [Service.Advance] (or [WithAutoAdvance], or POST
 // /_admin/advance) moves its clock, users complete courses, and each

@@ -1,0 +1,38 @@
+package pipeline
+
+import "testing"
+
+func TestJinjaLiteral(t *testing.T) {
+	for in, want := range map[string]string{
+		"Completion %":                    "Completion %",
+		"{{ run_query('drop table x') }}": `{{ "{{" }} run_query('drop table x') }}`,
+		"{% set x = 1 %}{# c #}":          `{{ "{%" }} set x = 1 %}{{ "{#" }} c #}`,
+		"a { b } {{":                      `a { b } {{ "{{" }}`,
+	} {
+		if got := jinjaLiteral(in); got != want {
+			t.Errorf("jinjaLiteral(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestMemoryForHugePages(t *testing.T) {
+	small := []*stagedObject{{largestPage: 1 << 20}}
+	huge := []*stagedObject{{largestPage: 200 << 20, hugeBytes: 800 << 20}, nil}
+	for _, tc := range []struct {
+		configured string
+		staged     []*stagedObject
+		want       string
+	}{
+		{"64MB", small, "64MB"},
+		{"64MB", huge, "1201MiB"},
+		{"2GB", huge, "2GB"}, // a larger setting is kept
+		{"512MiB", huge, "1201MiB"},
+	} {
+		if got := memoryFor(tc.configured, tc.staged); got != tc.want {
+			t.Errorf("memoryFor(%q) = %q, want %q", tc.configured, got, tc.want)
+		}
+	}
+	if threadsFor(huge) != 1 || threadsFor(small) != 0 {
+		t.Error("one DuckDB thread only when pages are huge")
+	}
+}
