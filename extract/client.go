@@ -57,6 +57,10 @@ type Source interface {
 	Objects(ctx context.Context) ([]Object, error)
 	Describe(ctx context.Context, objectID string) ([]Field, error)
 	ReadObject(ctx context.Context, objectID string, q Query, fn PageFunc) (ReadStats, error)
+	ReadList(ctx context.Context, l List, q CollectionQuery, fn PageFunc) (ReadStats, error)
+	// CanRead reports whether the source holds the credential the
+	// interface (IfaceReporting, IfaceV3, ...) needs.
+	CanRead(iface string) bool
 }
 
 var _ Source = (*Client)(nil)
@@ -185,7 +189,7 @@ func WithMaxInFlight(n, recoverAfter int) Option {
 	}
 }
 
-// WithHealing sets how many times a read (ReadObject, ReadCollection and
+// WithHealing sets how many times a read (ReadObject, ReadList and
 // the list calls) starts over from the beginning after its pages did not
 // add up (the data changed while paging) before it gives up with an
 // *IntegrityError. 0 turns healing off. Default 2.

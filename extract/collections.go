@@ -22,46 +22,63 @@ const v3Path = "/api/v3"
 // (v3, v4 themes, webhooks) accept.
 const maxCollectionLimit = 1000
 
-// CollectionQuery selects and pages a v3 collection.
+// CollectionQuery selects and pages a list.
 type CollectionQuery struct {
 	// Limit is the page size; 0 means the client's page size (at most
 	// 1000).
 	Limit int
-	// Fields are the attribute names to return (the `fields` parameter);
-	// empty means all.
+	// Fields are the attribute names to return (the v3 `fields`
+	// parameter); empty means all. v3 lists only.
 	Fields []string
 	// Sort is an attribute name, or -name for descending; empty means the
-	// service's order.
+	// service's order. v3 lists and v4 themes only.
 	Sort string
-	// KeyFields name the attributes that identify an item; an item read
-	// twice is an integrity failure. Empty means "id", checked on the items
-	// that carry it.
-	KeyFields []string
 }
 
-// CollectionPage is one page of a collection, or a restart signal.
-type CollectionPage struct {
-	Collection string
-	Offset     int   // offset asked for
-	Total      int64 // count the service reported; -1 if absent
-	// Items are the raw JSON items, valid during the call only.
-	Items []json.RawMessage
-	Read  int // 1 for the first read, 2 after the first restart, ...
-	// Restart: the read starts over from offset 0; discard every item
-	// handed over earlier in this call. Items is empty.
-	Restart bool
+// List names an offset-paged list of items the client can read: v3
+// resource collections, v4 sharing themes, webhook subscriptions and a
+// subscription's delivery log. Build one with V3List, ThemeList,
+// SubscriptionList or DeliveryLogList.
+type List struct {
+	Interface string   // IfaceV3, IfaceV4 or IfaceWebhooks
+	Path      []string // below the interface's base; each element one path segment
 }
 
-// CollectionFunc handles one page of a collection. Pages come one at a
-// time, in offset order. An error stops the read. When the read fails,
-// discard every item received in the call.
-type CollectionFunc func(ctx context.Context, p *CollectionPage) error
+// V3List is the v3 resource collection name (GET {tenant}/api/v3/{name}.json,
+// e.g. "assets").
+func V3List(name string) List { return List{Interface: IfaceV3, Path: []string{name}} }
 
-// ReadCollection reads every item of the v3 collection name (GET
-// {tenant}/api/v3/{name}.json, e.g. "assets") by offset, q.Limit items a
-// page, and hands each page to fn.
+// ThemeList is the v4 sharing themes (GET {v4}/themes).
+func ThemeList() List { return List{Interface: IfaceV4, Path: []string{"themes"}} }
+
+// SubscriptionList is the webhook subscriptions (GET {webhooks}/subscriptions).
+func SubscriptionList() List { return List{Interface: IfaceWebhooks, Path: []string{"subscriptions"}} }
+
+// DeliveryLogList is the delivery log of subscription id, newest first
+// (GET {webhooks}/subscriptions/{id}/logs).
+func DeliveryLogList(id string) List {
+	return List{Interface: IfaceWebhooks, Path: []string{"subscriptions", id, "logs"}}
+}
+
+func (l List) String() string { return l.Interface + " " + strings.Join(l.Path, "/") }
+
+// CanRead reports whether the client holds the credential an interface
+// needs: the access token (or OAuth) for reporting, v3 and v4, the
+// developer API token for webhooks.
+func (c *Client) CanRead(iface string) bool {
+	if iface == IfaceWebhooks {
+		return c.apiToken != ""
+	}
+	return c.token != "" || c.tokens != nil
+}
+
+// ReadList reads every page of the list l by offset, q.Limit items a page,
+// and hands each raw page to fn, which decodes it and returns what the
+// page says about itself: the count (PageInfo.TotalResults, -1 when the
+// page has none), the items it holds (Rows) and, when it knows the key
+// fields, the items' keys (Keys). Page.Offset is the page's offset.
 //
-// The pages are reconciled against meta.count: the count must not change
+// The pages are reconciled against the count: the count must not change
 // during the read, every page must hold min(limit, count-offset) items,
 // no item key may repeat and no page may repeat the previous one byte for
 // byte (a repeated page is fetched again, twice at most, before it counts
@@ -70,12 +87,14 @@ type CollectionFunc func(ctx context.Context, p *CollectionPage) error
 // full, one more page at the end is empty. When the count is absent, the
 // read ends at a short page followed by an empty one. A mismatch is
 // healed by reading again from offset 0 (WithHealing times; fn gets a
-// Restart page) and is then an *IntegrityError.
-func (c *Client) ReadCollection(ctx context.Context, name string, q CollectionQuery, fn CollectionFunc) (ReadStats, error) {
+// Restart page and must discard what it received) and is then an
+// *IntegrityError. A page fn finds malformed (ErrMalformedPage) is
+// fetched again, like a dropped connection.
+func (c *Client) ReadList(ctx context.Context, l List, q CollectionQuery, fn PageFunc) (ReadStats, error) {
 	if fn == nil {
-		return ReadStats{}, errors.New("extract: ReadCollection: nil CollectionFunc")
+		return ReadStats{}, errors.New("extract: ReadList: nil PageFunc")
 	}
-	p, err := c.v3Pager(name, q)
+	p, err := c.listPager(l, q)
 	if err != nil {
 		return ReadStats{}, err
 	}
@@ -83,30 +102,51 @@ func (c *Client) ReadCollection(ctx context.Context, name string, q CollectionQu
 	return p.run(ctx)
 }
 
-func (c *Client) v3Pager(name string, q CollectionQuery) (*pager, error) {
-	if name == "" || strings.ContainsAny(name, "/?#\x00") {
-		return nil, fmt.Errorf("extract: ReadCollection: bad collection name %q", name)
+func (c *Client) listPager(l List, q CollectionQuery) (*pager, error) {
+	if len(l.Path) == 0 {
+		return nil, fmt.Errorf("extract: ReadList: empty list path")
+	}
+	for _, seg := range l.Path {
+		if seg == "" || strings.ContainsAny(seg, "/?#\x00") {
+			return nil, fmt.Errorf("extract: ReadList %s: bad path segment %q", l, seg)
+		}
 	}
 	if q.Limit < 0 || q.Limit > maxCollectionLimit {
-		return nil, fmt.Errorf("extract: ReadCollection %q: limit %d: want 0..%d", name, q.Limit, maxCollectionLimit)
+		return nil, fmt.Errorf("extract: ReadList %s: limit %d: want 0..%d", l, q.Limit, maxCollectionLimit)
 	}
-	base := *c.base
-	base.Path += v3Path
-	u := under(&base, name+"\x00.json")
-	extra := url.Values{}
-	if len(q.Fields) > 0 {
-		extra.Set("fields", strings.Join(q.Fields, ","))
+	params := url.Values{}
+	p := &pager{c: c, name: strings.Join(l.Path, "/"), limit: c.collectionLimit(q.Limit), params: params}
+	switch l.Interface {
+	case IfaceV3:
+		if len(l.Path) != 1 {
+			return nil, fmt.Errorf("extract: ReadList %s: a v3 list is one collection name", l)
+		}
+		base := *c.base
+		base.Path += v3Path
+		p.u = under(&base, l.Path[0]+"\x00.json")
+		p.info = reqInfo{iface: IfaceV3, op: "list " + l.Path[0], cred: credAccess}
+		if len(q.Fields) > 0 {
+			params.Set("fields", strings.Join(q.Fields, ","))
+		}
+	case IfaceV4:
+		p.u = under(c.v4, l.Path...)
+		p.info = reqInfo{iface: IfaceV4, op: "list " + p.name, cred: credAccess}
+	case IfaceWebhooks:
+		p.u = under(c.webhooks, l.Path...)
+		p.info = reqInfo{iface: IfaceWebhooks, op: "list " + p.name, cred: credAPI}
+		if len(l.Path) == 3 {
+			p.info.op, p.info.object = "list subscription logs", l.Path[1]
+		}
+	default:
+		return nil, fmt.Errorf("extract: ReadList %s: unknown interface %q", l, l.Interface)
+	}
+	if (len(q.Fields) > 0 && l.Interface != IfaceV3) || (q.Sort != "" && l.Interface == IfaceWebhooks) {
+		return nil, fmt.Errorf("extract: ReadList %s: fields and sort are not parameters of this list", l)
 	}
 	if q.Sort != "" {
-		extra.Set("sort", q.Sort)
+		params.Set("sort", q.Sort)
 	}
-	return &pager{
-		c: c, name: name, limit: c.collectionLimit(q.Limit), keyFields: q.KeyFields,
-		info:   reqInfo{iface: IfaceV3, op: "list " + name, cred: credAccess},
-		u:      u,
-		params: extra,
-		decode: decodeV3List,
-	}, nil
+	return p, nil
 }
 
 func (c *Client) collectionLimit(limit int) int {
@@ -159,17 +199,15 @@ func decodeCountItems(body []byte) (int64, []json.RawMessage, error) {
 }
 
 // pager reads an offset-paged collection with the integrity rules of
-// ReadCollection.
+// ReadList.
 type pager struct {
-	c         *Client
-	name      string
-	info      reqInfo
-	u         *url.URL
-	params    url.Values // besides limit and offset
-	limit     int
-	keyFields []string
-	decode    func([]byte) (int64, []json.RawMessage, error)
-	fn        CollectionFunc
+	c      *Client
+	name   string
+	info   reqInfo
+	u      *url.URL
+	params url.Values // besides limit and offset
+	limit  int
+	fn     PageFunc
 
 	seed  maphash.Seed
 	stats ReadStats
@@ -197,7 +235,7 @@ func (p *pager) run(ctx context.Context) (ReadStats, error) {
 		}
 		p.c.log.WarnContext(ctx, "pages did not add up; reading the collection again from the start",
 			"collection", p.name, "read", read, "cause", ie.Detail)
-		if err := p.fn(ctx, &CollectionPage{Collection: p.name, Total: -1, Read: read + 1, Restart: true}); err != nil {
+		if _, err := p.fn(ctx, &Page{Object: p.name, Read: read + 1, Restart: true}); err != nil {
 			return p.stats, fmt.Errorf("extract: %s: %w", p.name, err)
 		}
 		p.stats.Restarts++
@@ -223,8 +261,8 @@ func (p *pager) integrity(read int, expected, got int64, format string, args ...
 	return &IntegrityError{Object: p.name, Expected: expected, Got: got, Detail: fmt.Sprintf(format, args...), Reads: read}
 }
 
-// fetch gets the page at offset and decodes it.
-func (p *pager) fetch(ctx context.Context, offset int, buf *bytes.Buffer) (int64, []json.RawMessage, error) {
+// fetch gets the page at offset into buf.
+func (p *pager) fetch(ctx context.Context, offset int, buf *bytes.Buffer) error {
 	u := *p.u
 	v := url.Values{}
 	for k, vs := range p.params {
@@ -240,17 +278,50 @@ func (p *pager) fetch(ctx context.Context, offset int, buf *bytes.Buffer) (int64
 	p.stats.Requests += st.attempts
 	p.stats.Retries += st.retries()
 	p.stats.Waited += st.waited
-	if err != nil {
-		if ctx.Err() != nil {
-			return 0, nil, context.Cause(ctx)
+	if err != nil && ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
+}
+
+// page fetches the page at offset and hands it to fn; a page fn finds
+// malformed is fetched again. A page equal to the previous one byte for
+// byte (prevSum) is fetched again before fn sees it.
+func (p *pager) page(ctx context.Context, read, offset int, buf *bytes.Buffer, prevSum uint64) (PageInfo, uint64, error) {
+	for attempt := 1; ; attempt++ {
+		if err := p.fetch(ctx, offset, buf); err != nil {
+			return PageInfo{}, 0, err
 		}
-		return 0, nil, err
+		sum := maphash.Bytes(p.seed, buf.Bytes())
+		for again := 0; again < repeatRefetches && sum == prevSum; again++ {
+			p.c.log.WarnContext(ctx, "page repeats the previous one; fetching it again", "collection", p.name, "offset", offset)
+			if err := p.fetch(ctx, offset, buf); err != nil {
+				return PageInfo{}, 0, err
+			}
+			sum = maphash.Bytes(p.seed, buf.Bytes())
+		}
+		if sum == prevSum {
+			return PageInfo{}, 0, p.integrity(read, 0, 0, "the page at offset %d repeats the previous page byte for byte", offset)
+		}
+		info, err := p.fn(ctx, &Page{Object: p.name, Number: offset/p.limit + 1, Offset: offset, Body: buf.Bytes(), Read: read})
+		if err == nil {
+			return info, sum, nil
+		}
+		if ctx.Err() != nil {
+			return PageInfo{}, 0, context.Cause(ctx)
+		}
+		if !errors.Is(err, ErrMalformedPage) || attempt >= p.c.maxAttempts {
+			return PageInfo{}, 0, fmt.Errorf("extract: %s offset %d: %w", p.name, offset, err)
+		}
+		p.stats.Retries++
+		wait := p.c.backoff(attempt)
+		p.stats.Waited += wait
+		select {
+		case <-ctx.Done():
+			return PageInfo{}, 0, context.Cause(ctx)
+		case <-time.After(wait):
+		}
 	}
-	total, items, err := p.decode(buf.Bytes())
-	if err != nil {
-		return 0, nil, fmt.Errorf("%s offset %d: decoding response: %w", info, offset, err)
-	}
-	return total, items, nil
 }
 
 func (p *pager) readOnce(ctx context.Context, read int) error {
@@ -263,22 +334,12 @@ func (p *pager) readOnce(ctx context.Context, read int) error {
 	var prevSum uint64
 	prevRows := -1
 	for {
-		t, items, err := p.fetch(ctx, offset, buf)
+		pi, sum, err := p.page(ctx, read, offset, buf, prevSum)
 		if err != nil {
 			return err
 		}
-		sum := maphash.Bytes(p.seed, buf.Bytes())
-		for again := 0; again < repeatRefetches && len(items) > 0 && sum == prevSum; again++ {
-			p.c.log.WarnContext(ctx, "page repeats the previous one; fetching it again", "collection", p.name, "offset", offset)
-			if t, items, err = p.fetch(ctx, offset, buf); err != nil {
-				return err
-			}
-			sum = maphash.Bytes(p.seed, buf.Bytes())
-		}
-		if len(items) > 0 && sum == prevSum {
-			return p.integrity(read, 0, int64(len(items)), "the page at offset %d repeats the previous page byte for byte", offset)
-		}
 		prevSum = sum
+		t := pi.TotalResults
 		switch {
 		case total == -2:
 			total = t
@@ -287,7 +348,7 @@ func (p *pager) readOnce(ctx context.Context, read int) error {
 			}
 			if total >= 0 {
 				// The pages left, and the empty one that may confirm the end.
-				left := int((max(total-int64(len(items)), 0)+int64(p.limit)-1)/int64(p.limit)) + 1
+				left := int((max(total-int64(pi.Rows), 0)+int64(p.limit)-1)/int64(p.limit)) + 1
 				if err := p.reserve(left); err != nil {
 					return err
 				}
@@ -295,7 +356,10 @@ func (p *pager) readOnce(ctx context.Context, read int) error {
 		case t != total:
 			return p.integrity(read, total, t, "the count changed from %d to %d at offset %d: the data changed during the read", total, t, offset)
 		}
-		n := len(items)
+		n := pi.Rows
+		if n < 0 || (pi.Keys != nil && len(pi.Keys) != n) {
+			return p.integrity(read, int64(n), int64(len(pi.Keys)), "the page at offset %d: the PageFunc counted %d items and %d keys", offset, n, len(pi.Keys))
+		}
 		if n > p.limit {
 			return p.integrity(read, int64(p.limit), int64(n), "the page at offset %d holds %d items, more than the limit %d", offset, n, p.limit)
 		}
@@ -307,16 +371,10 @@ func (p *pager) readOnce(ctx context.Context, read int) error {
 		} else if prevRows >= 0 && prevRows < p.limit && n > 0 {
 			return p.integrity(read, 0, int64(n), "the page at offset %d holds %d items after a short page: a page past the end must be empty", offset, n)
 		}
-		if err := p.checkKeys(read, keys, items, offset); err != nil {
+		if err := p.checkKeys(read, keys, pi.Keys, offset); err != nil {
 			return err
 		}
 		if n > 0 {
-			if err := p.fn(ctx, &CollectionPage{Collection: p.name, Offset: offset, Total: total, Items: items, Read: read}); err != nil {
-				if ctx.Err() != nil {
-					return context.Cause(ctx)
-				}
-				return fmt.Errorf("extract: %s offset %d: %w", p.name, offset, err)
-			}
 			p.stats.Pages++
 			p.stats.Rows += int64(n)
 		}
@@ -340,48 +398,48 @@ func (p *pager) readOnce(ctx context.Context, read int) error {
 }
 
 // checkKeys records item keys and reports one read twice.
-func (p *pager) checkKeys(read int, keys map[string]int, items []json.RawMessage, offset int) error {
-	fields, strict := p.keyFields, true
-	if len(fields) == 0 {
-		fields, strict = []string{"id"}, false
-	}
-	for i, it := range items {
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(it, &m); err != nil {
-			return fmt.Errorf("extract: %s offset %d item %d: %w", p.name, offset, i, err)
+func (p *pager) checkKeys(read int, seen map[string]int, keys []string, offset int) error {
+	for i, k := range keys {
+		if k == "" {
+			continue // an item without a key; the decoder decided what to do with it
 		}
-		k, err := rowKey(m, fields)
-		if err != nil {
-			if strict {
-				return fmt.Errorf("extract: %s offset %d item %d: %w", p.name, offset, i, err)
-			}
-			continue
-		}
-		if at, dup := keys[k]; dup {
+		if at, dup := seen[k]; dup {
 			return p.integrity(read, 1, 2, "item %s at offset %d was already read at offset %d: a duplicate (moving data or a repeated page)", k, offset+i, at)
 		}
-		keys[k] = offset + i
+		seen[k] = offset + i
 	}
 	return nil
 }
 
-// collectAll reads a whole collection into typed items; a restart resets
-// the slice, so the caller never sees a discarded read.
-func collectAll[T any](ctx context.Context, p *pager) ([]T, ReadStats, error) {
+// collectAll reads a whole list into typed items, decoding each page with
+// decode; a restart resets the slice, so the caller never sees a
+// discarded read. Items are keyed by their "id".
+func collectAll[T any](ctx context.Context, p *pager, decode func([]byte) (int64, []json.RawMessage, error)) ([]T, ReadStats, error) {
 	var out []T
-	p.fn = func(ctx context.Context, pg *CollectionPage) error {
+	p.fn = func(ctx context.Context, pg *Page) (PageInfo, error) {
 		if pg.Restart {
 			out = out[:0]
-			return nil
+			return PageInfo{}, nil
 		}
-		for i, raw := range pg.Items {
+		total, items, err := decode(pg.Body)
+		if err != nil {
+			return PageInfo{}, fmt.Errorf("%w: %w", ErrMalformedPage, err)
+		}
+		info := PageInfo{TotalResults: total, TotalPages: -1, Rows: len(items), Keys: make([]string, len(items))}
+		for i, raw := range items {
 			var v T
 			if err := json.Unmarshal(raw, &v); err != nil {
-				return fmt.Errorf("item %d: %w", pg.Offset+i, err)
+				return PageInfo{}, fmt.Errorf("item %d: %w", pg.Offset+i, err)
+			}
+			var id struct {
+				ID json.RawMessage `json:"id"`
+			}
+			if json.Unmarshal(raw, &id) == nil && len(id.ID) > 0 && string(id.ID) != "null" {
+				info.Keys[i] = string(id.ID)
 			}
 			out = append(out, v)
 		}
-		return nil
+		return info, nil
 	}
 	st, err := p.run(ctx)
 	if err != nil {
@@ -393,38 +451,51 @@ func collectAll[T any](ctx context.Context, p *pager) ([]T, ReadStats, error) {
 	return out, st, nil
 }
 
-// Asset is an item of the v3 assets collection. Fields the struct does
-// not type (e.g. stats) are kept in Extra.
+// Asset is an item of the v3 assets collection. The interface document
+// names only id and name; a tenant sends dozens of other attributes,
+// which Raw keeps as sent. (A sync stores every attribute, typed from the
+// data: see pipeline and transform.Inferrer.)
 type Asset struct {
-	ID         string    `json:"id"`
-	Name       string    `json:"name"`
-	Type       string    `json:"type"`     // file, folder, link
-	FileType   string    `json:"fileType"` // pdf, pptx, ...; "" when null
-	SizeBytes  *int64    `json:"sizeBytes"`
-	CreatedAt  time.Time `json:"createdAt"`
-	UpdatedAt  time.Time `json:"updatedAt"`
-	OwnerID    string    `json:"ownerId"`
-	DivisionID string    `json:"divisionId"` // "" when null
-	Tags       []string  `json:"tags"`
-	// Extra holds every attribute the struct does not type, as a JSON
-	// object (nil when there is none), ready for a JSON column.
-	Extra json.RawMessage `json:"-"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Raw is the whole item as the service sent it.
+	Raw json.RawMessage `json:"-"`
 }
 
-// UnmarshalJSON decodes the typed fields and keeps the others in Extra.
+// UnmarshalJSON reads id and name and keeps the whole item in Raw.
 func (a *Asset) UnmarshalJSON(b []byte) error {
-	type plain Asset
-	return unmarshalExtra(b, (*plain)(a), &a.Extra)
+	var v struct {
+		ID   json.RawMessage `json:"id"`
+		Name json.RawMessage `json:"name"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*a = Asset{ID: jsonText(v.ID), Name: jsonText(v.Name), Raw: append(json.RawMessage(nil), b...)}
+	return nil
+}
+
+// jsonText is a JSON scalar as text: a string's value, a number's digits,
+// "" for null or nothing.
+func jsonText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	return string(raw)
 }
 
 // Assets reads every asset (GET {tenant}/api/v3/assets.json), with the
-// integrity rules and healing of ReadCollection.
+// integrity rules and healing of ReadList.
 func (c *Client) Assets(ctx context.Context, q CollectionQuery) ([]Asset, error) {
-	p, err := c.v3Pager("assets", q)
+	p, err := c.listPager(V3List("assets"), q)
 	if err != nil {
 		return nil, err
 	}
-	out, _, err := collectAll[Asset](ctx, p)
+	out, _, err := collectAll[Asset](ctx, p, decodeV3List)
 	return out, err
 }
 

@@ -10,12 +10,15 @@
 //     an object (ReadObject) handing raw JSON pages to a PageFunc;
 //   - creates legacy sessions, user tickets and auto-login tokens; creates
 //     shares, lists and reads themes; creates, updates, deletes, reads and
-//     lists webhook subscriptions and their logs; reads v3 collections by
-//     offset (ReadCollection, Assets), keeping untyped fields in Extra;
-//   - reconciles every paged read (totals, page sizes, repeated pages, key
-//     duplicates) and heals drift by reading again from the start
-//     (WithHealing), telling the caller to discard (Page.Restart,
-//     CollectionPage.Restart); what it cannot heal is an *IntegrityError;
+//     lists webhook subscriptions and their logs; reads every offset-paged
+//     list (v3 collections, v4 themes, subscriptions, a delivery log) page
+//     by page, handing raw JSON pages to the same PageFunc (ReadList), and
+//     says which interfaces it holds credentials for (CanRead);
+//   - reconciles every paged read (totals, page sizes, repeated pages, and
+//     the duplicate keys the PageFunc's decoder reports in PageInfo.Keys)
+//     and heals drift by reading again from the start (WithHealing),
+//     telling the caller to discard (Page.Restart); what it cannot heal is
+//     an *IntegrityError;
 //   - sends every request through one budget (budget.go): an adaptive
 //     concurrency limit (AIMD on 429) and one shared rate limiter;
 //   - retries reads (429 honouring Retry-After, 5xx, dropped connections,

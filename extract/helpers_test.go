@@ -211,6 +211,28 @@ type collector struct {
 
 func newCollector() *collector { return &collector{ids: map[int]int{}, pages: map[int]int{}} }
 
+// keyed is fn returning each row's id as its key, as a decoder with key
+// fields does.
+func (c *collector) keyed(ctx context.Context, p *Page) (PageInfo, error) {
+	info, err := c.fn(ctx, p)
+	if err != nil || p.Restart {
+		return info, err
+	}
+	var body struct {
+		Results []struct {
+			ID json.RawMessage `json:"id"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(p.Body, &body); err != nil {
+		return info, err
+	}
+	info.Keys = []string{}
+	for _, r := range body.Results {
+		info.Keys = append(info.Keys, string(r.ID))
+	}
+	return info, nil
+}
+
 func (c *collector) fn(ctx context.Context, p *Page) (PageInfo, error) {
 	if p.Restart {
 		c.mu.Lock()

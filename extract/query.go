@@ -44,10 +44,6 @@ type Query struct {
 	Filters        []Filter // all must hold
 	Fields         []string // field ids to return; empty means the service's default
 	Sort           *Sort
-	// KeyFields, not sent to the service, name the fields that identify a
-	// row. ReadObject then reports a key read twice as an integrity failure
-	// (see ReadObject); the fields must be among those returned.
-	KeyFields []string
 }
 
 // Eq: field equals v (string, int, float, percent, date).

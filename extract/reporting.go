@@ -36,6 +36,10 @@ type Field struct {
 	DisplayName string
 	Type        string   // as the service wrote it: int, picklist, string, float, percent, date
 	Options     []string // allowed values of a picklist field
+	// Path is set on a field sepipe found nested in a collection's items:
+	// the member names from the item down to the value (ID then joins
+	// them with "__"). Empty for a top-level field.
+	Path []string `json:",omitempty"`
 }
 
 // Objects lists the report objects (GET /objects).
@@ -130,6 +134,9 @@ func (c *Client) Describe(ctx context.Context, objectID string) ([]Field, error)
 type Page struct {
 	Object string
 	Number int
+	// Offset is the offset of the page's first item, for the offset-paged
+	// lists (ReadList); 0 for report objects.
+	Offset int
 	Body   []byte // raw JSON of the page; nil when Restart
 	// Read is the read of the object this page belongs to: 1 for the
 	// first, 2 after the first restart, and so on.
@@ -153,48 +160,10 @@ type PageInfo struct {
 	// results array), 0 when the PageFunc does not say: two pages with the
 	// same rows under different page numbers are a paging fault.
 	RowsHash uint64
-}
-
-// ResultKeys returns one key per row of a results page: the JSON values of
-// the key fields, joined. A row missing a key field is an error.
-// ReadObject uses it with Query.KeyFields.
-func ResultKeys(body []byte, keyFields ...string) ([]string, error) {
-	if len(keyFields) == 0 {
-		return nil, errors.New("extract: ResultKeys: no key fields")
-	}
-	var p struct {
-		Results []map[string]json.RawMessage `json:"results"`
-	}
-	if err := json.Unmarshal(body, &p); err != nil {
-		return nil, fmt.Errorf("extract: ResultKeys: %w", err)
-	}
-	keys := make([]string, len(p.Results))
-	for i, row := range p.Results {
-		k, err := rowKey(row, keyFields)
-		if err != nil {
-			return nil, fmt.Errorf("extract: ResultKeys: row %d: %w", i, err)
-		}
-		keys[i] = k
-	}
-	return keys, nil
-}
-
-// rowKey joins the compacted JSON values of the key fields.
-func rowKey(row map[string]json.RawMessage, keyFields []string) (string, error) {
-	var b bytes.Buffer
-	for j, f := range keyFields {
-		v, ok := row[f]
-		if !ok {
-			return "", fmt.Errorf("no key field %q", f)
-		}
-		if j > 0 {
-			b.WriteByte(0x1f)
-		}
-		if err := json.Compact(&b, v); err != nil {
-			return "", err
-		}
-	}
-	return b.String(), nil
+	// Keys, when the PageFunc's decoder knows the stream's key fields,
+	// hold each row's key in page order (rejected rows included; "" for a
+	// row without one). A key read twice is an integrity failure.
+	Keys []string
 }
 
 // ParsePageInfo reads the paging keys (page, resultsPerPage, totalResults,
@@ -251,7 +220,7 @@ func ParsePageInfo(body []byte) (PageInfo, error) {
 // which fails the read: it cannot silently keep duplicates.
 type PageFunc func(ctx context.Context, p *Page) (PageInfo, error)
 
-// ReadStats says what a ReadObject (or ReadCollection) cost.
+// ReadStats says what a ReadObject (or ReadList) cost.
 type ReadStats struct {
 	Pages    int           // pages handed over in the last (kept) read
 	Rows     int64         // rows they held
@@ -319,9 +288,9 @@ func (c *Client) QueryPage(ctx context.Context, objectID string, q Query) (*Page
 // smaller resultsPerPage (the service capped it), that size is used to
 // reconcile.
 //
-// When q.KeyFields names the fields that identify a row, every page's rows
-// are keyed (ResultKeys) and a key seen twice is an integrity failure too;
-// a row without a key field fails the read.
+// When fn's decoder knows the stream's key fields it returns each row's
+// key (PageInfo.Keys, from the same pass that decodes the page), and a key
+// seen twice is an integrity failure too.
 //
 // Healing: after an integrity failure (the data changed while paging), the
 // read starts over from page 1, at most WithHealing times (default 2). The
@@ -424,10 +393,9 @@ func (r *reader) fetch(ctx context.Context, n int) (PageInfo, error) {
 	var (
 		info PageInfo
 		sum  uint64
-		keys []string
 	)
-	// The page's JSON is checked once, by fn's decoder (or ResultKeys): a
-	// malformed page is fetched again, like a dropped connection.
+	// The page's JSON is checked once, by fn's decoder: a malformed page
+	// is fetched again, like a dropped connection.
 	for attempt := 1; ; attempt++ {
 		st, err := r.c.get(ctx, reqInfo{op: "query", object: r.object, page: n, params: params, decoderChecks: true, quota: r.quota}, u, buf)
 		r.requests.Add(int64(st.attempts))
@@ -440,16 +408,7 @@ func (r *reader) fetch(ctx context.Context, n int) (PageInfo, error) {
 			return PageInfo{}, &PageError{Object: r.object, Page: n, Err: err}
 		}
 		sum = maphash.Bytes(r.seed, buf.Bytes())
-		if len(r.q.KeyFields) > 0 {
-			// Before fn: fn may not keep the body, but the buffer is ours
-			// until we return.
-			if keys, err = ResultKeys(buf.Bytes(), r.q.KeyFields...); err != nil {
-				err = fmt.Errorf("%w: %w", ErrMalformedPage, err)
-			}
-		}
-		if err == nil {
-			info, err = r.fn(ctx, &Page{Object: r.object, Number: n, Body: buf.Bytes(), Read: r.read})
-		}
+		info, err = r.fn(ctx, &Page{Object: r.object, Number: n, Body: buf.Bytes(), Read: r.read})
 		if err == nil {
 			break
 		}
@@ -481,8 +440,8 @@ func (r *reader) fetch(ctx context.Context, n int) (PageInfo, error) {
 	case n > 1 && info.Rows > r.size:
 		return info, r.integrity(int64(r.size), int64(info.Rows), "page %d holds %d rows, more than the page size %d", n, info.Rows, r.size)
 	}
-	if len(r.q.KeyFields) > 0 {
-		if err := r.checkKeys(n, keys, info.Rows); err != nil {
+	if info.Keys != nil {
+		if err := r.checkKeys(n, info.Keys, info.Rows); err != nil {
 			return info, err
 		}
 	}
@@ -512,6 +471,9 @@ func (r *reader) checkKeys(n int, keys []string, rows int) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, k := range keys {
+		if k == "" {
+			continue // a row without a key; the decoder decided what to do with it
+		}
 		if p, dup := r.keys[k]; dup {
 			return r.integrity(1, 2, "row key %s on page %d was already read on page %d: a duplicate (moving data or a repeated page)", k, n, p)
 		}

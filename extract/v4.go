@@ -178,7 +178,7 @@ type ThemeQuery struct {
 }
 
 // Themes reads every theme matching q (GET {v4}/themes), paging by offset
-// with the integrity rules and healing of ReadCollection.
+// with the integrity rules and healing of ReadList.
 func (c *Client) Themes(ctx context.Context, q ThemeQuery) ([]Theme, error) {
 	switch q.Sort {
 	case "", "title", "-title", "createdAt", "-createdAt", "updatedAt", "-updatedAt":
@@ -204,10 +204,12 @@ func (c *Client) Themes(ctx context.Context, q ThemeQuery) ([]Theme, error) {
 	if q.Sort != "" {
 		v.Set("sort", q.Sort)
 	}
-	p := &pager{c: c, name: "themes", limit: c.collectionLimit(q.Limit),
-		info: reqInfo{iface: IfaceV4, op: "list themes", cred: credAccess},
-		u:    under(c.v4, "themes"), params: v, decode: decodeCountItems}
-	out, _, err := collectAll[Theme](ctx, p)
+	p, err := c.listPager(ThemeList(), CollectionQuery{Limit: q.Limit})
+	if err != nil {
+		return nil, err
+	}
+	p.params = v
+	out, _, err := collectAll[Theme](ctx, p, decodeCountItems)
 	return out, err
 }
 

@@ -188,27 +188,29 @@ func (c *Client) GetSubscription(ctx context.Context, id string) (*Subscription,
 }
 
 // Subscriptions reads every subscription (GET {webhooks}/subscriptions),
-// paging by offset with the integrity rules and healing of ReadCollection.
+// paging by offset with the integrity rules and healing of ReadList.
 func (c *Client) Subscriptions(ctx context.Context) ([]Subscription, error) {
-	p := &pager{c: c, name: "subscriptions", limit: c.collectionLimit(0),
-		info: c.subscriptionInfo("list subscriptions", ""),
-		u:    under(c.webhooks, "subscriptions"), decode: decodeCountItems}
-	out, _, err := collectAll[Subscription](ctx, p)
+	p, err := c.listPager(SubscriptionList(), CollectionQuery{})
+	if err != nil {
+		return nil, err
+	}
+	out, _, err := collectAll[Subscription](ctx, p, decodeCountItems)
 	return out, err
 }
 
 // SubscriptionLogs reads the whole delivery log of a subscription (GET
 // {webhooks}/subscriptions/{id}/logs), newest first, with the integrity
-// rules and healing of ReadCollection. New deliveries during the read
+// rules and healing of ReadList. New deliveries during the read
 // shift the pages; the read then starts over (or fails with an
 // *IntegrityError) rather than return a duplicate or miss an entry.
 func (c *Client) SubscriptionLogs(ctx context.Context, id string) ([]DeliveryLog, error) {
 	if id == "" {
 		return nil, errors.New("extract: webhooks subscription logs: empty id")
 	}
-	p := &pager{c: c, name: "subscription logs", limit: c.collectionLimit(0),
-		info: c.subscriptionInfo("list subscription logs", id),
-		u:    under(c.webhooks, "subscriptions", id, "logs"), decode: decodeCountItems}
-	out, _, err := collectAll[DeliveryLog](ctx, p)
+	p, err := c.listPager(DeliveryLogList(id), CollectionQuery{})
+	if err != nil {
+		return nil, err
+	}
+	out, _, err := collectAll[DeliveryLog](ctx, p, decodeCountItems)
 	return out, err
 }

@@ -208,3 +208,11 @@ func (l Lake) Repair() error {
 	}
 	return os.RemoveAll(root)
 }
+
+// SpoolPath is where a run keeps the raw pages of a collection while it
+// reads them (a collection whose items call for a wider schema than its
+// first pages is decoded again from them). It lies in the run's staging,
+// so a discarded or dead run leaves none behind.
+func (l Lake) SpoolPath(run, object string) string {
+	return filepath.Join(l.stagingRoot(), run, ".spool", object)
+}

@@ -492,7 +492,7 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table) error {
 	}
 	for _, f := range t.Schema.Fields() {
 		if d, ok := f.Metadata.GetValue(schemas.MetaDisplayName); ok && d != "" {
-			q := "COMMENT ON COLUMN " + table + "." + Ident(f.Name) + " IS " + Literal(d)
+			q := "COMMENT ON COLUMN " + table + "." + Ident(f.Name) + " IS " + Literal(strings.ReplaceAll(validText(d), "\x00", ""))
 			if _, err := tx.ExecContext(ctx, q); err != nil {
 				return fail("comment column "+f.Name, err)
 			}

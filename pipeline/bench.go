@@ -320,7 +320,7 @@ func benchSync(ctx context.Context, spec BenchPhaseSpec, out *BenchPhaseResult, 
 	if err != nil {
 		return err
 	}
-	res, err := Sync(ctx, c, Config{Out: spec.Dir, Objects: []string{spec.Object}, Progress: stagedHook{done: staged}})
+	res, err := Sync(ctx, c, Config{Out: spec.Dir, Only: []string{spec.Object}, Progress: stagedHook{done: staged}})
 	if err != nil {
 		return err
 	}

@@ -1,34 +1,24 @@
 package pipeline
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"log/slog"
-	"net/url"
+	"io"
+	"os"
+	"path/filepath"
 	"slices"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/schemas"
+	"github.com/sepipe/sepipe/transform"
 )
-
-// CollectionSource is what a sync needs to read the collections that have
-// no /describe: v4 sharing themes, v3 assets, webhook subscriptions and
-// their delivery logs. *extract.Client is one.
-type CollectionSource interface {
-	Themes(ctx context.Context, q extract.ThemeQuery) ([]extract.Theme, error)
-	ReadCollection(ctx context.Context, name string, q extract.CollectionQuery, fn extract.CollectionFunc) (extract.ReadStats, error)
-	Subscriptions(ctx context.Context) ([]extract.Subscription, error)
-	SubscriptionLogs(ctx context.Context, id string) ([]extract.DeliveryLog, error)
-}
-
-var _ CollectionSource = (*extract.Client)(nil)
 
 // The collection streams and their tables.
 const (
@@ -45,384 +35,466 @@ var Collections = []string{StreamThemes, StreamAssets, StreamSubscriptions, Stre
 // token.
 var WebhookCollections = []string{StreamSubscriptions, StreamDeliveryLogs}
 
-func colField(id, typ, name string) extract.Field {
-	return extract.Field{ID: id, DisplayName: name, Type: typ}
-}
-
-// collectionFields are the columns sepipe gives each collection. Fields
-// the service sends beyond them are kept in the json column extra; header
-// values (which often hold the destination's credentials) are not kept,
-// and URLs are stored with their credentials redacted.
-var collectionFields = map[string][]extract.Field{
-	StreamThemes: {
-		colField("id", "string", "Theme ID"), colField("title", "string", "Title"),
-		colField("isGlobal", "boolean", "Global"), colField("isDefault", "boolean", "Default"),
-		colField("aboutDescription", "string", "About text"), colField("logoUrl", "string", "Logo URL"),
-		colField("displayImageUrl", "string", "Display image URL"),
-		colField("headerColor", "string", "Header color"), colField("headerFontColor", "string", "Header font color"),
-		colField("accentColor", "string", "Accent color"), colField("accentFontColor", "string", "Accent font color"),
-		colField("createdAt", "date", "Created"), colField("updatedAt", "date", "Updated"),
-		colField("divisionId", "string", "Division ID (null for the global theme)"),
-		colField("extra", "json", "Fields sepipe does not type"),
-	},
-	StreamAssets: {
-		colField("id", "string", "Asset ID"), colField("name", "string", "Name"), colField("type", "string", "Type (file, folder, link)"),
-		colField("fileType", "string", "File type"), colField("sizeBytes", "int", "Size (bytes)"),
-		colField("createdAt", "date", "Created"), colField("updatedAt", "date", "Updated"),
-		colField("ownerId", "string", "Owner ID"), colField("divisionId", "string", "Division ID"),
-		colField("tags", "json", "Tags (JSON array)"), colField("views", "int", "Views"), colField("shares", "int", "Shares"),
-		colField("extra", "json", "Fields sepipe does not type"),
-	},
-	StreamSubscriptions: {
-		colField("id", "string", "Subscription ID"), colField("name", "string", "Name"),
-		colField("url", "string", "Destination URL (credentials redacted)"), colField("method", "string", "Delivery method"),
-		colField("types", "json", "Event types (JSON array)"), colField("headerNames", "json", "Custom header names (values are not stored)"),
-		colField("createdAt", "date", "Created"), colField("updatedAt", "date", "Updated"),
-		colField("requestCount", "int", "Requests sent"), colField("extra", "json", "Fields sepipe does not type"),
-	},
-	StreamDeliveryLogs: {
-		colField("id", "string", "Log entry ID"), colField("subscriptionId", "string", "Subscription ID"),
-		colField("eventId", "string", "Event ID"), colField("eventType", "string", "Event type"), colField("attempt", "int", "Attempt"),
-		colField("requestMethod", "string", "Request method"), colField("requestUrl", "string", "Request URL (credentials redacted)"),
-		colField("requestBody", "string", "Request body"), colField("responseStatus", "int", "Response status (0: no response)"),
-		colField("responseBody", "string", "Response body (first KiB)"), colField("error", "string", "Transport error"),
-		colField("deliveredAt", "date", "Delivered at"), colField("durationMs", "int", "Duration (ms)"),
-		colField("outcome", "string", "Outcome (delivered, failed, retrying)"), colField("extra", "json", "Fields sepipe does not type"),
-	},
-}
-
-// rowWriter appends one row at a time to a record builder, column by column
-// in schema order.
-type rowWriter struct {
-	b   *array.RecordBuilder
-	col int
-}
-
-func (w *rowWriter) next() array.Builder { b := w.b.Field(w.col); w.col++; return b }
-
-func (w *rowWriter) str(s string) { w.next().(*array.StringBuilder).Append(s) }
-
-// opt appends s, or null when it is empty.
-func (w *rowWriter) opt(s string) {
-	if s == "" {
-		w.next().AppendNull()
-		return
-	}
-	w.str(s)
-}
-
-func (w *rowWriter) boolean(v bool) { w.next().(*array.BooleanBuilder).Append(v) }
-
-func (w *rowWriter) int(v int64) { w.next().(*array.Int64Builder).Append(v) }
-
-func (w *rowWriter) intp(v *int64) {
-	if v == nil {
-		w.next().AppendNull()
-		return
-	}
-	w.int(*v)
-}
-
-func (w *rowWriter) time(t time.Time) {
-	if t.IsZero() {
-		w.next().AppendNull()
-		return
-	}
-	w.next().(*array.TimestampBuilder).Append(arrow.Timestamp(t.UnixMicro()))
-}
-
-func (w *rowWriter) json(v any) {
-	if v == nil {
-		w.next().AppendNull()
-		return
-	}
-	if raw, ok := v.(json.RawMessage); ok {
-		if len(raw) == 0 {
-			w.next().AppendNull()
-			return
-		}
-		w.str(string(raw))
-		return
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		w.next().AppendNull()
-		return
-	}
-	w.str(string(b))
-}
-
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return extract.RedactURL(u)
-}
-
-func writeTheme(w *rowWriter, t extract.Theme) {
-	w.str(t.ID)
-	w.opt(t.Title)
-	w.boolean(t.IsGlobal)
-	w.boolean(t.IsDefault)
-	w.opt(t.DisplayData.AboutDescription)
-	if t.DisplayData.Logo != nil {
-		w.opt(t.DisplayData.Logo.URL)
-	} else {
-		w.opt("")
-	}
-	if t.DisplayData.DisplayImage != nil {
-		w.opt(t.DisplayData.DisplayImage.URL)
-	} else {
-		w.opt("")
-	}
-	w.opt(t.ColorSettings.HeaderColor)
-	w.opt(t.ColorSettings.HeaderFontColor)
-	w.opt(t.ColorSettings.AccentColor)
-	w.opt(t.ColorSettings.AccentFontColor)
-	w.time(t.CreatedAt)
-	w.time(t.UpdatedAt)
-	if t.Division != nil {
-		w.opt(t.Division.ID)
-	} else {
-		w.opt("")
-	}
-	w.json(t.Extra)
-}
-
-func writeAsset(w *rowWriter, a extract.Asset) {
-	var stats struct {
-		Stats *struct {
-			Views  *int64 `json:"views"`
-			Shares *int64 `json:"shares"`
-		} `json:"stats"`
-	}
-	if len(a.Extra) > 0 {
-		_ = json.Unmarshal(a.Extra, &stats) // a malformed stats block leaves the columns null; extra keeps it
-	}
-	w.str(a.ID)
-	w.opt(a.Name)
-	w.opt(a.Type)
-	w.opt(a.FileType)
-	w.intp(a.SizeBytes)
-	w.time(a.CreatedAt)
-	w.time(a.UpdatedAt)
-	w.opt(a.OwnerID)
-	w.opt(a.DivisionID)
-	if a.Tags == nil {
-		w.json(nil)
-	} else {
-		w.json(a.Tags)
-	}
-	if stats.Stats != nil {
-		w.intp(stats.Stats.Views)
-		w.intp(stats.Stats.Shares)
-	} else {
-		w.intp(nil)
-		w.intp(nil)
-	}
-	w.json(a.Extra)
-}
-
-func writeSubscription(w *rowWriter, s extract.Subscription) {
-	names := make([]string, len(s.Headers))
-	for i, h := range s.Headers {
-		names[i] = h.Name
-	}
-	w.str(s.ID)
-	w.opt(s.Name)
-	w.opt(redactURL(s.URL))
-	w.opt(s.Method)
-	w.json(s.Types)
-	w.json(names)
-	w.time(s.CreatedAt)
-	w.time(s.UpdatedAt)
-	w.int(s.RequestCount)
-	w.json(s.Extra)
-}
-
-func writeDeliveryLog(w *rowWriter, l extract.DeliveryLog) {
-	w.str(l.ID)
-	w.opt(l.SubscriptionID)
-	w.opt(l.EventID)
-	w.opt(l.EventType)
-	w.int(int64(l.Attempt))
-	w.opt(l.Request.Method)
-	w.opt(redactURL(l.Request.URL))
-	w.opt(l.Request.Body)
-	w.int(int64(l.Response.Status))
-	w.opt(l.Response.Body)
-	w.opt(l.Error)
-	w.time(l.DeliveredAt)
-	w.int(l.DurationMs)
-	w.opt(l.Outcome)
-	w.json(l.Extra)
-}
-
-// collectionSink builds batches of one collection and writes them to its
-// staging Parquet writer.
-type collectionSink struct {
-	mem    memory.Allocator
-	schema *arrow.Schema
-	rb     *array.RecordBuilder
-	pw     *load.ParquetWriter
-	dir    string
-	name   string
-	rows   int
-}
-
-func (s *collectionSink) row(write func(w *rowWriter)) error {
-	w := rowWriter{b: s.rb}
-	write(&w)
-	s.rows++
-	if s.rows%1000 == 0 {
-		return s.flush()
-	}
-	return nil
-}
-
-func (s *collectionSink) flush() error {
-	rec := s.rb.NewRecordBatch()
-	defer rec.Release()
-	return s.pw.Write(rec)
-}
-
-// restart throws away what was written (the read starts over).
-func (s *collectionSink) restart() error {
-	rec := s.rb.NewRecordBatch()
-	rec.Release()
-	s.pw.Abort()
-	pw, err := load.NewParquetWriter(s.dir, s.name, s.schema, load.WithParquetAllocator(s.mem))
-	if err != nil {
-		return err
-	}
-	s.pw, s.rows = pw, 0
-	return nil
-}
-
-// stageCollection reads one collection stream and writes it to staging.
-func stageCollection(ctx context.Context, src CollectionSource, lake load.Lake, run *Result, name string, cfg Config, log *slog.Logger) *stagedObject {
-	t0 := time.Now()
-	so := &stagedObject{object: name}
-	cfg.Progress.ObjectStarted(name)
-	fail := func(step string, err error) *stagedObject {
-		so.err = &ObjectError{Object: name, Step: step, Err: err}
-		status := classify(name, err)
-		if status == StatusFailed {
-			log.Error("collection failed", "collection", name, "step", step, "err", err)
-		}
-		cfg.Progress.ObjectDone(ObjectResult{Object: name, Status: status, Err: so.err})
-		return so
-	}
-	sc := cfg.Streams[name]
-	if sc.Cursor != "" {
-		return fail("config", fmt.Errorf("collection %s cannot be read incrementally (no cursor filter in its interface)", name))
-	}
-	mode, _ := load.ParseWriteMode(string(sc.Mode))
-	schema, err := schemas.ForCollection(name, collectionFields[name])
-	if err != nil {
-		return fail("schema", err)
-	}
-	dir := lake.StagingDir(run.RunID, name, run.SnapshotDate)
-	pw, err := load.NewParquetWriter(dir, name, schema, load.WithParquetAllocator(cfg.Allocator))
-	if err != nil {
-		return fail("write", err)
-	}
-	sink := &collectionSink{mem: cfg.Allocator, schema: schema, rb: array.NewRecordBuilder(cfg.Allocator, schema), pw: pw, dir: dir, name: name}
-	defer sink.rb.Release()
-	var stats extract.ReadStats
-	switch name {
-	case StreamThemes:
-		var items []extract.Theme
-		if items, err = src.Themes(ctx, extract.ThemeQuery{}); err == nil {
-			for _, it := range items {
-				if err = sink.row(func(w *rowWriter) { writeTheme(w, it) }); err != nil {
-					break
-				}
-			}
-		}
-	case StreamAssets:
-		stats, err = src.ReadCollection(ctx, "assets", extract.CollectionQuery{}, func(ctx context.Context, p *extract.CollectionPage) error {
-			if p.Restart {
-				return sink.restart()
-			}
-			for _, raw := range p.Items {
-				var a extract.Asset
-				if err := json.Unmarshal(raw, &a); err != nil {
-					return fmt.Errorf("asset at offset %d: %w", p.Offset, err)
-				}
-				if err := sink.row(func(w *rowWriter) { writeAsset(w, a) }); err != nil {
-					return err
-				}
-			}
-			cfg.Progress.PageDone(name, p.Offset, len(p.Items), -1)
-			return nil
-		})
-	case StreamSubscriptions, StreamDeliveryLogs:
-		var subs []extract.Subscription
-		if subs, err = src.Subscriptions(ctx); err != nil {
-			break
-		}
-		if name == StreamSubscriptions {
-			for _, s := range subs {
-				if err = sink.row(func(w *rowWriter) { writeSubscription(w, s) }); err != nil {
-					break
-				}
-			}
-			break
-		}
-		for _, s := range subs {
-			var logs []extract.DeliveryLog
-			if logs, err = src.SubscriptionLogs(ctx, s.ID); err != nil {
-				err = fmt.Errorf("logs of subscription %s: %w", s.ID, err)
-				break
-			}
-			for _, l := range logs {
-				if l.SubscriptionID == "" {
-					l.SubscriptionID = s.ID
-				}
-				if err = sink.row(func(w *rowWriter) { writeDeliveryLog(w, l) }); err != nil {
-					break
-				}
-			}
-			if err != nil {
-				break
-			}
-		}
-	default:
-		err = fmt.Errorf("unknown collection %q", name)
-	}
-	if err == nil {
-		err = sink.flush()
-	}
-	if err != nil {
-		sink.pw.Abort()
-		return fail("read", err)
-	}
-	if err := sink.pw.Close(); err != nil {
-		sink.pw.Abort()
-		return fail("write", err)
-	}
-	dur := time.Since(t0)
-	pw = sink.pw
-	so.table = load.Table{
-		Object: name, Schema: schema, Files: pw.Files(), Rows: pw.Rows(), Mode: mode,
-		PrimaryKey: sc.PrimaryKey, Describe: collectionFields[name],
-		Stats: load.ObjectStats{Rows: pw.Rows(), Pages: stats.Pages, Requests: stats.Requests, Retries: stats.Retries, Duration: dur},
-	}
-	if mode == load.Merge && len(sc.PrimaryKey) == 0 {
-		so.table.PrimaryKey = []string{"id"}
-	}
-	so.result = ObjectResult{Object: name, Mode: mode, Status: StatusOK, Rows: pw.Rows(), Pages: stats.Pages, Requests: stats.Requests,
-		Retries: stats.Retries, Duration: dur, SchemaVersion: schemas.SchemaVersion(schema)}
-	log.Info("collection staged", "collection", name, "rows", pw.Rows(), "duration", dur.Round(time.Millisecond))
-	cfg.Progress.ObjectDone(so.result)
-	return so
-}
-
 // isCollection reports whether a stream name is a collection.
 func isCollection(name string) bool { return slices.Contains(Collections, name) }
 
 // IsCollection reports whether a stream is a collection (not a report
 // object).
 func IsCollection(name string) bool { return isCollection(name) }
+
+func seed(id, typ, name string) extract.Field {
+	f := extract.Field{ID: id, DisplayName: name, Type: typ}
+	if p := splitPath(id); len(p) > 1 {
+		f.Path = p
+	}
+	return f
+}
+
+func splitPath(id string) []string {
+	var out []string
+	for {
+		i := indexSep(id)
+		if i < 0 {
+			return append(out, id)
+		}
+		out, id = append(out, id[:i]), id[i+2:]
+	}
+}
+
+func indexSep(s string) int {
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] == '_' && s[i+1] == '_' {
+			return i
+		}
+	}
+	return -1
+}
+
+// seedFields are the fields the interface document names for each
+// collection (service-interface.md, "Resources and their fields"): a
+// collection's table has them from its first run, typed as the document
+// says, whatever its first items hold. Every other column follows the
+// data (transform.Inferrer).
+var seedFields = map[string][]extract.Field{
+	StreamThemes: {
+		seed("id", schemas.TypeString, "Theme identifier"), seed("title", schemas.TypeString, "Theme name"),
+		seed("isGlobal", schemas.TypeBool, "Whether the theme is global"),
+		seed("isDefault", schemas.TypeBool, "Whether the theme is the default"),
+		seed("displayData__aboutDescription", schemas.TypeString, "About text"),
+		seed("displayData__logo__url", schemas.TypeString, "Logo URL"),
+		seed("displayData__displayImage__url", schemas.TypeString, "Display image URL"),
+		seed("colorSettings__headerColor", schemas.TypeString, "Header color (six hex digits)"),
+		seed("colorSettings__headerFontColor", schemas.TypeString, "Header font color"),
+		seed("colorSettings__accentColor", schemas.TypeString, "Accent color"),
+		seed("colorSettings__accentFontColor", schemas.TypeString, "Accent font color"),
+		seed("createdAt", schemas.TypeDate, "Creation instant"), seed("updatedAt", schemas.TypeDate, "Last update instant"),
+		seed("division__id", schemas.TypeString, "Division of the theme (null for a global theme)"),
+	},
+	StreamAssets: {seed("id", schemas.TypeString, "Asset identifier"), seed("name", schemas.TypeString, "Asset name")},
+	StreamSubscriptions: {
+		seed("id", schemas.TypeString, "Subscription identifier"), seed("name", schemas.TypeString, "Subscription name"),
+		seed("url", schemas.TypeString, "Destination URL (credentials redacted)"),
+		seed("method", schemas.TypeString, "Delivery method (GET or POST)"),
+		seed("headers", schemas.TypeJSON, "Headers sent with each delivery (values redacted)"),
+		seed("types", schemas.TypeJSON, "Event types subscribed to"),
+	},
+	StreamDeliveryLogs: {
+		seed("id", schemas.TypeString, "Log entry identifier"),
+		seed("subscriptionId", schemas.TypeString, "Subscription the entry was listed under"),
+	},
+}
+
+// collectionList is the list a collection stream reads (the delivery log
+// is read per subscription: see readDeliveryLogs).
+func collectionList(name string) extract.List {
+	switch name {
+	case StreamThemes:
+		return extract.ThemeList()
+	case StreamAssets:
+		return extract.V3List("assets")
+	}
+	return extract.SubscriptionList()
+}
+
+// collectionRead reads one collection: its schema comes from its items.
+// Every page is decoded as it arrives with the schema known so far (the
+// stored fields and the document's, widened by the first page's items)
+// and kept in a spool file. When a later page holds what that schema
+// cannot (a new member, a wider type) and the contract lets the schema
+// change, the read's end infers the schema from every spooled page and
+// decodes them again: the collection is typed by all of its items, read
+// from the service once.
+type collectionRead struct {
+	name     string
+	contract schemas.Contract
+	stored   []extract.Field // nil on the first run
+	keys     []string        // key field ids the decoder yields
+	required bool            // merge: a row without its key is rejected
+	spool    string
+	// writers makes the Parquet writers of a schema (see objectSink).
+	writers func(*arrow.Schema) func(first, step int) (*load.ParquetWriter, error)
+	opts    []transform.Option
+
+	fields []extract.Field // the effective fields so far
+	live   []extract.Field // as the items call for (recorded as the describe)
+	schema *arrow.Schema
+	dec    *transform.Decoder
+	sink   *objectSink
+	widen  bool // a page held what the schema cannot; decode again at the end
+	w      *bufio.Writer
+	f      *os.File
+	pages  int
+}
+
+func (c *collectionRead) open() error {
+	if err := os.MkdirAll(filepath.Dir(c.spool), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(c.spool)
+	if err != nil {
+		return err
+	}
+	c.f, c.w, c.pages = f, bufio.NewWriterSize(f, 1<<20), 0
+	return nil
+}
+
+func (c *collectionRead) close() {
+	if c.f != nil {
+		_ = c.f.Close()
+		_ = os.Remove(c.spool)
+		c.f = nil
+	}
+	if c.dec != nil {
+		c.dec.Release()
+		c.dec = nil
+	}
+}
+
+// setSchema resolves the inferred fields against what the table has and
+// builds the schema, decoder and (first time) sink.
+func (c *collectionRead) setSchema(live []extract.Field) error {
+	base, contract := c.stored, c.contract
+	if base == nil {
+		// The first run: the document's fields, and whatever the items hold.
+		base, contract = seedFields[c.name], schemas.Evolve
+	}
+	if c.fields != nil {
+		base = c.fields
+	}
+	c.live = live
+	c.fields, _ = schemas.ResolveInferred(contract, c.name, base, live)
+	schema, err := schemas.ForCollection(c.name, c.fields)
+	if err != nil {
+		return err
+	}
+	var keys []string
+	for _, k := range c.keys {
+		if slices.ContainsFunc(c.fields, func(f extract.Field) bool { return f.ID == k }) {
+			keys = append(keys, k)
+		} else if c.required {
+			return fmt.Errorf("primary key field %q is not a field of %s", k, c.name)
+		}
+	}
+	opts := append(slices.Clone(c.opts), transform.WithRowsKept(), transform.WithCredentialsRedacted())
+	if len(keys) > 0 {
+		opts = append(opts, transform.WithKeyFields(c.required, keys...))
+	}
+	if c.contract == schemas.Freeze && c.stored != nil {
+		opts = append(opts, transform.WithUnknownRejected())
+	}
+	dec, err := transform.NewDecoder(schema, opts...)
+	if err != nil {
+		return err
+	}
+	if c.dec != nil {
+		c.dec.Release()
+	}
+	c.schema, c.dec = schema, dec
+	if c.sink == nil {
+		c.sink, err = newObjectSink(c.writers(schema))
+	} else {
+		err = c.sink.restartWith(c.writers(schema))
+	}
+	return err
+}
+
+// page handles one page of the list (parent: the subscription of a
+// delivery log page, "" otherwise).
+func (c *collectionRead) page(p *extract.Page, parent string, progress Progress) (extract.PageInfo, error) {
+	if p.Restart {
+		// The pages did not add up; the list is read again from the start.
+		c.widen = false
+		if err := c.f.Truncate(0); err != nil {
+			return extract.PageInfo{}, err
+		}
+		if _, err := c.f.Seek(0, io.SeekStart); err != nil {
+			return extract.PageInfo{}, err
+		}
+		c.w.Reset(c.f)
+		c.pages = 0
+		if c.sink != nil {
+			return extract.PageInfo{}, c.sink.restart()
+		}
+		return extract.PageInfo{}, nil
+	}
+	if c.dec == nil {
+		in := transform.NewInferrer(c.name)
+		if err := in.Page(p.Number, p.Body); err != nil {
+			return extract.PageInfo{}, err
+		}
+		if err := c.setSchema(in.Fields()); err != nil {
+			return extract.PageInfo{}, err
+		}
+	}
+	dec := c.dec
+	if parent != "" {
+		var err error
+		if dec, err = c.parentDecoder(parent); err != nil {
+			return extract.PageInfo{}, err
+		}
+		defer dec.Release()
+	}
+	r, err := dec.DecodePage(p.Number, p.Body)
+	if err != nil {
+		return extract.PageInfo{}, err
+	}
+	defer r.Record.Release()
+	if err := c.keep(p.Number, parent, p.Body); err != nil {
+		return extract.PageInfo{}, err
+	}
+	switch {
+	case c.contract == schemas.Freeze && c.stored != nil:
+	case r.Misfits > 0, c.contract != schemas.Discard && len(r.UnknownFields) > 0:
+		c.widen = true
+	}
+	if !c.widen {
+		if err := c.sink.add(r); err != nil {
+			return extract.PageInfo{}, err
+		}
+	}
+	progress.PageDone(c.name, p.Number, r.Info.Rows, -1)
+	return r.Info, nil
+}
+
+// parentDecoder is the decoder of a delivery log page: items that do not
+// name their subscription get parent's id.
+func (c *collectionRead) parentDecoder(parent string) (*transform.Decoder, error) {
+	v, err := json.Marshal(parent)
+	if err != nil {
+		return nil, err
+	}
+	opts := append(slices.Clone(c.opts), transform.WithRowsKept(), transform.WithCredentialsRedacted(),
+		transform.WithDefault("subscriptionId", v))
+	if ks := c.decoderKeys(); len(ks) > 0 {
+		opts = append(opts, transform.WithKeyFields(c.required, ks...))
+	}
+	if c.contract == schemas.Freeze && c.stored != nil {
+		opts = append(opts, transform.WithUnknownRejected())
+	}
+	return transform.NewDecoder(c.schema, opts...)
+}
+
+func (c *collectionRead) decoderKeys() []string {
+	var keys []string
+	for _, k := range c.keys {
+		if slices.ContainsFunc(c.fields, func(f extract.Field) bool { return f.ID == k }) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// keep appends a page to the spool: length, page number, parent, body.
+func (c *collectionRead) keep(n int, parent string, body []byte) error {
+	var hdr [16]byte
+	binary.LittleEndian.PutUint32(hdr[0:], uint32(len(body)))
+	binary.LittleEndian.PutUint32(hdr[4:], uint32(n))
+	binary.LittleEndian.PutUint32(hdr[8:], uint32(len(parent)))
+	if _, err := c.w.Write(hdr[:]); err != nil {
+		return fmt.Errorf("spool %s: %w", c.spool, err)
+	}
+	if _, err := c.w.WriteString(parent); err != nil {
+		return fmt.Errorf("spool %s: %w", c.spool, err)
+	}
+	if _, err := c.w.Write(body); err != nil {
+		return fmt.Errorf("spool %s: %w", c.spool, err)
+	}
+	c.pages++
+	return nil
+}
+
+// replay calls fn with every spooled page, in order.
+func (c *collectionRead) replay(fn func(n int, parent string, body []byte) error) error {
+	if err := c.w.Flush(); err != nil {
+		return fmt.Errorf("spool %s: %w", c.spool, err)
+	}
+	if _, err := c.f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	r := bufio.NewReaderSize(c.f, 1<<20)
+	var body []byte
+	for range c.pages {
+		var hdr [16]byte
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return fmt.Errorf("spool %s: %w", c.spool, err)
+		}
+		size, n, plen := binary.LittleEndian.Uint32(hdr[0:]), binary.LittleEndian.Uint32(hdr[4:]), binary.LittleEndian.Uint32(hdr[8:])
+		buf := make([]byte, plen)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return fmt.Errorf("spool %s: %w", c.spool, err)
+		}
+		body = slices.Grow(body[:0], int(size))[:size]
+		if _, err := io.ReadFull(r, body); err != nil {
+			return fmt.Errorf("spool %s: %w", c.spool, err)
+		}
+		if err := fn(int(n), string(buf), body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finish decodes the spooled pages again when a page called for a wider
+// schema: the schema is inferred from every page, then every page is
+// decoded with it.
+func (c *collectionRead) finish(progress Progress) error {
+	if c.dec == nil {
+		// No page at all (an interface with nothing to list): the table
+		// still gets the fields known so far.
+		return c.setSchema(nil)
+	}
+	if !c.widen {
+		return nil
+	}
+	in := transform.NewInferrer(c.name)
+	if err := c.replay(func(n int, _ string, body []byte) error { return in.Page(n, body) }); err != nil {
+		return err
+	}
+	if err := c.setSchema(in.Fields()); err != nil {
+		return err
+	}
+	return c.replay(func(n int, parent string, body []byte) error {
+		dec := c.dec
+		if parent != "" {
+			var err error
+			if dec, err = c.parentDecoder(parent); err != nil {
+				return err
+			}
+			defer dec.Release()
+		}
+		r, err := dec.DecodePage(n, body)
+		if err != nil {
+			return err
+		}
+		defer r.Record.Release()
+		return c.sink.add(r)
+	})
+}
+
+// readCollection reads the collection c.name from src into c's sink.
+func (c *collectionRead) read(ctx context.Context, src Source, progress Progress) (extract.ReadStats, error) {
+	if err := c.open(); err != nil {
+		return extract.ReadStats{}, err
+	}
+	if c.name != StreamDeliveryLogs {
+		return src.ReadList(ctx, collectionList(c.name), extract.CollectionQuery{}, func(_ context.Context, p *extract.Page) (extract.PageInfo, error) {
+			return c.page(p, "", progress)
+		})
+	}
+	ids, total, err := subscriptionIDs(ctx, src)
+	if err != nil {
+		return total, err
+	}
+	for _, id := range ids {
+		st, err := src.ReadList(ctx, extract.DeliveryLogList(id), extract.CollectionQuery{}, func(_ context.Context, p *extract.Page) (extract.PageInfo, error) {
+			return c.page(p, id, progress)
+		})
+		total = addStats(total, st)
+		if err != nil {
+			return total, fmt.Errorf("logs of subscription %s: %w", id, err)
+		}
+	}
+	return total, nil
+}
+
+// subscriptionIDs lists the ids of the webhook subscriptions.
+func subscriptionIDs(ctx context.Context, src Source) ([]string, extract.ReadStats, error) {
+	ids, _, st, err := listIDs(ctx, src, extract.SubscriptionList(), 0)
+	if err == nil && len(ids) == 0 && st.Rows > 0 {
+		err = errors.New("the subscriptions carry no id: their logs cannot be listed")
+	}
+	return ids, st, err
+}
+
+// Readable lists the collections src holds the credentials for, in sync
+// order: a sync with no Only syncs them.
+func Readable(src Source) []string {
+	return slices.DeleteFunc(slices.Clone(Collections), func(c string) bool { return !src.CanRead(streamInterface(c)) })
+}
+
+// CountItems returns the count of items a list's first page announces
+// (-1 when the page has none), reading one page of one item.
+func CountItems(ctx context.Context, src Source, l extract.List) (int64, error) {
+	_, total, _, err := listIDs(ctx, src, l, 1)
+	return total, err
+}
+
+// listIDs reads the ids of a list's items, decoded by the one decoder:
+// every item, or the first page of n items when n > 0; total is the count
+// the first page announced (-1 when none).
+func listIDs(ctx context.Context, src Source, l extract.List, n int) (ids []string, total int64, st extract.ReadStats, err error) {
+	total = -1
+	schema, err := schemas.ForCollection(l.String(), []extract.Field{seed("id", schemas.TypeString, "")})
+	if err != nil {
+		return nil, total, st, err
+	}
+	dec, err := transform.NewDecoder(schema, transform.WithKeyFields(false, "id"))
+	if err != nil {
+		return nil, total, st, err
+	}
+	defer dec.Release()
+	q := extract.CollectionQuery{Limit: n}
+	if l.Interface == extract.IfaceV3 {
+		q.Fields = []string{"id"}
+	}
+	st, err = src.ReadList(ctx, l, q, func(_ context.Context, p *extract.Page) (extract.PageInfo, error) {
+		if p.Restart {
+			ids = ids[:0]
+			return extract.PageInfo{}, nil
+		}
+		r, err := dec.DecodePage(p.Number, p.Body)
+		if err != nil {
+			return extract.PageInfo{}, err
+		}
+		r.Record.Release()
+		if p.Offset == 0 {
+			total = r.Info.TotalResults
+		}
+		for _, k := range r.Info.Keys {
+			var id string
+			if json.Unmarshal([]byte(k), &id) == nil && id != "" {
+				ids = append(ids, id)
+			}
+		}
+		if n > 0 {
+			return r.Info, errEnough
+		}
+		return r.Info, nil
+	})
+	if err != nil && !errors.Is(err, errEnough) {
+		return nil, total, st, err
+	}
+	return ids, total, st, nil
+}
+
+var errEnough = errors.New("enough items read")
+
+func addStats(a, b extract.ReadStats) extract.ReadStats {
+	a.Pages += b.Pages
+	a.Rows += b.Rows
+	a.Requests += b.Requests
+	a.Retries += b.Retries
+	a.Restarts += b.Restarts
+	a.Waited += b.Waited
+	return a
+}

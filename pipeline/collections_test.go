@@ -37,7 +37,7 @@ func TestCollectionsLand(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := t.TempDir()
-	res, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out, Collections: pipeline.Collections, Now: clock(day1)})
+	res, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out, Now: clock(day1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,13 +51,13 @@ func TestCollectionsLand(t *testing.T) {
 			t.Errorf("%s failed", name)
 		}
 	}
-	if n := scalar[int64](t, db, `SELECT count(*) FROM themes WHERE isGlobal AND divisionId IS NULL`); n != 1 {
+	if n := scalar[int64](t, db, `SELECT count(*) FROM themes WHERE isGlobal AND division__id IS NULL`); n != 1 {
 		t.Errorf("global themes = %d, want exactly one", n)
 	}
-	if n := scalar[int64](t, db, `SELECT count(*) FROM assets WHERE views IS NULL OR json_array_length(tags) IS NULL`); n != 0 {
+	if n := scalar[int64](t, db, `SELECT count(*) FROM assets WHERE stats__views IS NULL OR json_array_length(tags) IS NULL`); n != 0 {
 		t.Errorf("%d assets lack typed stats or tags", n)
 	}
-	if n := scalar[int64](t, db, `SELECT count(*) FROM webhook_delivery_logs WHERE subscriptionId = ? AND outcome = 'delivered' AND responseStatus = 200`, sub.ID); n != got.Load() || n == 0 {
+	if n := scalar[int64](t, db, `SELECT count(*) FROM webhook_delivery_logs WHERE subscriptionId = ? AND outcome = 'delivered' AND response__status = 200`, sub.ID); n != got.Load() || n == 0 {
 		t.Errorf("delivered log rows = %d, receiver got %d", n, got.Load())
 	}
 	dump := scalar[string](t, db, `SELECT string_agg(CAST(s AS VARCHAR), '|') FROM webhook_subscriptions s`) +
@@ -71,7 +71,7 @@ func TestCollectionsLand(t *testing.T) {
 		t.Error("header names should be kept")
 	}
 	// Only the named streams run when Objects is given.
-	res, err = pipeline.Sync(ctx, c, pipeline.Config{Out: t.TempDir(), Objects: []string{"themes", "course"}, Collections: pipeline.Collections, Now: clock(day1)})
+	res, err = pipeline.Sync(ctx, c, pipeline.Config{Out: t.TempDir(), Only: []string{"themes", "course"}, Now: clock(day1)})
 	if err != nil || len(res.Objects) != 2 {
 		t.Fatalf("%v %+v", err, res)
 	}

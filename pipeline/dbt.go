@@ -186,7 +186,7 @@ func DBTSources(ctx context.Context, src extract.Source) ([]byte, error) {
 	}
 
 	for _, name := range Collections {
-		cols, err := describedColumns(name, collectionFields[name], true)
+		cols, err := describedColumns(name, seedFields[name], true)
 		if err != nil {
 			return nil, err
 		}

@@ -2,8 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -15,11 +13,14 @@ import (
 
 // DemoConfig sizes the demo.
 type DemoConfig struct {
-	Out    string
-	Users  int
-	Seed   int64
-	Days   int // snapshot days of history to build, ending today (default 3)
-	Logger *slog.Logger
+	Out   string
+	Users int
+	Seed  int64
+	Days  int // snapshot days of history to build, ending today (default 3)
+	// ShapeVariants makes some of the fake's assets send a field as
+	// another JSON type (servicetest.WithShapeVariants).
+	ShapeVariants bool
+	Logger        *slog.Logger
 	// Progress, if set, is passed to every run.
 	Progress Progress
 	// Now is today (default time.Now).
@@ -56,8 +57,12 @@ func Demo(ctx context.Context, cfg DemoConfig) (*DemoResult, error) {
 	}
 	today := cfg.Now().UTC()
 	start := today.Add(-time.Duration(cfg.Days-1) * 24 * time.Hour)
-	srv := servicetest.NewServer(servicetest.WithUsers(cfg.Users), servicetest.WithSeed(cfg.Seed),
-		servicetest.WithNow(start.Truncate(time.Second))) // the tenant's clock runs with the snapshot days
+	sopts := []servicetest.Option{servicetest.WithUsers(cfg.Users), servicetest.WithSeed(cfg.Seed),
+		servicetest.WithNow(start.Truncate(time.Second))} // the tenant's clock runs with the snapshot days
+	if cfg.ShapeVariants {
+		sopts = append(sopts, servicetest.WithShapeVariants())
+	}
+	srv := servicetest.NewServer(sopts...)
 	defer srv.Close()
 	opts := []extract.Option{
 		extract.WithAccessToken(srv.Service.AccessToken()),
@@ -85,7 +90,7 @@ func Demo(ctx context.Context, cfg DemoConfig) (*DemoResult, error) {
 		}
 		day := start.Add(time.Duration(d) * 24 * time.Hour)
 		r, err := Sync(ctx, client, Config{Out: cfg.Out, Logger: cfg.Logger, Progress: cfg.Progress,
-			Collections: Collections, Now: func() time.Time { return day }})
+			Now: func() time.Time { return day }})
 		if err != nil {
 			return nil, fmt.Errorf("demo day %s: %w", day.Format("2006-01-02"), err)
 		}
@@ -120,25 +125,12 @@ func newDemoActivity(ctx context.Context, c *extract.Client, cfg DemoConfig) (*d
 	if err != nil {
 		return nil, fmt.Errorf("demo: subscribe the receiver: %w", err)
 	}
-	var assets []string
-	_, err = c.ReadCollection(ctx, "assets", extract.CollectionQuery{Limit: 50, Fields: []string{"id"}}, func(ctx context.Context, p *extract.CollectionPage) error {
-		for _, raw := range p.Items {
-			var a struct {
-				ID string `json:"id"`
-			}
-			if json.Unmarshal(raw, &a) == nil && len(assets) < 50 {
-				assets = append(assets, a.ID)
-			}
-		}
-		return errStopRead
-	})
-	if err != nil && !errors.Is(err, errStopRead) {
+	assets, _, _, err := listIDs(ctx, c, extract.V3List("assets"), 50)
+	if err != nil {
 		return nil, fmt.Errorf("demo: list assets: %w", err)
 	}
 	return &demoActivity{client: c, cfg: cfg, addr: addr, secret: sub.SignatureKey.Reveal(), assets: assets}, nil
 }
-
-var errStopRead = errors.New("enough")
 
 // passDay runs the receiver while the tenant's clock moves a day and a few
 // assets are shared, until every delivery is done and every event landed.

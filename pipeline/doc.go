@@ -2,14 +2,19 @@
 // schemas (describe to Arrow), transform (pages to record batches) and load
 // (Parquet lake and DuckDB warehouse).
 //
-// Sync runs one sync of the report objects:
+// Sync runs one sync of the streams (Config.Only, or every stream the
+// source can read): report objects and collections take one path
+// (stageStream):
 //
-//  1. list the objects and describe each one; its Arrow schema comes from
-//     the describe result;
-//  2. read every object's pages, page 1 first and then the rest by a
-//     bounded pool of workers under the client's one request budget; each
-//     worker decodes its page into a record batch and hands it to the
-//     object's Parquet writer, which writes into a staging folder;
+//  1. a report object's Arrow schema comes from its describe; a
+//     collection's from its items (transform.Inferrer, widened under the
+//     stream's contract when later pages call for it, the pages kept in a
+//     spool file and decoded again);
+//  2. read every stream's pages under the client's one request budget (a
+//     report object's pages 2..N by a bounded pool of workers); each page
+//     is decoded into a record batch by the one transform decoder, which
+//     also yields the rows' keys for the reader's duplicate check, and
+//     handed to the stream's Parquet writers in a staging folder;
 //  3. load the warehouse from the staged files, with the rejects and the
 //     run record, in one DuckDB transaction;
 //  4. publish each staged partition into the lake by renaming it.
@@ -20,7 +25,8 @@
 // (403, or 404 for a whole collection) is skipped, and one the announced
 // request quota would not cover is deferred (extract.ErrQuotaExhausted);
 // both are recorded with their reason and make the run partial, and a
-// later run of the same snapshot day reads only the deferred streams. A cancelled context stops every worker and leaves the
+// later run of the same snapshot day reads only the deferred streams. A
+// cancelled context stops every worker and leaves the
 // warehouse and lake as they were. One run at a time may use an output
 // folder (a lock file says who holds it).
 package pipeline

@@ -31,12 +31,11 @@ func TestFaultySyncEqualsCleanSync(t *testing.T) {
 	defer faulty.Close()
 	opts := []extract.Option{extract.WithPageSize(50), extract.WithRetry(30, 5*time.Minute)}
 	cleanOut, faultyOut := t.TempDir(), t.TempDir()
-	collections := []string{pipeline.StreamThemes, pipeline.StreamAssets}
-	if _, err := pipeline.Sync(ctx, client(t, clean.URL, clean.Service.AccessToken(), opts...), pipeline.Config{Out: cleanOut, Collections: collections, Now: clock(day1)}); err != nil {
+	if _, err := pipeline.Sync(ctx, client(t, clean.URL, clean.Service.AccessToken(), opts...), pipeline.Config{Out: cleanOut, Now: clock(day1)}); err != nil {
 		t.Fatal(err)
 	}
 	cleanRequests := clean.Service.Requests()
-	if _, err := pipeline.Sync(ctx, client(t, faulty.URL, faulty.Service.AccessToken(), opts...), pipeline.Config{Out: faultyOut, Collections: collections, Now: clock(day1)}); err != nil {
+	if _, err := pipeline.Sync(ctx, client(t, faulty.URL, faulty.Service.AccessToken(), opts...), pipeline.Config{Out: faultyOut, Now: clock(day1)}); err != nil {
 		t.Fatalf("the faulty sync failed: %v", err)
 	}
 	f := faulty.Faults()
@@ -47,8 +46,8 @@ func TestFaultySyncEqualsCleanSync(t *testing.T) {
 	for _, obj := range []string{"course", "path", "curriculum", "user", "userCourseProgress"} {
 		sameTable(t, cleanOut, faultyOut, obj, fieldIDs(t, c, obj))
 	}
-	sameTable(t, cleanOut, faultyOut, "assets", []string{"id", "name", "sizeBytes", "views", "tags"})
-	sameTable(t, cleanOut, faultyOut, "themes", []string{"id", "title", "divisionId"})
+	sameTable(t, cleanOut, faultyOut, "assets", []string{"id", "name", "sizeBytes", "stats__views", "tags", "owner__id", "createdAt", "updatedAt"})
+	sameTable(t, cleanOut, faultyOut, "themes", []string{"id", "title", "division__id", "createdAt", "updatedAt"})
 	// Bound: every faulted answer costs one more request; beyond that the
 	// client may reread an object it could not reconcile. 429s are the
 	// service's to ration, so they are counted apart.
@@ -98,7 +97,7 @@ func TestDebugLogHoldsNoCredential(t *testing.T) {
 		Headers: []extract.Header{{Name: "Authorization", Value: "Bearer header-secret-99"}}, Types: []string{servicetest.EventCourseCompleted}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: t.TempDir(), Collections: pipeline.Collections, Logger: log, Now: clock(day1)}); err != nil {
+	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: t.TempDir(), Logger: log, Now: clock(day1)}); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()

@@ -23,7 +23,7 @@ import (
 func BenchmarkHugeRows(b *testing.B) {
 	const rowBytes = 200 << 20
 	chunk := []byte(strings.Repeat("x", 1<<20))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(reportingOnly(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case strings.HasSuffix(r.URL.Path, "/objects"):
 			fmt.Fprint(w, `{"objects":[{"id":"huge","displayName":"Huge","urls":{}}]}`)

@@ -128,16 +128,27 @@ func sameOutput(t *testing.T, want, got string) {
 	if fmt.Sprint(wantTables) != fmt.Sprint(gotTables) {
 		t.Fatalf("tables %v, want %v", gotTables, wantTables)
 	}
+	compared := map[string]string{} // table → the columns compared
 	for _, tb := range wantTables {
 		var cols []string
 		rows, _ := db.Query(`SELECT column_name FROM duckdb_columns() WHERE database_name = 'ref' AND table_name = ? AND column_name <> ? ORDER BY column_index`, tb, load.ColRunID)
 		for rows.Next() {
 			var c string
 			rows.Scan(&c)
+			if l := strings.ToLower(c); strings.HasSuffix(l, "href") || strings.HasSuffix(l, "url") {
+				continue // links: each fake puts its own address in them
+			}
 			cols = append(cols, load.Ident(c))
 		}
 		rows.Close()
 		sel := strings.Join(cols, ", ")
+		var lakeCols []string // the lake holds no bookkeeping columns
+		for _, c := range cols {
+			if !strings.HasPrefix(c, `"_sepipe`) {
+				lakeCols = append(lakeCols, c)
+			}
+		}
+		compared[tb] = strings.Join(lakeCols, ", ")
 		a, b := "ref.main."+load.Ident(tb), "warehouse.main."+load.Ident(tb)
 		for _, pair := range [][2]string{{a, b}, {b, a}} {
 			q := fmt.Sprintf("SELECT count(*) FROM (SELECT %s FROM %s EXCEPT ALL SELECT %s FROM %s)", sel, pair[0], sel, pair[1])
@@ -167,7 +178,7 @@ func sameOutput(t *testing.T, want, got string) {
 			return fmt.Sprintf("read_parquet(%s, hive_partitioning = true)", load.Literal(filepath.Join(root, "lake", tb, "*", "*.parquet")))
 		}
 		for _, pair := range [][2]string{{src(want), src(got)}, {src(got), src(want)}} {
-			q := fmt.Sprintf("SELECT count(*) FROM (SELECT * FROM %s EXCEPT ALL SELECT * FROM %s)", pair[0], pair[1])
+			q := fmt.Sprintf("SELECT count(*) FROM (SELECT %s FROM %s EXCEPT ALL SELECT %s FROM %s)", compared[tb], pair[0], compared[tb], pair[1])
 			if n := scalar[int64](t, db, q); n != 0 {
 				t.Errorf("lake %s: %d rows differ", tb, n)
 			}

@@ -80,11 +80,13 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 
 	// Collections have no describe and no count to ask for: they are
 	// planned as full reads of unknown size.
-	collections, reportObjects := splitStreams(cfg.Config)
+	collections, reportObjects, err := splitStreams(cfg.Config, src)
+	if err != nil {
+		return nil, err
+	}
 	var objects []extract.Object
 	var denied []ObjectPlan // report objects a sync would skip
-	if len(cfg.Objects) == 0 || len(reportObjects) > 0 {
-		var err error
+	if (len(cfg.Only) == 0 && src.CanRead(extract.IfaceReporting)) || len(reportObjects) > 0 {
 		if objects, err = selectObjects(ctx, src, reportObjects); err != nil {
 			if !notEntitled(err, true) {
 				return nil, err
@@ -131,6 +133,11 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 						return fmt.Errorf("warehouse %s: %w", wh.Path(), err)
 					}
 					tables[id] = has
+					if !slices.Contains(cfg.FullRefresh, id) {
+						if pr.fields[id], err = wh.StoredFields(ctx, id); err != nil {
+							return err
+						}
+					}
 					continue
 				}
 				if slices.Contains(cfg.FullRefresh, id) {
@@ -170,7 +177,7 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 	}
 	for _, name := range collections {
 		op := ObjectPlan{Object: name, Collection: true, Rows: -1, Requests: 1, NewTable: !tables[name],
-			Fields: len(collectionFields[name]), FullRefresh: slices.Contains(cfg.FullRefresh, name)}
+			Fields: max(len(pr.fields[name]), len(seedFields[name])), FullRefresh: slices.Contains(cfg.FullRefresh, name)}
 		op.Mode, _ = load.ParseWriteMode(string(cfg.Streams[name].Mode))
 		op.Contract = schemas.Evolve
 		op.Partition = lake.PartitionDir(name, day)
@@ -210,7 +217,6 @@ func planObject(ctx context.Context, src Counter, cfg PlanConfig, id, day string
 		return op
 	}
 	op.Since = since
-	q.KeyFields = nil
 	q.Page, q.ResultsPerPage = 1, 1
 	p, err := src.QueryPage(ctx, id, q)
 	if err != nil {

@@ -45,7 +45,7 @@ func TestPlanWritesNothingAndCountsRequests(t *testing.T) {
 	ctx := context.Background()
 	out := filepath.Join(t.TempDir(), "out")
 	streams := map[string]pipeline.StreamConfig{"userCourseProgress": ucpMerge}
-	cfg := pipeline.PlanConfig{Config: pipeline.Config{Out: out, Streams: streams, Now: clock(day1)}, PageSize: 400} // the client helper reads 400 rows a page
+	cfg := pipeline.PlanConfig{Config: pipeline.Config{Out: out, Only: reportObjects, Streams: streams, Now: clock(day1)}, PageSize: 400} // the client helper reads 400 rows a page
 
 	// Before the first sync: no warehouse, and the plan must not make one.
 	p, err := pipeline.Plan(ctx, c, cfg)

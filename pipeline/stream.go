@@ -27,7 +27,6 @@ func streamQuery(object string, sc StreamConfig, fields []extract.Field, st load
 
 func buildQuery(object string, sc StreamConfig, fields []extract.Field, st load.State, fullRefresh bool, day string) (q extract.Query, since string, err error) {
 	q.Filters = slices.Clone(sc.Filters)
-	q.KeyFields = slices.Clone(sc.PrimaryKey) // a key seen twice in one read is drift, not data
 	byID := map[string]extract.Field{}
 	for _, f := range fields {
 		byID[f.ID] = f

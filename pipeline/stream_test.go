@@ -147,7 +147,7 @@ func TestAppendSameDayReplacesTheDay(t *testing.T) {
 	c := client(t, srv.URL, srv.Service.AccessToken())
 	out := t.TempDir()
 	cfg := func(day time.Time) pipeline.Config {
-		return pipeline.Config{Out: out, Objects: []string{"user"}, Streams: map[string]pipeline.StreamConfig{"user": {Mode: load.Append}}, Now: clock(day)}
+		return pipeline.Config{Out: out, Only: []string{"user"}, Streams: map[string]pipeline.StreamConfig{"user": {Mode: load.Append}}, Now: clock(day)}
 	}
 	for _, d := range []time.Time{day1, day1.Add(time.Hour), day1.Add(24 * time.Hour)} {
 		if _, err := pipeline.Sync(context.Background(), c, cfg(d)); err != nil {
@@ -276,7 +276,7 @@ func TestStreamConfigErrors(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := pipeline.Sync(context.Background(), c, pipeline.Config{Out: t.TempDir(), Objects: []string{"course"},
+			_, err := pipeline.Sync(context.Background(), c, pipeline.Config{Out: t.TempDir(), Only: []string{"course"},
 				Streams: map[string]pipeline.StreamConfig{"course": tc.sc}})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want it to say %q", err, tc.want)

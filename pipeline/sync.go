@@ -30,8 +30,10 @@ import (
 	"github.com/sepipe/sepipe/transform"
 )
 
-// Source is what a sync needs from the service: extract.Source, which
-// *extract.Client implements.
+// Source is what a sync needs from the service: report objects and their
+// describes, pages of report objects and of lists, and which interfaces
+// it holds credentials for (extract.Source, which *extract.Client
+// implements).
 type Source = extract.Source
 
 var _ Source = (*extract.Client)(nil)
@@ -58,14 +60,13 @@ type StreamConfig struct {
 type Config struct {
 	// Out is the output folder: lake/, warehouse.duckdb and .sepipe/.
 	Out string
-	// Objects limits the run to these report objects and collections;
-	// empty means every report object and every collection in Collections.
-	Objects []string
-	// Collections names the collection streams to sync besides the report
-	// objects (see pipeline.Collections); the source must then be a
-	// CollectionSource. Webhook collections need the developer API token.
-	Collections []string
-	// Streams configures objects by id; an object without an entry is a
+	// Only limits the run to these streams: report object ids and
+	// collection names (see Collections) alike. Empty means every stream
+	// the source can read: every report object, and every collection whose
+	// interface the source holds the credential for (Source.CanRead; the
+	// webhook collections need the developer API token).
+	Only []string
+	// Streams configures streams by id; a stream without an entry is a
 	// replace stream under the evolve contract.
 	Streams map[string]StreamConfig
 	// FullRefresh names streams to reset: their state is dropped and their
@@ -300,10 +301,13 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	}
 	log = log.With("run", res.RunID)
 
-	collections, reportObjects := splitStreams(cfg)
+	collections, reportObjects, err := splitStreams(cfg, src)
+	if err != nil {
+		return nil, err
+	}
 	var objects []extract.Object
 	var reportingDenied error // the tenant may not use Coach reporting
-	if len(cfg.Objects) == 0 || len(reportObjects) > 0 {
+	if (len(cfg.Only) == 0 && src.CanRead(extract.IfaceReporting)) || len(reportObjects) > 0 {
 		if objects, err = selectObjects(ctx, src, reportObjects); err != nil {
 			if !notEntitled(err, true) {
 				return nil, err
@@ -316,13 +320,6 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		ids = append(ids, o.ID)
 	}
 	ids = append(ids, collections...)
-	var csrc CollectionSource
-	if len(collections) > 0 {
-		var ok bool
-		if csrc, ok = src.(CollectionSource); !ok {
-			return nil, fmt.Errorf("collections %v need a source that can read them", collections)
-		}
-	}
 	if err := checkStreams(cfg, ids); err != nil {
 		return nil, err
 	}
@@ -352,28 +349,22 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	}
 	// A run of a day on which a quota deferred streams continues them,
 	// unless it was told which streams to run.
-	if len(cfg.Objects) == 0 && len(pr.deferred) > 0 {
-		objects = slices.DeleteFunc(objects, func(o extract.Object) bool { return !slices.Contains(pr.deferred, pr.name(o.ID)) })
-		collections = slices.DeleteFunc(collections, func(c string) bool { return !slices.Contains(pr.deferred, c) })
+	streams := ids
+	if len(cfg.Only) == 0 && len(pr.deferred) > 0 {
+		streams = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return !slices.Contains(pr.deferred, pr.name(id)) })
 		log.Info("continuing the streams a quota deferred earlier today", "streams", pr.deferred)
 	}
-	log.Info("run started", "out", cfg.Out, "snapshot_date", res.SnapshotDate, "objects", len(ids))
+	log.Info("run started", "out", cfg.Out, "snapshot_date", res.SnapshotDate, "streams", len(streams))
 	defer lake.Discard(res.RunID) //nolint:errcheck // best effort; the next run cleans too
 
-	staged := make([]*stagedObject, len(objects)+len(collections))
+	staged := make([]*stagedObject, len(streams))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(cfg.ObjectConcurrency)
-	for i, o := range objects {
+	for i, id := range streams {
 		g.Go(func() error {
-			staged[i] = stageObject(gctx, src, lake, res, o.ID, cfg, pr, log)
-			// An object's failure is recorded, not returned: the others go on.
-			// Only cancellation stops the group.
-			return context.Cause(gctx)
-		})
-	}
-	for i, name := range collections {
-		g.Go(func() error {
-			staged[len(objects)+i] = stageCollection(gctx, csrc, lake, res, name, cfg, log)
+			staged[i] = stageStream(gctx, src, lake, res, id, cfg, pr, log)
+			// A stream's failure is recorded, not returned: the others go
+			// on. Only cancellation stops the group.
 			return context.Cause(gctx)
 		})
 	}
@@ -562,19 +553,28 @@ func sizeBytes(s string) int64 {
 }
 
 // splitStreams separates the collections a run syncs from the report
-// objects it was asked for (nil: all report objects).
-func splitStreams(cfg Config) (collections, objects []string) {
-	for _, c := range cfg.Collections {
-		if !slices.Contains(collections, c) && (len(cfg.Objects) == 0 || slices.Contains(cfg.Objects, c)) {
-			collections = append(collections, c)
+// objects it was asked for (nil: all report objects). A collection named
+// in Only whose interface the source cannot read is an error; with Only
+// empty, such collections are left out.
+func splitStreams(cfg Config, src Source) (collections, objects []string, err error) {
+	for _, c := range Collections {
+		if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, c) {
+			continue
 		}
+		if !src.CanRead(streamInterface(c)) {
+			if len(cfg.Only) > 0 {
+				return nil, nil, fmt.Errorf("stream %q: the %s interface needs a credential this run does not have (for webhooks: the developer API token)", c, streamInterface(c))
+			}
+			continue
+		}
+		collections = append(collections, c)
 	}
-	for _, o := range cfg.Objects {
-		if !isCollection(o) {
+	for _, o := range cfg.Only {
+		if !isCollection(o) && !slices.Contains(objects, o) {
 			objects = append(objects, o)
 		}
 	}
-	return collections, objects
+	return collections, objects, nil
 }
 
 // checkStreams rejects configuration that names streams the run does not
@@ -582,25 +582,18 @@ func splitStreams(cfg Config) (collections, objects []string) {
 func checkStreams(cfg Config, ids []string) error {
 	for _, r := range cfg.FullRefresh {
 		if !slices.Contains(ids, r) {
-			return fmt.Errorf("--full-refresh %q: %w in this run (objects: %v)", r, ErrUnknownObject, ids)
-		}
-	}
-	for _, c := range cfg.Collections {
-		if !isCollection(c) {
-			return fmt.Errorf("collection %q: %w (collections: %v)", c, ErrUnknownObject, Collections)
-		}
-	}
-	for _, o := range cfg.Objects {
-		if isCollection(o) && !slices.Contains(cfg.Collections, o) {
-			return fmt.Errorf("%q is a collection this run does not sync (its credentials are not configured?)", o)
+			return fmt.Errorf("--full-refresh %q: %w in this run (streams: %v)", r, ErrUnknownObject, ids)
 		}
 	}
 	for name, sc := range cfg.Streams {
-		if len(cfg.Objects) == 0 && !slices.Contains(ids, name) && !isCollection(name) {
+		if len(cfg.Only) == 0 && !slices.Contains(ids, name) && !isCollection(name) {
 			return fmt.Errorf("stream %q: %w (the service has: %v)", name, ErrUnknownObject, ids)
 		}
-		if sc.Mode == load.Merge && len(sc.PrimaryKey) == 0 {
+		if sc.Mode == load.Merge && len(sc.PrimaryKey) == 0 && !isCollection(name) {
 			return &ObjectError{Object: name, Step: "config", Err: errors.New("write mode merge needs a primary key")}
+		}
+		if isCollection(name) && sc.Cursor != "" {
+			return &ObjectError{Object: name, Step: "config", Err: errors.New("a collection cannot be read incrementally (its lists have no cursor filter)")}
 		}
 		if _, err := load.ParseWriteMode(string(sc.Mode)); err != nil {
 			return &ObjectError{Object: name, Step: "config", Err: err}
@@ -657,9 +650,12 @@ type stagedObject struct {
 	err         *ObjectError
 }
 
-// stageObject describes, reads and writes one object into staging. It never
-// returns an error: a failure is kept in the result.
-func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, id string, cfg Config, pr *prior, log *slog.Logger) *stagedObject {
+// stageStream reads one stream, a report object or a collection, and
+// writes it into staging. Both kinds take the one path: an Arrow schema
+// (from /describe, or inferred from a collection's items), the transform
+// decoder with per-value rejects, the same Parquet sink and the same
+// table. It never returns an error: a failure is kept in the result.
+func stageStream(ctx context.Context, src Source, lake load.Lake, run *Result, id string, cfg Config, pr *prior, log *slog.Logger) *stagedObject {
 	t0 := time.Now()
 	name := pr.name(id) // the table's and the lake folder's name
 	so := &stagedObject{object: name}
@@ -668,73 +664,116 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		so.err = &ObjectError{Object: id, Step: step, Err: err}
 		status := classify(id, err)
 		if status == StatusFailed {
-			log.Error("object failed", "object", id, "step", step, "err", err)
+			log.Error("stream failed", "stream", id, "step", step, "err", err)
 		}
 		cfg.Progress.ObjectDone(ObjectResult{Object: name, ServiceID: id, Status: status, Err: so.err})
 		return so
+	}
+	if err := load.CheckName(name); err != nil {
+		return fail("name", err)
 	}
 	sc := cfg.Streams[id]
 	mode, _ := load.ParseWriteMode(string(sc.Mode))
 	contract, _ := schemas.ParseContract(string(sc.Contract))
 	fullRefresh := slices.Contains(cfg.FullRefresh, id)
-	live, err := src.Describe(ctx, id)
-	if err != nil {
-		return fail("describe", err)
-	}
-	fields, diff, err := schemas.Resolve(contract, id, pr.fields[id], live)
-	if err != nil {
-		return fail("schema", err)
-	}
-	if !diff.Empty() {
-		log.Warn("the object's describe changed", "object", id, "contract", contract, "diff", diff.String())
-		if sc.Cursor != "" && !fullRefresh && contract == schemas.Evolve {
-			log.Warn("new columns of an incremental stream stay null for rows it does not reread; run with --full-refresh to backfill them", "object", id)
-		}
-	}
-	schema, err := schemas.FromDescribe(id, fields)
-	if err != nil {
-		return fail("schema", err)
-	}
-	query, since, err := streamQuery(id, sc, fields, pr.state[id], fullRefresh, run.SnapshotDate)
-	if err != nil {
-		return fail("config", err)
-	}
-	dec, err := transform.NewDecoder(schema, transform.WithAllocator(cfg.Allocator))
-	if err != nil {
-		return fail("schema", err)
-	}
-	defer dec.Release()
-	if err := load.CheckName(name); err != nil {
-		return fail("name", err)
-	}
 	dir := lake.StagingDir(run.RunID, name, run.SnapshotDate)
-	sink, err := newObjectSink(func(first, step int) (*load.ParquetWriter, error) {
-		return load.NewParquetWriter(dir, name, schema, load.WithParquetAllocator(cfg.Allocator), load.WithFileNumbers(first, step))
-	})
-	if err != nil {
-		return fail("write", err)
+	writers := func(schema *arrow.Schema) func(first, step int) (*load.ParquetWriter, error) {
+		return func(first, step int) (*load.ParquetWriter, error) {
+			return load.NewParquetWriter(dir, name, schema, load.WithParquetAllocator(cfg.Allocator), load.WithFileNumbers(first, step))
+		}
 	}
-	stats, err := src.ReadObject(ctx, id, query, func(ctx context.Context, p *extract.Page) (extract.PageInfo, error) {
-		if p.Restart {
-			// The pages did not add up and the client reads the object
-			// again from page 1: drop everything written so far.
-			return extract.PageInfo{}, sink.restart()
+	var (
+		schema   *arrow.Schema
+		sink     *objectSink
+		describe []extract.Field
+		diff     schemas.Diff
+		since    string
+		stats    extract.ReadStats
+		pk       = sc.PrimaryKey
+	)
+	if isCollection(id) {
+		if len(pk) == 0 {
+			pk = []string{"id"} // items carry an id (service-interface.md); a merge upserts on it
 		}
-		r, err := dec.DecodePage(p.Number, p.Body)
+		cr := &collectionRead{name: id, contract: contract, stored: pr.fields[id], keys: pk, required: mode == load.Merge,
+			spool: lake.SpoolPath(run.RunID, name), writers: writers, opts: []transform.Option{transform.WithAllocator(cfg.Allocator)}}
+		defer cr.close()
+		var err error
+		stats, err = cr.read(ctx, src, cfg.Progress)
+		if err == nil {
+			err = cr.finish(cfg.Progress)
+		}
 		if err != nil {
-			return extract.PageInfo{}, err
+			if cr.sink != nil {
+				cr.sink.abort()
+			}
+			return fail("read", err)
 		}
-		sink.notePage(len(p.Body))
-		defer r.Record.Release()
-		if err := sink.add(r); err != nil {
-			return extract.PageInfo{}, err
+		schema, sink, describe = cr.schema, cr.sink, cr.live
+		_, diff = schemas.ResolveInferred(contract, id, pr.fields[id], cr.fields)
+		if !diff.Empty() && pr.fields[id] != nil {
+			log.Info("the collection's items call for new or wider columns", "stream", id, "contract", contract, "diff", diff.String())
 		}
-		cfg.Progress.PageDone(name, p.Number, r.Info.Rows, r.Info.TotalPages)
-		return r.Info, nil
-	})
-	if err != nil {
-		sink.abort()
-		return fail("read", err)
+	} else {
+		live, err := src.Describe(ctx, id)
+		if err != nil {
+			return fail("describe", err)
+		}
+		describe = live
+		fields, d, err := schemas.Resolve(contract, id, pr.fields[id], live)
+		diff = d
+		if err != nil {
+			return fail("schema", err)
+		}
+		if !diff.Empty() {
+			log.Warn("the object's describe changed", "object", id, "contract", contract, "diff", diff.String())
+			if sc.Cursor != "" && !fullRefresh && contract == schemas.Evolve {
+				log.Warn("new columns of an incremental stream stay null for rows it does not reread; run with --full-refresh to backfill them", "object", id)
+			}
+		}
+		if schema, err = schemas.FromDescribe(id, fields); err != nil {
+			return fail("schema", err)
+		}
+		var query extract.Query
+		if query, since, err = streamQuery(id, sc, fields, pr.state[id], fullRefresh, run.SnapshotDate); err != nil {
+			return fail("config", err)
+		}
+		opts := []transform.Option{transform.WithAllocator(cfg.Allocator)}
+		if len(pk) > 0 {
+			// A key read twice in one read is drift, not data; the decoder
+			// yields the keys in the pass that decodes the page.
+			opts = append(opts, transform.WithKeyFields(mode == load.Merge, pk...))
+		}
+		dec, err := transform.NewDecoder(schema, opts...)
+		if err != nil {
+			return fail("schema", err)
+		}
+		defer dec.Release()
+		if sink, err = newObjectSink(writers(schema)); err != nil {
+			return fail("write", err)
+		}
+		stats, err = src.ReadObject(ctx, id, query, func(ctx context.Context, p *extract.Page) (extract.PageInfo, error) {
+			if p.Restart {
+				// The pages did not add up and the client reads the object
+				// again from page 1: drop everything written so far.
+				return extract.PageInfo{}, sink.restart()
+			}
+			r, err := dec.DecodePage(p.Number, p.Body)
+			if err != nil {
+				return extract.PageInfo{}, err
+			}
+			sink.notePage(len(p.Body))
+			defer r.Record.Release()
+			if err := sink.add(r); err != nil {
+				return extract.PageInfo{}, err
+			}
+			cfg.Progress.PageDone(name, p.Number, r.Info.Rows, r.Info.TotalPages)
+			return r.Info, nil
+		})
+		if err != nil {
+			sink.abort()
+			return fail("read", err)
+		}
 	}
 	so.largestPage, so.hugeBytes = sink.largestPage, sink.hugeBytes
 	files, rows, err := sink.close()
@@ -743,8 +782,11 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		return fail("write", err)
 	}
 	if len(sink.unknown) > 0 {
-		log.Warn("the service sent fields that describe does not list; they were not stored",
-			"object", id, "fields", sink.unknown)
+		what := "the service sent fields that describe does not list; they were not stored"
+		if isCollection(id) {
+			what = "the items hold fields the contract keeps out of the table (under freeze their values are in _sepipe_rejects)"
+		}
+		log.Warn(what, "stream", id, "contract", contract, "fields", sink.unknown)
 	}
 	dur := time.Since(t0)
 	so.table = load.Table{
@@ -755,14 +797,17 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		Rows:        rows,
 		Rejects:     sink.rejects,
 		Mode:        mode,
-		PrimaryKey:  columnsOf(schema, sc.PrimaryKey),
+		PrimaryKey:  columnsOf(schema, pk),
 		Cursor:      columnsOf(schema, []string{sc.Cursor})[0],
 		FullRefresh: fullRefresh,
-		Describe:    live,
+		Describe:    describe,
 		Stats: load.ObjectStats{
 			Rows: rows, RejectedRows: sink.rejectedRows,
 			Pages: stats.Pages, Requests: stats.Requests, Retries: stats.Retries, Duration: dur,
 		},
+	}
+	if mode != load.Merge {
+		so.table.PrimaryKey = columnsOf(schema, sc.PrimaryKey)
 	}
 	so.result = ObjectResult{
 		Object: name, ServiceID: id, Mode: mode, Status: StatusOK, Diff: diff, Since: since, Rows: rows, RejectedRows: sink.rejectedRows,
@@ -772,18 +817,17 @@ func stageObject(ctx context.Context, src Source, lake load.Lake, run *Result, i
 	}
 	if sink.repaired > 0 {
 		log.Warn("text values that were not valid UTF-8 were stored with U+FFFD in place of the invalid bytes",
-			"object", id, "values", sink.repaired)
+			"stream", id, "values", sink.repaired)
 	}
-	if sink.rejectedRows > 0 {
-		log.Warn("rows rejected: values that do not fit their field's type are in _sepipe_rejects",
-			"object", id, "rows", sink.rejectedRows)
+	if n := len(sink.rejects); n > 0 {
+		log.Warn("values that do not fit their column's type are in _sepipe_rejects",
+			"stream", id, "values", n, "rows_left_out", sink.rejectedRows)
 	}
-	log.Info("object staged", "object", id, "rows", rows, "pages", stats.Pages,
+	log.Info("stream staged", "stream", id, "rows", rows, "pages", stats.Pages,
 		"requests", stats.Requests, "retries", stats.Retries, "duration", dur.Round(time.Millisecond))
-	// The object's buffers are garbage now. Hand their memory back to the
+	// The stream's buffers are garbage now. Hand their memory back to the
 	// OS before the warehouse load: no Go allocation would trigger a GC
 	// while DuckDB loads, so the process would hold both at once.
-	dec.Release()
 	debug.FreeOSMemory()
 	cfg.Progress.ObjectDone(so.result)
 	return so
@@ -849,10 +893,15 @@ func (s *objectSink) open() error {
 
 // restart drops what was written (the client is reading the object again)
 // and starts new writers. ReadObject calls it with no page in flight.
-func (s *objectSink) restart() error {
+func (s *objectSink) restart() error { return s.restartWith(s.newWriter) }
+
+// restartWith drops what was written and starts writers made by
+// newWriter (a collection whose schema widened writes with the new one).
+func (s *objectSink) restartWith(newWriter func(first, step int) (*load.ParquetWriter, error)) error {
 	s.abort()
 	s.mu.Lock()
 	s.rejects, s.rejectedRows, s.repaired, s.unknown = nil, 0, 0, nil
+	s.newWriter = newWriter
 	s.mu.Unlock()
 	return s.open()
 }

@@ -112,6 +112,10 @@ func TestSyncMatchesReadJSONOracle(t *testing.T) {
 	pagesDir := t.TempDir()
 	c := client(t, srv.URL, srv.Service.AccessToken())
 	for _, o := range res.Objects {
+		if pipeline.IsCollection(o.Object) {
+			t.Run(o.Object, func(t *testing.T) { collectionOracle(t, db, srv.URL, srv.Service.AccessToken(), o, pagesDir) })
+			continue
+		}
 		t.Run(o.Object, func(t *testing.T) {
 			fields, err := c.Describe(context.Background(), o.Object)
 			if err != nil {
@@ -193,6 +197,108 @@ func TestSyncMatchesReadJSONOracle(t *testing.T) {
 	}
 }
 
+// collectionOracle checks a collection table against DuckDB's own JSON
+// reading of the raw pages: every column of the table, by its name's path
+// (a__b is $.a.b), extracted from the items with DuckDB's JSON functions
+// and cast to the column's type. Count, per-column sums and distincts, and
+// row for row both ways: a swapped pair of columns fails it.
+func collectionOracle(t *testing.T, db *sql.DB, base, token string, o pipeline.ObjectResult, dir string) {
+	path, items := servicetest.V4Path+"/themes", "$.items"
+	if o.Object == pipeline.StreamAssets {
+		path, items = servicetest.AssetsPath+"/assets.json", "$.response.items"
+	}
+	var files []string
+	for offset := 0; ; offset += 1000 {
+		req, _ := http.NewRequest("GET", fmt.Sprintf("%s%s?limit=1000&offset=%d", base, path, offset), nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s offset %d: %d %v", o.Object, offset, resp.StatusCode, err)
+		}
+		f := filepath.Join(dir, fmt.Sprintf("%s-%05d.json", o.Object, offset))
+		if err := os.WriteFile(f, body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, load.Literal(f))
+		if n := scalar[int64](t, db, fmt.Sprintf(`SELECT json_array_length(json_extract(content::JSON, '%s')) FROM read_text(%s)`, items, load.Literal(f))); n < 1000 {
+			break
+		}
+	}
+	oracle := load.Ident("oracle_" + o.Object)
+	if _, err := db.Exec(fmt.Sprintf(`CREATE TEMP TABLE %s AS SELECT unnest(from_json(json_extract(content::JSON, '%s'), '["JSON"]')) AS j FROM read_text([%s])`,
+		oracle, items, strings.Join(files, ", "))); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.Query(`SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position`, o.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type col struct{ name, typ string }
+	var cols []col
+	for rows.Next() {
+		var c col
+		if err := rows.Scan(&c.name, &c.typ); err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, c)
+	}
+	rows.Close()
+	if len(cols) < 10 {
+		t.Fatalf("%s has %d columns: the items' fields did not become columns", o.Object, len(cols))
+	}
+	table := load.Ident(o.Object)
+	n := scalar[int64](t, db, "SELECT count(*) FROM "+table)
+	if on := scalar[int64](t, db, "SELECT count(*) FROM "+oracle); on != n || n != o.Rows || n == 0 {
+		t.Errorf("table %d rows, run %d, oracle %d", n, o.Rows, on)
+	}
+	var mine, theirs []string
+	for _, c := range cols {
+		segs := strings.Split(c.name, "__")
+		for i, s := range segs {
+			segs[i] = `"` + s + `"`
+		}
+		jp := load.Literal("$." + strings.Join(segs, "."))
+		id := load.Ident(c.name)
+		var a, b string
+		switch c.typ {
+		case "BIGINT", "DOUBLE":
+			a, b = "CAST("+id+" AS DOUBLE)", "TRY_CAST(json_extract_string(j, "+jp+") AS DOUBLE)"
+			x := scalar[sql.NullFloat64](t, db, "SELECT sum("+a+") FROM "+table)
+			y := scalar[sql.NullFloat64](t, db, "SELECT sum("+b+") FROM "+oracle)
+			if x.Valid != y.Valid || math.Abs(x.Float64-y.Float64) > 1e-6*math.Max(1, math.Abs(y.Float64)) {
+				t.Errorf("column %s: sum %v, oracle %v", c.name, x, y)
+			}
+		case "TIMESTAMP WITH TIME ZONE":
+			a, b = "epoch("+id+")", "epoch(TRY_CAST(json_extract_string(j, "+jp+") AS TIMESTAMPTZ))"
+		case "JSON":
+			a, b = "CAST("+id+" AS VARCHAR)", "CAST(nullif(json_extract(j, "+jp+"), 'null'::JSON) AS VARCHAR)"
+		default:
+			a, b = "CAST("+id+" AS VARCHAR)", "json_extract_string(j, "+jp+")"
+		}
+		for _, agg := range []string{"count(DISTINCT %s)", "count(%s)"} {
+			x := scalar[int64](t, db, "SELECT "+fmt.Sprintf(agg, a)+" FROM "+table)
+			y := scalar[int64](t, db, "SELECT "+fmt.Sprintf(agg, b)+" FROM "+oracle)
+			if x != y {
+				t.Errorf("column %s: %s = %d, oracle %d", c.name, fmt.Sprintf(agg, "·"), x, y)
+			}
+		}
+		mine, theirs = append(mine, a), append(theirs, b)
+	}
+	for _, q := range []string{
+		fmt.Sprintf("SELECT count(*) FROM (SELECT %s FROM %s EXCEPT ALL SELECT %s FROM %s)", strings.Join(mine, ", "), table, strings.Join(theirs, ", "), oracle),
+		fmt.Sprintf("SELECT count(*) FROM (SELECT %s FROM %s EXCEPT ALL SELECT %s FROM %s)", strings.Join(theirs, ", "), oracle, strings.Join(mine, ", "), table),
+	} {
+		if d := scalar[int64](t, db, q); d != 0 {
+			t.Errorf("%d rows differ between the table and the read_json oracle", d)
+		}
+	}
+}
+
 // objectCounts returns each object table's row count.
 func objectCounts(t *testing.T, out string) map[string]int64 {
 	t.Helper()
@@ -229,7 +335,7 @@ func TestRerunSameDayReplacesAndNextDayKeepsHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := objectCounts(t, out)
-	if fmt.Sprint(first) != fmt.Sprint(second) || len(first) != 5 {
+	if fmt.Sprint(first) != fmt.Sprint(second) || len(first) != 7 {
 		t.Fatalf("same-day rerun changed counts: %v then %v", first, second)
 	}
 	lake := load.Lake{Root: out}
@@ -286,7 +392,7 @@ func tinyService(t *testing.T) *httptest.Server {
 			io.WriteString(w, `{"page":3,"resultsPerPage":2,"totalResults":4,"totalPages":2,"results":[]}`)
 		}
 	})
-	return httptest.NewServer(mux)
+	return httptest.NewServer(reportingOnly(mux.ServeHTTP))
 }
 
 func TestRejectsAreRecordedNotDropped(t *testing.T) {
@@ -297,7 +403,7 @@ func TestRejectsAreRecordedNotDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := res.Objects[0]; o.Rows != 2 || o.RejectedRows != 2 {
+	if o := objectResult(t, res, "thing"); o.Rows != 2 || o.RejectedRows != 2 {
 		t.Errorf("rows %d rejected %d, want 2 and 2", o.Rows, o.RejectedRows)
 	}
 	db := openWH(t, out)
@@ -356,7 +462,7 @@ func TestUnknownObject(t *testing.T) {
 	srv := servicetest.NewServer(servicetest.WithUsers(5))
 	defer srv.Close()
 	_, err := pipeline.Sync(context.Background(), client(t, srv.URL, srv.Service.AccessToken()),
-		pipeline.Config{Out: t.TempDir(), Objects: []string{"course", "coarse"}})
+		pipeline.Config{Out: t.TempDir(), Only: []string{"course", "coarse"}})
 	if !errors.Is(err, pipeline.ErrUnknownObject) || !strings.Contains(err.Error(), `"coarse"`) {
 		t.Fatalf("err = %v", err)
 	}
@@ -388,12 +494,12 @@ func TestOneObjectFailingCommitsTheOthers(t *testing.T) {
 	if !errors.Is(err, extract.ErrNotFound) {
 		t.Errorf("the object's cause is not reachable with errors.Is: %v", err)
 	}
-	if res == nil || len(res.Objects) != 5 {
+	if res == nil || len(res.Objects) != 7 {
 		t.Fatalf("result = %+v", res)
 	}
 	counts := objectCounts(t, out)
-	if _, ok := counts["path"]; ok || len(counts) != 4 {
-		t.Errorf("tables = %v, want the four that succeeded", counts)
+	if _, ok := counts["path"]; ok || len(counts) != 6 {
+		t.Errorf("tables = %v, want the six that succeeded (four report objects, themes, assets)", counts)
 	}
 	db := openWH(t, out)
 	if st := scalar[string](t, db, `SELECT status FROM _sepipe_runs`); st != "partial" {
@@ -432,7 +538,7 @@ func TestCancelledRunLeavesNothing(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := pipeline.Sync(ctx, client(t, srv.URL, svc.AccessToken(), extract.WithPageSize(100)), pipeline.Config{Out: out, Objects: []string{"userCourseProgress"}})
+		_, err := pipeline.Sync(ctx, client(t, srv.URL, svc.AccessToken(), extract.WithPageSize(100)), pipeline.Config{Out: out, Only: []string{"userCourseProgress"}})
 		done <- err
 	}()
 	for g.waiting.Load() == 0 {
@@ -475,4 +581,19 @@ func TestUnwritableOut(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), f) {
 		t.Fatalf("err = %v, want one naming %s", err, f)
 	}
+}
+
+// reportingOnly serves a tenant's Coach reporting with h, and v3 assets
+// and v4 themes as empty lists: a tenant whose only data is report objects.
+func reportingOnly(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case servicetest.AssetsPath + "/assets.json":
+			_, _ = w.Write([]byte(`{"meta":{"count":0},"response":{"items":[]}}`))
+		case servicetest.V4Path + "/themes":
+			_, _ = w.Write([]byte(`{"count":0,"items":[]}`))
+		default:
+			h(w, r)
+		}
+	})
 }

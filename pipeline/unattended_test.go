@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,9 @@ import (
 )
 
 var allCollections = []string{pipeline.StreamThemes, pipeline.StreamAssets, pipeline.StreamSubscriptions, pipeline.StreamDeliveryLogs}
+
+// reportObjects are the fake tenant's report objects.
+var reportObjects = []string{"course", "path", "curriculum", "user", "userCourseProgress"}
 
 func statusOf(t *testing.T, out, run, object string) (status, reason string) {
 	t.Helper()
@@ -32,12 +36,12 @@ func TestLimitedTokenSyncsWhatTheTenantMay(t *testing.T) {
 	out := t.TempDir()
 	ctx := context.Background()
 	api := extract.WithAPIToken(srv.Service.APIToken())
-	if _, err := pipeline.Sync(ctx, client(t, srv.URL, srv.Service.AccessToken(), api), pipeline.Config{Out: out, Collections: allCollections, Now: clock(day1)}); err != nil {
+	if _, err := pipeline.Sync(ctx, client(t, srv.URL, srv.Service.AccessToken(), api), pipeline.Config{Out: out, Now: clock(day1)}); err != nil {
 		t.Fatal(err)
 	}
 	coursesBefore := scalar[int64](t, openWH(t, out), `SELECT count(*) FROM course`)
 
-	res, err := pipeline.Sync(ctx, client(t, srv.URL, srv.Service.LimitedToken(), api), pipeline.Config{Out: out, Collections: allCollections, Now: clock(day1.Add(24 * time.Hour))})
+	res, err := pipeline.Sync(ctx, client(t, srv.URL, srv.Service.LimitedToken(), api), pipeline.Config{Out: out, Now: clock(day1.Add(24 * time.Hour))})
 	var re *pipeline.RunError
 	if !errors.As(err, &re) || !re.Partial || len(re.Failed) != 0 {
 		t.Fatalf("limited token: %v, want a partial run with nothing failed", err)
@@ -81,7 +85,7 @@ func TestTenantWithoutV4SkipsThemes(t *testing.T) {
 	defer srv.Close()
 	out := t.TempDir()
 	res, err := pipeline.Sync(context.Background(), client(t, srv.URL, srv.Service.AccessToken()),
-		pipeline.Config{Out: out, Collections: []string{pipeline.StreamThemes, pipeline.StreamAssets}, Now: clock(day1)})
+		pipeline.Config{Out: out, Now: clock(day1)})
 	var re *pipeline.RunError
 	if !errors.As(err, &re) || !re.Partial || len(re.Skipped) != 1 || len(re.Failed) != 0 {
 		t.Fatalf("%v: want a partial run that skipped themes only", err)
@@ -109,7 +113,7 @@ func TestQuotaDefersThenNextRunContinues(t *testing.T) {
 	clean := servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithSeed(seed))
 	defer clean.Close()
 	want := t.TempDir()
-	if _, err := pipeline.Sync(ctx, client(t, clean.URL, clean.Service.AccessToken(), opts...), pipeline.Config{Out: want, Collections: []string{pipeline.StreamAssets}, Now: clock(day1)}); err != nil {
+	if _, err := pipeline.Sync(ctx, client(t, clean.URL, clean.Service.AccessToken(), opts...), pipeline.Config{Out: want, Only: append(slices.Clone(reportObjects), pipeline.StreamAssets), Now: clock(day1)}); err != nil {
 		t.Fatal(err)
 	}
 	full := int(clean.Service.Requests())
@@ -121,7 +125,7 @@ func TestQuotaDefersThenNextRunContinues(t *testing.T) {
 	got := t.TempDir()
 	// (Themes hold URLs on the server's own address, which differs between
 	// the two fakes; assets and the report objects do not.)
-	cfg := pipeline.Config{Out: got, Collections: []string{pipeline.StreamAssets}, Now: clock(day1)}
+	cfg := pipeline.Config{Out: got, Only: append(slices.Clone(reportObjects), pipeline.StreamAssets), Now: clock(day1)}
 	c := client(t, srv.URL, srv.Service.AccessToken(), opts...)
 	res, err := pipeline.Sync(ctx, c, cfg)
 	var re *pipeline.RunError
@@ -143,6 +147,7 @@ func TestQuotaDefersThenNextRunContinues(t *testing.T) {
 	}
 	time.Sleep(time.Until(c.Quota().Reset) + 100*time.Millisecond)
 
+	cfg.Only = nil // a run told nothing continues what the quota deferred today
 	res2, err := pipeline.Sync(ctx, c, cfg)
 	if err != nil {
 		t.Fatalf("second run: %v", err)

@@ -133,11 +133,15 @@ func (e *DriftError) Error() string {
 
 func (e *DriftError) Unwrap() error { return ErrSchemaDrift }
 
-// Widen returns the service type that can hold values of both a and b:
-// the same type, float for int and float/percent, string otherwise.
+// Widen returns the type that can hold values of both a and b: the same
+// type, float for int and float/percent, json when either is json (a JSON
+// column holds any value), string otherwise.
 func Widen(a, b string) string {
 	if a == b {
 		return a
+	}
+	if a == TypeJSON || b == TypeJSON {
+		return TypeJSON
 	}
 	num := func(t string) bool { return t == TypeInt || t == TypeFloat || t == TypePercent }
 	if num(a) && num(b) {
@@ -206,4 +210,71 @@ func unionOptions(a, b []string) []string {
 		}
 	}
 	return out
+}
+
+// ResolveInferred decides the fields to load for a collection, whose
+// fields are inferred from its items rather than described: stored is
+// what the warehouse holds (nil on the first run), live what this run's
+// items hold. A field missing from live is no change (items need not
+// carry every field); the diff lists added and widened fields only.
+//
+// Under Evolve new fields are added and a changed type is widened; under
+// Discard only the widening happens; under Freeze the stored fields stay
+// as they are, and the caller sends the values that do not fit them to
+// the rejects, keeping their rows. A live field nested under a stored
+// json field is not added: the json column keeps holding it.
+func ResolveInferred(c Contract, object string, stored, live []extract.Field) ([]extract.Field, Diff) {
+	if stored == nil {
+		return live, Diff{Object: object}
+	}
+	eff := slices.Clone(stored)
+	if c != Freeze {
+		byID := make(map[string]int, len(eff))
+		for i, f := range eff {
+			byID[f.ID] = i
+		}
+		var jsonPaths [][]string
+		for _, f := range stored {
+			if f.Type == TypeJSON {
+				jsonPaths = append(jsonPaths, fieldPath(f))
+			}
+		}
+		for _, l := range live {
+			if i, ok := byID[l.ID]; ok {
+				eff[i].Type = Widen(eff[i].Type, l.Type)
+				continue
+			}
+			if c != Evolve || under(fieldPath(l), jsonPaths) {
+				continue
+			}
+			byID[l.ID] = len(eff)
+			eff = append(eff, l)
+		}
+	}
+	d := Compare(object, stored, eff)
+	d.Changes = slices.DeleteFunc(d.Changes, func(ch Change) bool { return ch.Kind == FieldRemoved })
+	if c == Freeze {
+		d = Compare(object, stored, live)
+		d.Changes = slices.DeleteFunc(d.Changes, func(ch Change) bool {
+			return ch.Kind == FieldRemoved || (ch.Kind == TypeChanged && Widen(ch.From.Type, ch.To.Type) == ch.From.Type)
+		})
+	}
+	return eff, d
+}
+
+func fieldPath(f extract.Field) []string {
+	if len(f.Path) > 0 {
+		return f.Path
+	}
+	return []string{f.ID}
+}
+
+// under reports whether p lies strictly below one of the paths.
+func under(p []string, paths [][]string) bool {
+	for _, q := range paths {
+		if len(p) > len(q) && slices.Equal(p[:len(q)], q) {
+			return true
+		}
+	}
+	return false
 }

@@ -17,6 +17,17 @@
 //	string   -> utf8
 //	picklist -> dictionary<int32, utf8>, options in field metadata
 //	date     -> timestamp[us, tz=UTC]
+//	boolean  -> bool                      (collections only)
+//	json     -> extension<arrow.json>     (collections only; utf8 storage,
+//	                                        the JSON logical type in Parquet)
+//
+// Collections (themes, assets, webhook subscriptions and logs) have no
+// describe: transform.Inferrer infers their fields from the items, a
+// nested member as a field with a Path whose ID joins the members with
+// "__" (dlt's convention), and ForCollection builds the schema.
+// ResolveInferred merges inferred fields with stored ones under the
+// stream's contract: a changed type widens (int -> float -> string, any
+// container -> json), and a field missing from a run's items is no change.
 //
 // A field's column is named as the service names it, unless DuckDB could
 // not hold it as a distinct column: ids equal but for case get a suffix

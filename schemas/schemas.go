@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
 
 	"github.com/sepipe/sepipe/extract"
 )
@@ -21,8 +22,9 @@ const (
 	TypePicklist = "picklist"
 	TypeDate     = "date"
 
-	// Types of sepipe's own collection schemas (themes, assets, webhook
-	// subscriptions and logs), never accepted from a describe.
+	// Types of the collections' fields (themes, assets, webhook
+	// subscriptions and logs), which sepipe infers from their items; never
+	// accepted from a describe.
 	TypeBool = "boolean"
 	TypeJSON = "json" // JSON text; a JSON column in DuckDB
 )
@@ -34,6 +36,7 @@ const (
 	MetaDisplayName = "sepipe:display_name" // field: the service's display name
 	MetaOptions     = "sepipe:options"      // field: JSON array of picklist options
 	MetaFieldID     = "sepipe:field_id"     // field: the service's field id, when the column name differs
+	MetaPath        = "sepipe:path"         // field: JSON array of member names, for a field nested in a collection's items
 	MetaObject      = "sepipe:object"       // schema: report object id
 	MetaVersion     = "sepipe:version"      // schema: hash of the describe result
 )
@@ -43,7 +46,19 @@ var (
 	PicklistType = &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}
 	// TimestampType is the Arrow type of a date column: microseconds, UTC.
 	TimestampType = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
+	// JSONType is the Arrow type of a json column: arrow-go's JSON
+	// extension type over strings, which the Parquet writer annotates with
+	// the JSON logical type.
+	JSONType = mustJSONType()
 )
+
+func mustJSONType() *extensions.JSONType {
+	t, err := extensions.NewJSONType(arrow.BinaryTypes.String)
+	if err != nil {
+		panic(err) // string storage is always supported
+	}
+	return t
+}
 
 // ArrowType returns the Arrow type for a service field type, or false when
 // the type is unknown.
@@ -69,8 +84,10 @@ func FromDescribe(object string, fields []extract.Field) (*arrow.Schema, error) 
 	return build(object, fields, false)
 }
 
-// ForCollection builds the Arrow schema of a collection sepipe types
-// itself: the six service types plus boolean and json.
+// ForCollection builds the Arrow schema of a collection from the fields
+// inferred from its items (transform.Inferrer): the six service types
+// plus boolean and json; a nested field (Path set) is named by its ID and
+// records its path.
 func ForCollection(name string, fields []extract.Field) (*arrow.Schema, error) {
 	return build(name, fields, true)
 }
@@ -80,7 +97,7 @@ func collectionType(t string) (arrow.DataType, bool) {
 	case TypeBool:
 		return arrow.FixedWidthTypes.Boolean, true
 	case TypeJSON:
-		return arrow.BinaryTypes.String, true
+		return JSONType, true
 	}
 	return ArrowType(t)
 }
@@ -109,6 +126,13 @@ func build(object string, fields []extract.Field, extended bool) (*arrow.Schema,
 		col := columnName(f.ID, columns)
 		if col != f.ID {
 			keys, vals = append(keys, MetaFieldID), append(vals, f.ID)
+		}
+		if len(f.Path) > 0 {
+			b, err := json.Marshal(f.Path)
+			if err != nil {
+				return nil, fmt.Errorf("object %q field %q: path: %w", object, f.ID, err)
+			}
+			keys, vals = append(keys, MetaPath), append(vals, string(b))
 		}
 		if f.Type == TypePicklist {
 			opts := f.Options
@@ -149,6 +173,7 @@ func ToDescribe(s *arrow.Schema) ([]extract.Field, error) {
 		if t == TypePicklist {
 			ef.Options = Options(f)
 		}
+		ef.Path = Path(f)
 		out = append(out, ef)
 	}
 	return out, nil
@@ -193,6 +218,20 @@ func columnName(id string, taken map[string]bool) string {
 	return name
 }
 
+// Path returns the member path recorded on a nested collection field, or
+// nil for a top-level one.
+func Path(f arrow.Field) []string {
+	v, ok := f.Metadata.GetValue(MetaPath)
+	if !ok {
+		return nil
+	}
+	var p []string
+	if err := json.Unmarshal([]byte(v), &p); err != nil {
+		return nil
+	}
+	return p
+}
+
 // ServiceType returns the service type recorded on a field, or "".
 func ServiceType(f arrow.Field) string {
 	v, _ := f.Metadata.GetValue(MetaType)
@@ -233,10 +272,11 @@ func Version(fields []extract.Field) string {
 	type canon struct {
 		ID, DisplayName, Type string
 		Options               []string
+		Path                  []string `json:",omitempty"`
 	}
 	cs := make([]canon, len(fields))
 	for i, f := range fields {
-		cs[i] = canon{f.ID, f.DisplayName, f.Type, f.Options}
+		cs[i] = canon{f.ID, f.DisplayName, f.Type, f.Options, f.Path}
 	}
 	b, _ := json.Marshal(cs) // cannot fail: strings only
 	sum := sha256.Sum256(b)

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"hash/maphash"
+	"net/url"
 	"slices"
 	"sort"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -40,6 +42,11 @@ type Result struct {
 	// RejectedRows counts rows left out of Record (a row with two bad
 	// values has two Rejects but counts once).
 	RejectedRows int
+	// Misfits counts the Rejects of values whose JSON type or text their
+	// column's type cannot hold (not those of missing keys or, under
+	// WithUnknownRejected, of unknown members): a collection's cue to
+	// widen its schema.
+	Misfits int
 	// UnknownFields names keys present in rows but absent from the schema,
 	// sorted. Their values are not stored.
 	UnknownFields []string
@@ -47,6 +54,10 @@ type Result struct {
 	// UTF-8 bytes became U+FFFD (the row is kept).
 	RepairedValues int
 }
+
+// Keys returns the row keys of the page (see WithKeyFields), in row order,
+// rejected rows included; nil when the decoder has no key fields.
+func (r Result) Keys() []string { return r.Info.Keys }
 
 type kind uint8
 
@@ -56,6 +67,8 @@ const (
 	kString
 	kPicklist
 	kDate
+	kBool
+	kJSON
 )
 
 // Option configures a Decoder.
@@ -65,29 +78,103 @@ type Option func(*Decoder)
 // memory.DefaultAllocator).
 func WithAllocator(mem memory.Allocator) Option { return func(d *Decoder) { d.mem = mem } }
 
+// WithKeyFields names the fields (by service id) that identify a row: the
+// decoder yields every row's key (Result.Info.Keys), so the reader checks
+// for duplicates in the same pass. With required set, a row without a
+// value for a key field is rejected (a merge cannot place it).
+func WithKeyFields(required bool, ids ...string) Option {
+	return func(d *Decoder) { d.keyIDs, d.keyRequired = ids, required }
+}
+
+// WithRowsKept keeps a row whose values do not all fit: the misfits are
+// null in the row and listed as Rejects (collections, whose schema follows
+// their data). Without it such a row is left out of the batch.
+func WithRowsKept() Option { return func(d *Decoder) { d.keepRows = true } }
+
+// WithUnknownRejected lists the value of every member the schema does not
+// know as a Reject ("not in the frozen schema"), instead of only naming
+// it in UnknownFields: a collection under the freeze contract keeps its
+// shape and loses no value.
+func WithUnknownRejected() Option { return func(d *Decoder) { d.unknownRejects = true } }
+
+// WithCredentialsRedacted keeps credentials out of the batch: a string
+// value that is an http(s) URL has its password and secret-looking query
+// parameters replaced (extract.RedactURL), and in a json column whose
+// field is named headers every member named value is replaced. For
+// webhook subscriptions and delivery logs, whose headers and URLs carry
+// the destination's credentials.
+func WithCredentialsRedacted() Option { return func(d *Decoder) { d.redact = true } }
+
+// WithDefault fills the field id, in a row that has no value for it,
+// with value (JSON text): a delivery log item that does not name its
+// subscription gets the id of the subscription it was listed under.
+func WithDefault(id string, value []byte) Option {
+	return func(d *Decoder) { d.defID, d.defRaw = id, value }
+}
+
+// node is a member name in the items' structure: a column of its own
+// (col), members below it (kids, for a flattened object), or both.
+type node struct {
+	id    int    // index into state.pred
+	path  string // the field id this node's column has (or would have)
+	col   int    // -1: no column here
+	keys  []string
+	index map[string]int
+	kids  []*node
+}
+
+func (n *node) child(key string) *node {
+	if i, ok := n.index[key]; ok {
+		return n.kids[i]
+	}
+	c := &node{path: key, col: -1, index: map[string]int{}}
+	if n.path != "" {
+		c.path = n.path + "__" + key
+	}
+	n.index[key] = len(n.kids)
+	n.keys = append(n.keys, key)
+	n.kids = append(n.kids, c)
+	return c
+}
+
 // Decoder decodes the pages of one object. Build it with NewDecoder and
 // Release it when done.
 type Decoder struct {
 	object  string
 	schema  *arrow.Schema
 	kinds   []kind
-	names   []string // field names, by column
-	index   map[string]int
+	names   []string // field ids, by column
+	root    *node
+	nodes   int
 	options [][]string // picklist options, by column (nil for other kinds)
+	secret  []bool     // json columns whose "value" members are redacted
 	mem     memory.Allocator
 	free    chan *state
+
+	keyIDs         []string
+	keyCols        []int // columns of keyIDs
+	keyOf          []int // by column: position in keyCols, or -1
+	keyRequired    bool
+	keepRows       bool
+	unknownRejects bool
+	redact         bool
+	defID          string
+	defRaw         []byte
+	defCol         int
 }
 
 // NewDecoder prepares a decoder for pages of the object whose schema is s
-// (built by schemas.FromDescribe).
+// (built by schemas.FromDescribe or schemas.ForCollection).
 func NewDecoder(s *arrow.Schema, opts ...Option) (*Decoder, error) {
 	d := &Decoder{
 		object:  schemas.Object(s),
 		schema:  s,
 		kinds:   make([]kind, s.NumFields()),
 		names:   make([]string, s.NumFields()),
-		index:   make(map[string]int, s.NumFields()),
+		root:    &node{col: -1, index: map[string]int{}},
 		options: make([][]string, s.NumFields()),
+		secret:  make([]bool, s.NumFields()),
+		keyOf:   make([]int, s.NumFields()),
 		mem:     memory.DefaultAllocator,
 		free:    make(chan *state, 16),
 	}
@@ -96,9 +183,21 @@ func NewDecoder(s *arrow.Schema, opts ...Option) (*Decoder, error) {
 	}
 	for i, f := range s.Fields() {
 		// Rows are keyed by the service's field ids (a column may be named
-		// otherwise, see schemas.FieldID).
-		d.index[schemas.FieldID(f)] = i
+		// otherwise, see schemas.FieldID); a nested field by its path.
 		d.names[i] = schemas.FieldID(f)
+		d.keyOf[i] = -1
+		path := schemas.Path(f)
+		if len(path) == 0 {
+			path = []string{d.names[i]}
+		}
+		n := d.root
+		for _, m := range path {
+			n = n.child(m)
+		}
+		if n.col >= 0 {
+			return nil, fmt.Errorf("transform: object %q field %q: two columns for the same member", d.object, d.names[i])
+		}
+		n.col = i
 		switch {
 		case arrow.TypeEqual(f.Type, arrow.PrimitiveTypes.Int64):
 			d.kinds[i] = kInt
@@ -106,6 +205,11 @@ func NewDecoder(s *arrow.Schema, opts ...Option) (*Decoder, error) {
 			d.kinds[i] = kFloat
 		case arrow.TypeEqual(f.Type, arrow.BinaryTypes.String):
 			d.kinds[i] = kString
+		case arrow.TypeEqual(f.Type, arrow.FixedWidthTypes.Boolean):
+			d.kinds[i] = kBool
+		case arrow.TypeEqual(f.Type, schemas.JSONType):
+			d.kinds[i] = kJSON
+			d.secret[i] = d.redact && strings.EqualFold(path[len(path)-1], "headers")
 		case arrow.TypeEqual(f.Type, schemas.PicklistType):
 			d.kinds[i] = kPicklist
 			for _, o := range schemas.Options(f) {
@@ -118,6 +222,29 @@ func NewDecoder(s *arrow.Schema, opts ...Option) (*Decoder, error) {
 		default:
 			return nil, fmt.Errorf("transform: object %q field %q: unsupported Arrow type %s", d.object, f.Name, f.Type)
 		}
+	}
+	var number func(n *node)
+	number = func(n *node) {
+		n.id = d.nodes
+		d.nodes++
+		for _, k := range n.kids {
+			number(k)
+		}
+	}
+	number(d.root)
+	d.defCol = -1
+	if d.defID != "" {
+		if d.defCol = slices.Index(d.names, d.defID); d.defCol < 0 {
+			return nil, fmt.Errorf("transform: object %q: default field %q is not in the schema", d.object, d.defID)
+		}
+	}
+	for _, id := range d.keyIDs {
+		col := slices.Index(d.names, id)
+		if col < 0 {
+			return nil, fmt.Errorf("transform: object %q: key field %q is not in the schema", d.object, id)
+		}
+		d.keyOf[col] = len(d.keyCols)
+		d.keyCols = append(d.keyCols, col)
 	}
 	return d, nil
 }
@@ -162,6 +289,7 @@ type state struct {
 	strs     []*array.StringBuilder
 	picks    []*picklist
 	times    []*array.TimestampBuilder
+	bools    []*array.BooleanBuilder
 	rows     int   // rows appended to the builders
 	room     int   // rows the builders can take without growing
 	strBytes []int // string bytes per column in the last batch, to reserve
@@ -170,11 +298,15 @@ type state struct {
 	scratch  []byte
 	repaired int // values repaired in the page being decoded
 	unknown  map[string]struct{}
-	// next predicts the column of the next key: next[c] is the column
-	// whose key followed column c's in the last row (next[n]: the first
-	// key of a row). Rows of one page almost always list their keys in the
+	// pred predicts the next member of each node: pred[n][c] is the child
+	// whose key followed child c's in the last row (pred[n][len]: the
+	// first key). Rows of one page almost always list their keys in the
 	// same order, so most keys are found by one comparison, not a map.
-	next []int
+	pred [][]int
+	// keyRaw holds the raw JSON of the row's key values, by key position.
+	keyRaw  [][]byte
+	keyBuf  []byte
+	dropRow bool // the row must be left out even when rows are kept
 }
 
 func (d *Decoder) get() *state {
@@ -191,13 +323,26 @@ func (d *Decoder) get() *state {
 		strs:     make([]*array.StringBuilder, n),
 		picks:    make([]*picklist, n),
 		times:    make([]*array.TimestampBuilder, n),
+		bools:    make([]*array.BooleanBuilder, n),
 		strBytes: make([]int, n),
 		slots:    make([]slot, n),
 		unknown:  map[string]struct{}{},
-		next:     make([]int, n+1),
+		pred:     make([][]int, d.nodes),
+		keyRaw:   make([][]byte, len(d.keyCols)),
 	}
+	var preds func(nd *node)
+	preds = func(nd *node) {
+		p := make([]int, len(nd.kids)+1)
+		for i := range p {
+			p[i] = -1
+		}
+		st.pred[nd.id] = p
+		for _, k := range nd.kids {
+			preds(k)
+		}
+	}
+	preds(d.root)
 	for i, k := range d.kinds {
-		st.next[i] = -1
 		switch k {
 		case kInt:
 			st.ints[i] = array.NewInt64Builder(d.mem)
@@ -205,9 +350,12 @@ func (d *Decoder) get() *state {
 		case kFloat:
 			st.floats[i] = array.NewFloat64Builder(d.mem)
 			st.builders[i] = st.floats[i]
-		case kString:
+		case kString, kJSON:
 			st.strs[i] = array.NewStringBuilder(d.mem)
 			st.builders[i] = st.strs[i]
+		case kBool:
+			st.bools[i] = array.NewBooleanBuilder(d.mem)
+			st.builders[i] = st.bools[i]
 		case kPicklist:
 			st.picks[i] = newPicklist(d.mem, d.options[i])
 			st.builders[i] = st.picks[i].idx
@@ -216,7 +364,6 @@ func (d *Decoder) get() *state {
 			st.builders[i] = st.times[i]
 		}
 	}
-	st.next[n] = -1
 	return st
 }
 
@@ -247,6 +394,11 @@ func (d *Decoder) newRecord(st *state) arrow.RecordBatch {
 			st.strBytes[i] = sb.DataLen()
 		}
 		cols[i] = b.NewArray()
+		if d.kinds[i] == kJSON {
+			storage := cols[i]
+			cols[i] = array.NewExtensionArrayWithStorage(schemas.JSONType, storage)
+			storage.Release()
+		}
 	}
 	rec := array.NewRecordBatch(d.schema, cols, int64(st.rows))
 	for _, c := range cols {
@@ -296,80 +448,29 @@ func (d *Decoder) decode(st *state, page int, body []byte) (Result, error) {
 	bad := func() error {
 		return &DecodeError{Object: d.object, Page: page, Offset: s.at, Msg: s.msg}
 	}
-	if !s.expect('{') {
-		return res, bad()
-	}
-	sawResults := false
-	if s.peek() == '}' {
-		s.pos++
-	} else {
-		for {
-			key, esc, ok := s.str()
-			if !ok || !s.expect(':') {
-				return res, bad()
-			}
-			if esc {
-				key, _ = unescape(nil, key)
-			}
-			switch string(key) {
-			case "page":
-				v, ok := s.header()
-				if !ok {
-					return res, bad()
-				}
-				res.Info.Page = int(max(v, 0))
-			case "resultsPerPage":
-				v, ok := s.header()
-				if !ok {
-					return res, bad()
-				}
-				res.Info.ResultsPerPage = int(max(v, 0))
-				// A row takes at least 2 bytes ("{}"): never reserve
-				// more rows than the body can hold.
-				st.reserve(min(res.Info.ResultsPerPage, len(body)/2))
-			case "totalResults":
-				v, ok := s.header()
-				if !ok {
-					return res, bad()
-				}
-				res.Info.TotalResults = v
-			case "totalPages":
-				v, ok := s.header()
-				if !ok {
-					return res, bad()
-				}
-				res.Info.TotalPages = int(v)
-			case "results":
-				sawResults = true
-				start := s.pos
-				if err := d.results(st, s, page, body, &res); err != nil {
-					return res, err
-				}
-				if res.Info.Rows > 0 {
-					res.Info.RowsHash = maphash.Bytes(rowsSeed, body[start:s.pos]) | 1
-				}
-			default:
-				if !s.skip(0) {
-					return res, bad()
-				}
-			}
-			if s.peek() == ',' {
-				s.pos++
-				continue
-			}
-			if !s.expect('}') {
-				return res, bad()
-			}
-			break
+	var rowsErr error
+	saw, ok := walkPage(s, &res.Info, func(perPage int) {
+		// A row takes at least 2 bytes ("{}"): never reserve more rows
+		// than the body can hold.
+		st.reserve(min(perPage, len(body)/2))
+	}, func() bool {
+		start := s.pos
+		if rowsErr = d.results(st, s, page, body, &res); rowsErr != nil {
+			return false
 		}
-	}
-	if s.peek() != 0 {
-		s.fail("unexpected data after the page object")
+		if res.Info.Rows > 0 {
+			res.Info.RowsHash = maphash.Bytes(rowsSeed, body[start:s.pos]) | 1
+		}
+		return true
+	})
+	switch {
+	case rowsErr != nil:
+		return res, rowsErr
+	case !ok:
 		return res, bad()
-	}
-	if !sawResults {
+	case !saw:
 		s.at = 0
-		s.msg = `no "results" array in the page`
+		s.msg = `no "results" or "items" array in the page`
 		return res, bad()
 	}
 	res.Record = d.newRecord(st)
@@ -381,34 +482,6 @@ func (d *Decoder) decode(st *state, page int, body []byte) (Result, error) {
 		sort.Strings(res.UnknownFields)
 	}
 	return res, nil
-}
-
-// header reads a page-level integer; null reads as -1.
-func (s *scanner) header() (int64, bool) {
-	switch c := s.peek(); {
-	case c == 'n':
-		return -1, s.lit("null")
-	case c == '"':
-		raw, _, ok := s.str()
-		if !ok {
-			return 0, false
-		}
-		v, ok := parseInt(raw)
-		if !ok {
-			return 0, s.fail("page header is not an integer")
-		}
-		return v, true
-	default:
-		raw, ok := s.num()
-		if !ok {
-			return 0, false
-		}
-		v, ok := parseInt(raw)
-		if !ok {
-			return 0, s.fail("page header is not an integer")
-		}
-		return v, true
-	}
 }
 
 func (d *Decoder) results(st *state, s *scanner, page int, body []byte, res *Result) error {
@@ -424,7 +497,7 @@ func (d *Decoder) results(st *state, s *scanner, page int, body []byte, res *Res
 	case '[':
 		s.pos++
 	default:
-		s.fail(`"results" is not an array`)
+		s.fail("the rows are not an array")
 		return bad()
 	}
 	if s.peek() == ']' {
@@ -433,7 +506,7 @@ func (d *Decoder) results(st *state, s *scanner, page int, body []byte, res *Res
 	}
 	for row := 0; ; row++ {
 		if s.peek() != '{' {
-			s.fail("a row of results is not an object")
+			s.fail("a row is not an object")
 			return bad()
 		}
 		start := s.pos
@@ -442,11 +515,16 @@ func (d *Decoder) results(st *state, s *scanner, page int, body []byte, res *Res
 			return bad()
 		}
 		res.Info.Rows++
+		if len(d.keyCols) > 0 {
+			res.Info.Keys = append(res.Info.Keys, st.key())
+		}
 		if len(res.Rejects) > nrej {
 			raw := string(body[start:s.pos])
 			for i := nrej; i < len(res.Rejects); i++ {
 				res.Rejects[i].RawRow = raw
 			}
+		}
+		if st.dropRow || (!d.keepRows && len(res.Rejects) > nrej) {
 			res.RejectedRows++
 		} else {
 			d.commit(st)
@@ -464,19 +542,73 @@ func (d *Decoder) results(st *state, s *scanner, page int, body []byte, res *Res
 	}
 }
 
+// key joins the raw JSON of the row's key values; "" when one is missing.
+func (st *state) key() string {
+	n := 0
+	for _, r := range st.keyRaw {
+		if r == nil {
+			return ""
+		}
+		n += len(r) + 1
+	}
+	if len(st.keyRaw) == 1 {
+		return string(st.keyRaw[0])
+	}
+	b := st.keyBuf[:0]
+	for i, r := range st.keyRaw {
+		if i > 0 {
+			b = append(b, 0x1f)
+		}
+		b = append(b, r...)
+	}
+	st.keyBuf = b
+	return string(b)
+}
+
 // row parses one row object into st.slots. It returns false only on a
 // structural error; values that do not fit become Rejects.
 func (d *Decoder) row(st *state, s *scanner, page, row int, res *Result) bool {
 	for i := range st.slots {
 		st.slots[i].st = unset
 	}
+	for i := range st.keyRaw {
+		st.keyRaw[i] = nil
+	}
+	st.dropRow = false
 	st.scratch = st.scratch[:0]
+	if !d.members(st, s, d.root, page, row, res, 1) {
+		return false
+	}
+	if d.defCol >= 0 && st.slots[d.defCol].st != hasValue {
+		ds := &scanner{buf: d.defRaw}
+		if reason, ok := d.value(st, ds, d.defCol, 1); !ok || reason != "" {
+			st.slots[d.defCol].st = unset
+		}
+	}
+	if d.keyRequired {
+		for k, raw := range st.keyRaw {
+			if raw == nil {
+				res.Rejects = append(res.Rejects, Reject{Object: d.object, Page: page, Row: row,
+					Field: d.keyIDs[k], RawValue: "null", Reason: "no value for the key field"})
+				st.dropRow = true
+			}
+		}
+	}
+	return true
+}
+
+// members parses the members of an object (s at its '{') below node n.
+func (d *Decoder) members(st *state, s *scanner, n *node, page, row int, res *Result, depth int) bool {
+	if depth > maxDepth {
+		return s.fail("nesting too deep")
+	}
 	s.pos++ // '{'
 	if s.peek() == '}' {
 		s.pos++
 		return true
 	}
-	prev := len(st.slots) // the row's start
+	pred := st.pred[n.id]
+	prev := len(n.kids) // the object's start
 	for {
 		key, esc, ok := s.str()
 		if !ok || !s.expect(':') {
@@ -485,37 +617,20 @@ func (d *Decoder) row(st *state, s *scanner, page, row int, res *Result) bool {
 		if esc {
 			key, _ = unescape(nil, key)
 		}
-		col, known := st.next[prev], true
-		if col < 0 || d.names[col] != string(key) {
-			col, known = d.index[string(key)]
+		ci, known := pred[prev], true
+		if ci < 0 || n.keys[ci] != string(key) {
+			ci, known = n.index[string(key)]
 			if known {
-				st.next[prev] = col
+				pred[prev] = ci
 			}
 		}
 		if known {
-			prev = col
-		}
-		if !known {
-			if _, seen := st.unknown[string(key)]; !seen {
-				st.unknown[string(key)] = struct{}{}
-			}
-			if !s.skip(1) {
+			prev = ci
+			if !d.member(st, s, n.kids[ci], page, row, res, depth) {
 				return false
 			}
-		} else {
-			vstart := s.pos
-			reason, ok := d.value(st, s, col)
-			if !ok {
-				return false
-			}
-			if reason != "" {
-				res.Rejects = append(res.Rejects, Reject{
-					Object: d.object, Page: page, Row: row,
-					Field:    d.names[col],
-					RawValue: string(trimSpace(s.buf[vstart:s.pos])),
-					Reason:   reason,
-				})
-			}
+		} else if !d.unknownMember(st, s, n, key, page, row, res, depth) {
+			return false
 		}
 		switch s.peek() {
 		case ',':
@@ -529,19 +644,110 @@ func (d *Decoder) row(st *state, s *scanner, page, row int, res *Result) bool {
 	}
 }
 
+// member parses the value of a known member.
+func (d *Decoder) member(st *state, s *scanner, c *node, page, row int, res *Result, depth int) bool {
+	p := s.peek()
+	if c.col >= 0 && (p != '{' || c.kids == nil || d.kinds[c.col] == kJSON) {
+		vstart := s.pos
+		reason, ok := d.value(st, s, c.col, depth)
+		if !ok {
+			return false
+		}
+		if reason != "" {
+			st.slots[c.col].st = unset
+			res.Misfits++
+			res.Rejects = append(res.Rejects, Reject{
+				Object: d.object, Page: page, Row: row,
+				Field:    d.names[c.col],
+				RawValue: string(trimSpace(s.buf[vstart:s.pos])),
+				Reason:   reason,
+			})
+		} else if k := d.keyOf[c.col]; k >= 0 && st.slots[c.col].st == hasValue {
+			st.keyRaw[k] = trimSpace(s.buf[vstart:s.pos])
+		}
+		return true
+	}
+	if p == '{' && c.kids != nil {
+		return d.members(st, s, c, page, row, res, depth+1)
+	}
+	// The schema flattens this member's objects into columns, and it holds
+	// something else here.
+	if p == 'n' {
+		return s.lit("null")
+	}
+	vstart := s.pos
+	if !s.skip(depth) {
+		return false
+	}
+	res.Misfits++
+	res.Rejects = append(res.Rejects, Reject{
+		Object: d.object, Page: page, Row: row, Field: c.path,
+		RawValue: string(trimSpace(s.buf[vstart:s.pos])),
+		Reason:   jsonKind(p) + " where the schema has an object (columns " + c.path + "__*)",
+	})
+	return true
+}
+
+// unknownMember passes over a member the schema does not know, naming it
+// in UnknownFields (by its would-be field id) and, under
+// WithUnknownRejected, keeping its value as a Reject.
+func (d *Decoder) unknownMember(st *state, s *scanner, n *node, key []byte, page, row int, res *Result, depth int) bool {
+	vstart := s.pos
+	null := s.peek() == 'n'
+	if !s.skip(depth) {
+		return false
+	}
+	name := key
+	if n.path != "" {
+		st.keyBuf = append(append(append(st.keyBuf[:0], n.path...), "__"...), key...)
+		name = st.keyBuf
+	}
+	if _, seen := st.unknown[string(name)]; !seen {
+		st.unknown[string(name)] = struct{}{}
+	}
+	if d.unknownRejects && !null {
+		res.Rejects = append(res.Rejects, Reject{
+			Object: d.object, Page: page, Row: row, Field: string(name),
+			RawValue: string(trimSpace(s.buf[vstart:s.pos])),
+			Reason:   "field not in the schema, which the contract freeze keeps",
+		})
+	}
+	return true
+}
+
+func jsonKind(c byte) string {
+	switch {
+	case c == '{':
+		return "object"
+	case c == '[':
+		return "array"
+	case c == '"':
+		return "string"
+	case c == 't' || c == 'f':
+		return "boolean"
+	}
+	return "number"
+}
+
 func trimSpace(b []byte) []byte {
 	for len(b) > 0 && isSpace[b[0]] {
 		b = b[1:]
+	}
+	for len(b) > 0 && isSpace[b[len(b)-1]] {
+		b = b[:len(b)-1]
 	}
 	return b
 }
 
 // value parses one value for column col. reason is non-empty when the value
 // does not fit; ok is false on a structural error.
-func (d *Decoder) value(st *state, s *scanner, col int) (reason string, ok bool) {
+func (d *Decoder) value(st *state, s *scanner, col, depth int) (reason string, ok bool) {
 	sl := &st.slots[col]
 	k := d.kinds[col]
 	c := s.peek()
+	if k == kJSON {
+		return d.jsonValue(st, s, sl, col, depth)
+	}
 	switch {
 	case c == 'n':
 		sl.st = isNull
@@ -567,6 +773,9 @@ func (d *Decoder) value(st *state, s *scanner, col int) (reason string, ok bool)
 			st.scratch = append(st.scratch, bytes.ToValidUTF8(raw, []byte("\uFFFD"))...)
 			raw = st.scratch[from:]
 			st.repaired++
+		}
+		if k == kString && d.redact {
+			raw = redactURL(raw)
 		}
 		return d.text(sl, k, raw), true
 	case c == '-' || (c >= '0' && c <= '9'):
@@ -594,6 +803,8 @@ func (d *Decoder) value(st *state, s *scanner, col int) (reason string, ok bool)
 			sl.st, sl.b = hasValue, raw // kept as the number's text
 		case kDate:
 			return "number in a date field (expected an ISO 8601 string)", true
+		case kBool:
+			return "number in a boolean field", true
 		}
 		return "", true
 	case c == 't' || c == 'f':
@@ -604,13 +815,20 @@ func (d *Decoder) value(st *state, s *scanner, col int) (reason string, ok bool)
 		if !s.lit(word) {
 			return "", false
 		}
-		if k == kString || k == kPicklist {
+		switch k {
+		case kString, kPicklist:
 			sl.st, sl.b = hasValue, s.buf[s.pos-len(word):s.pos]
+			return "", true
+		case kBool:
+			sl.st, sl.i = hasValue, 0
+			if c == 't' {
+				sl.i = 1
+			}
 			return "", true
 		}
 		return "boolean in a " + kindName[k] + " field", true
 	case c == '{' || c == '[':
-		if !s.skip(1) {
+		if !s.skip(depth) {
 			return "", false
 		}
 		what := "object"
@@ -619,11 +837,50 @@ func (d *Decoder) value(st *state, s *scanner, col int) (reason string, ok bool)
 		}
 		return what + " in a " + kindName[k] + " field", true
 	default:
-		return "", s.skip(1)
+		return "", s.skip(depth)
 	}
 }
 
-var kindName = [...]string{kInt: "int", kFloat: "float", kString: "string", kPicklist: "picklist", kDate: "date"}
+// jsonValue stores any value, compacted, as the JSON text of a json
+// column (null as SQL NULL).
+func (d *Decoder) jsonValue(st *state, s *scanner, sl *slot, col, depth int) (reason string, ok bool) {
+	if s.peek() == 'n' {
+		sl.st = isNull
+		return "", s.lit("null")
+	}
+	from := len(st.scratch)
+	j := jsonWriter{s: s, secret: d.secret[col]}
+	st.scratch, ok = j.value(st.scratch, depth)
+	if !ok {
+		return "", false
+	}
+	if j.bad != "" {
+		return j.bad, true
+	}
+	raw := st.scratch[from:]
+	if !utf8.Valid(raw) {
+		st.scratch = append(st.scratch, bytes.ToValidUTF8(raw, []byte("\uFFFD"))...)
+		raw = st.scratch[from+len(raw):]
+		st.repaired++
+	}
+	sl.st, sl.b = hasValue, raw
+	return "", true
+}
+
+var kindName = [...]string{kInt: "int", kFloat: "float", kString: "string", kPicklist: "picklist", kDate: "date", kBool: "boolean", kJSON: "json"}
+
+// redactURL returns b with the credentials of an http(s) URL replaced
+// (see extract.RedactURL); other text comes back as it is.
+func redactURL(b []byte) []byte {
+	if !(bytes.HasPrefix(b, []byte("http://")) || bytes.HasPrefix(b, []byte("https://"))) || bytes.IndexAny(b, "@?#") < 0 {
+		return b
+	}
+	u, err := url.Parse(string(b))
+	if err != nil {
+		return []byte("(unparseable URL, not stored)")
+	}
+	return []byte(extract.RedactURL(u))
+}
 
 // text stores a JSON string's decoded bytes for a column of kind k.
 func (d *Decoder) text(sl *slot, k kind, b []byte) string {
@@ -636,9 +893,6 @@ func (d *Decoder) text(sl *slot, k kind, b []byte) string {
 		return ""
 	}
 	t := trimSpace(b)
-	for len(t) > 0 && isSpace[t[len(t)-1]] {
-		t = t[:len(t)-1]
-	}
 	if len(t) == 0 { // "" in a typed field is an empty value: null
 		sl.st = isNull
 		return ""
@@ -665,8 +919,25 @@ func (d *Decoder) text(sl *slot, k kind, b []byte) string {
 			return "not an ISO 8601 date or date-time"
 		}
 		sl.st, sl.i = hasValue, v
+	case kBool:
+		v, ok := parseBool(t)
+		if !ok {
+			return "text is not a boolean"
+		}
+		sl.st, sl.i = hasValue, v
 	}
 	return ""
+}
+
+// parseBool reads true or false in any case as 1 or 0.
+func parseBool(t []byte) (int64, bool) {
+	switch {
+	case bytes.EqualFold(t, []byte("true")):
+		return 1, true
+	case bytes.EqualFold(t, []byte("false")):
+		return 0, true
+	}
+	return 0, false
 }
 
 // commit appends the parsed row in st.slots to the builders.
@@ -690,11 +961,17 @@ func (d *Decoder) commit(st *state) {
 			} else {
 				st.floats[i].UnsafeAppendBoolToBitmap(false)
 			}
-		case kString:
+		case kString, kJSON:
 			if valid {
 				st.strs[i].BinaryBuilder.Append(sl.b)
 			} else {
 				st.strs[i].AppendNull()
+			}
+		case kBool:
+			if valid {
+				st.bools[i].UnsafeAppend(sl.i != 0)
+			} else {
+				st.bools[i].UnsafeAppendBoolToBitmap(false)
 			}
 		case kPicklist:
 			p := st.picks[i]

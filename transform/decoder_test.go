@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -73,7 +74,7 @@ func TestDecodeGolden(t *testing.T) {
 	if res.Info.RowsHash == 0 {
 		t.Error("no RowsHash for a page with rows")
 	}
-	if res.Info != want {
+	if !reflect.DeepEqual(res.Info, want) {
 		t.Errorf("info = %+v, want %+v", res.Info, want)
 	}
 	if len(res.Rejects) != 0 {

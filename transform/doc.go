@@ -1,5 +1,6 @@
-// Package transform decodes the service's results pages straight into Arrow
-// record batches.
+// Package transform decodes the service's list pages straight into Arrow
+// record batches: report object results and the collections' lists alike
+// (one data path for every stream).
 //
 // A Decoder is built once per object from its Arrow schema (see package
 // schemas) and is safe for concurrent use: fetch workers decode their pages
@@ -27,6 +28,25 @@
 // without fractional seconds, with a UTC offset, or date-only, fields
 // missing from a row (null), keys the schema does not know (counted and
 // named in Result.UnknownFields), and a missing totalResults/totalPages.
+//
+// A page may come in any list shape the service sends: Coach reporting's
+// {page, resultsPerPage, totalResults, totalPages, results}, v3's
+// {meta: {count}, response: {items}} or v4's and the webhooks'
+// {count, items}; the count is found where the page puts it
+// (PageInfo.TotalResults).
+//
+// Collections have no describe: an Inferrer reads their items and says
+// which fields they call for (each member a column, nested objects
+// flattened into parent__child columns, arrays and deeper values as json
+// columns, types as narrow as the values allow). The Decoder reads nested
+// members by their path, stores json columns as compacted, valid JSON
+// text (arrow-go's JSON extension type), and, for collections, keeps a row
+// whose value misfits (WithRowsKept: the value is null and a Reject),
+// lists unknown members as Rejects under a frozen schema
+// (WithUnknownRejected) and redacts credentials (WithCredentialsRedacted).
+// With key fields (WithKeyFields) it yields every row's key in the same
+// pass, so the reader checks for repeated rows without parsing the page
+// again.
 //
 // The package does no I/O and knows nothing of Parquet or DuckDB.
 package transform

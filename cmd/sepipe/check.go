@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/pipeline"
 )
 
 func init() { register(newCheckCmd) }
@@ -103,14 +104,7 @@ func runChecks(ctx context.Context, c *Config, client *extract.Client) []checkRe
 			return fmt.Sprintf("%d report objects", len(objs)), err
 		})
 		try(extract.IfaceV3, access, func() (string, error) {
-			var total int64 = -1
-			_, err := client.ReadCollection(ctx, "assets", extract.CollectionQuery{Limit: 1}, func(_ context.Context, p *extract.CollectionPage) error {
-				total = p.Total
-				return errStop
-			})
-			if errors.Is(err, errStop) {
-				err = nil
-			}
+			total, err := pipeline.CountItems(ctx, client, extract.V3List("assets"))
 			return fmt.Sprintf("%d assets", total), err
 		})
 		try(extract.IfaceV4, access, func() (string, error) {

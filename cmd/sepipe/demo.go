@@ -25,6 +25,7 @@ func newDemoCmd(g *globals) *cobra.Command {
 		out   string
 		users int
 		seed  int64
+		shape bool
 		days  int
 	)
 	cmd := &cobra.Command{
@@ -49,7 +50,7 @@ Open the result with any DuckDB client, e.g.:
 			if err != nil {
 				return err
 			}
-			dr, err := pipeline.Demo(cmd.Context(), pipeline.DemoConfig{Out: out, Users: users, Seed: seed, Days: days, Logger: log})
+			dr, err := pipeline.Demo(cmd.Context(), pipeline.DemoConfig{Out: out, Users: users, Seed: seed, Days: days, ShapeVariants: shape, Logger: log})
 			if err != nil {
 				return err
 			}
@@ -75,6 +76,7 @@ Open the result with any DuckDB client, e.g.:
 	cmd.Flags().StringVar(&out, "out", "./sepipe-demo", "output folder")
 	cmd.Flags().IntVar(&users, "users", 500, "users in the fake tenant (about 12 userCourseProgress rows each)")
 	cmd.Flags().Int64Var(&seed, "seed", 1, "seed of the fake tenant's data")
+	cmd.Flags().BoolVar(&shape, "shape-variants", false, "make some of the fake's assets send a field as another JSON type; the warehouse widens the column (off by default)")
 	cmd.Flags().IntVar(&days, "days", 3, "days of history to build: one run per day, the tenant's clock advancing a day between them")
 	return cmd
 }

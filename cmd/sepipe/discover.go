@@ -93,13 +93,9 @@ func collections(ctx context.Context, c *Config, client *extract.Client) []colle
 	}
 	var out []collection
 	assets := collection{name: "assets", iface: "v3"}
-	var total int64 = -1
-	_, err := client.ReadCollection(ctx, "assets", extract.CollectionQuery{Limit: 1}, func(_ context.Context, p *extract.CollectionPage) error {
-		total = p.Total
-		return errStop
-	})
+	total, err := pipeline.CountItems(ctx, client, extract.V3List("assets"))
 	switch {
-	case err != nil && !errors.Is(err, errStop):
+	case err != nil:
 		assets.items = reason(err)
 	case total >= 0:
 		assets.items = fmt.Sprint(total)

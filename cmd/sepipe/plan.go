@@ -43,7 +43,7 @@ contract, describe refused) is shown with the reason, and plan exits 1.`,
 			}
 			p, err := pipeline.Plan(ctx, client, pipeline.PlanConfig{
 				Config: pipeline.Config{
-					Out: c.Output.Dir, Objects: run, Collections: c.collections(), Streams: c.streams(), FullRefresh: f.fullRefresh, Logger: log,
+					Out: c.Output.Dir, Only: run, Streams: c.streams(), FullRefresh: f.fullRefresh, Logger: log,
 				},
 				PageSize: c.Requests.PageSize,
 			})

@@ -191,7 +191,7 @@ func selectRun(ctx context.Context, c *Config, client *extract.Client, flagObjec
 	for i, o := range objs {
 		ids[i] = o.ID
 	}
-	ids = append(ids, c.collections()...)
+	ids = append(ids, pipeline.Readable(client)...)
 	have := func(id string) bool { return slices.Contains(ids, id) || !reporting && !pipeline.IsCollection(id) }
 	unknown := func(id string) string {
 		msg := fmt.Sprintf("%v %q (the service has: %s)", pipeline.ErrUnknownObject, id, strings.Join(ids, ", "))
@@ -254,17 +254,4 @@ func selectRun(ctx context.Context, c *Config, client *extract.Client, flagObjec
 		}
 	}
 	return run, ids, nil
-}
-
-// collections returns the collection streams the configured credentials can
-// read: themes and assets with the access token, webhook subscriptions and
-// delivery logs only with the developer API token.
-func (c *Config) collections() []string {
-	var out []string
-	for _, name := range pipeline.Collections {
-		if c.Credentials.APIToken.Set() || !slices.Contains(pipeline.WebhookCollections, name) {
-			out = append(out, name)
-		}
-	}
-	return out
 }

@@ -31,6 +31,7 @@ type simulateFlags struct {
 	quotaWindow                          time.Duration
 	noV4                                 bool
 	hostile                              bool
+	shapeVariants                        bool
 }
 
 func (f *simulateFlags) options() ([]servicetest.Option, error) {
@@ -69,6 +70,9 @@ func (f *simulateFlags) options() ([]servicetest.Option, error) {
 	}
 	if f.hostile {
 		opts = append(opts, servicetest.WithHostile())
+	}
+	if f.shapeVariants {
+		opts = append(opts, servicetest.WithShapeVariants())
 	}
 	if f.advanceEvery > 0 {
 		opts = append(opts, servicetest.WithAutoAdvance(f.advanceEvery, f.advanceBy))
@@ -211,6 +215,7 @@ clock.`,
 	fl.IntVar(&f.quota, "quota", 0, "requests per --quota-window before answering 429 (0: no quota)")
 	fl.DurationVar(&f.quotaWindow, "quota-window", time.Hour, "length of the quota window")
 	fl.BoolVar(&f.noV4, "no-v4", false, "the tenant's plan lacks the sharing interface: v4 answers 403")
+	fl.BoolVar(&f.shapeVariants, "shape-variants", false, "make some v3 assets send a field as another JSON type (tags as an object, sizeBytes as \"1.9 MB\", booleans as \"yes\", ...)")
 	fl.BoolVar(&f.hostile, "hostile", false, "add report objects with hostile ids, fields and values (sepipe's own names, case twins, globs, NUL, bad UTF-8, terminal escapes)")
 	return cmd
 }

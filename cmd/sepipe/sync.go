@@ -80,8 +80,7 @@ func runSync(ctx context.Context, g *globals, c *Config, log *slog.Logger, fb fe
 	}
 	res, err := pipeline.Sync(ctx, client, pipeline.Config{
 		Out:               c.Output.Dir,
-		Objects:           run,
-		Collections:       c.collections(),
+		Only:              run,
 		Streams:           c.streams(),
 		FullRefresh:       fullRefresh,
 		ObjectConcurrency: c.Requests.ObjectConcurrency,

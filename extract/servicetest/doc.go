@@ -24,8 +24,13 @@
 //
 // Beyond the faults (faults.go), options make the tenant a hard one:
 // [WithLimitedToken] (no Coach licence), [WithoutV4] (no sharing plan),
-// [WithQuota] (a window quota, announced and enforced) and [WithHostile]
-// (ids, fields and values hostile to a naive client; hostile.go).
+// [WithQuota] (a window quota, announced and enforced), [WithHostile]
+// (ids, fields and values hostile to a naive client; hostile.go) and
+// [WithShapeVariants] (v3 assets whose attributes change JSON type on
+// some items; assets.go). Even without them, v3 assets carry about 40
+// attributes with the variety of a real tenant: nested link objects,
+// nulls, numbers sent as strings, dates with offsets, attributes on some
+// items only.
 //
 // The tenant lives: [Service.Advance] (or [WithAutoAdvance], or POST
 // /_admin/advance) moves its clock, users complete courses, and each

@@ -40,6 +40,8 @@ type config struct {
 	noV4    bool // WithoutV4
 	hostile bool // WithHostile (hostile.go)
 
+	shapeVariants bool // WithShapeVariants (assets.go)
+
 	// OAuth (oauth.go).
 	clientID     string
 	clientSecret string

@@ -50,22 +50,25 @@ type urlRef struct {
 	URL string `json:"url"`
 }
 
+// theme is a sharing theme, in the order of its JSON fields. The fields
+// the document names keep its names and shapes; description, layout,
+// createdBy, displayData.favicon and colorSettings.linkColor are the
+// fake's additions (docs/service-shapes.md): description and createdBy are
+// sent on every theme and may be null, the other three only on some themes.
 type theme struct {
-	ID            string      `json:"id"`
-	Title         string      `json:"title"`
-	IsGlobal      bool        `json:"isGlobal"`
-	IsDefault     bool        `json:"isDefault"`
-	DisplayData   displayData `json:"displayData"`
-	ColorSettings struct {
-		HeaderColor     string `json:"headerColor"`
-		HeaderFontColor string `json:"headerFontColor"`
-		AccentColor     string `json:"accentColor"`
-		AccentFontColor string `json:"accentFontColor"`
-	} `json:"colorSettings"`
-	CreatedAt   string `json:"createdAt"`
-	UpdatedAt   string `json:"updatedAt"`
-	Division    *ref   `json:"division"`
-	Experiences []ref  `json:"experiences,omitempty"` // GET /themes/{id} only
+	ID            string        `json:"id"`
+	Title         string        `json:"title"`
+	Description   *string       `json:"description"`
+	IsGlobal      bool          `json:"isGlobal"`
+	IsDefault     bool          `json:"isDefault"`
+	DisplayData   displayData   `json:"displayData"`
+	ColorSettings colorSettings `json:"colorSettings"`
+	Layout        string        `json:"layout,omitempty"`
+	CreatedAt     string        `json:"createdAt"`
+	UpdatedAt     string        `json:"updatedAt"`
+	CreatedBy     *ref          `json:"createdBy"`
+	Division      *ref          `json:"division"`
+	Experiences   []ref         `json:"experiences,omitempty"` // GET /themes/{id} only
 
 	created, updated int64
 }
@@ -74,19 +77,36 @@ type displayData struct {
 	AboutDescription string  `json:"aboutDescription"`
 	Logo             urlRef  `json:"logo"`
 	DisplayImage     *urlRef `json:"displayImage"`
+	Favicon          *urlRef `json:"favicon,omitempty"`
 }
+
+type colorSettings struct {
+	HeaderColor     string `json:"headerColor"`
+	HeaderFontColor string `json:"headerFontColor"`
+	AccentColor     string `json:"accentColor"`
+	AccentFontColor string `json:"accentFontColor"`
+	LinkColor       string `json:"linkColor,omitempty"`
+}
+
+// divisionZones are the offsets the "Bold" theme of each division writes
+// its dates with (the other themes write UTC with Z).
+var divisionZones = []*time.Location{time.FixedZone("", -5*3600), time.FixedZone("", 2*3600),
+	time.FixedZone("", 5*3600+1800)}
 
 func themeID(seed int64, i int) string { return hexID(seed, "theme", i) }
 
 // makeTheme returns theme i; origin prefixes its image URLs. Theme 0 is the
 // global default; themes 1+2d and 2+2d belong to division d, the first of
-// them being the division's default.
+// them ("Classic") being the division's default.
 func makeTheme(seed int64, i int, origin string) theme {
 	r := newRnd(uint64(seed), 0x7e3e, i)
 	t := theme{ID: themeID(seed, i)}
+	zone := time.UTC
 	if i == 0 {
 		t.Title, t.IsGlobal, t.IsDefault = "Corporate Default", true, true
 		t.DisplayData.AboutDescription = "Content shared by the Demo Company team."
+		desc := "The company-wide look for shared content."
+		t.Description, t.Layout = &desc, "list"
 	} else {
 		d, j := (i-1)/2, (i-1)%2
 		t.Title = divisionNames[d] + " — " + themeStyles[j]
@@ -94,12 +114,22 @@ func makeTheme(seed int64, i int, origin string) theme {
 		t.Division = &ref{divisionID(seed, d)}
 		if j == 0 {
 			t.DisplayData.AboutDescription = "Your " + divisionNames[d] + " account team, at your service."
+		} else {
+			t.Layout, zone = "grid", divisionZones[d]
 		}
+		if i%3 != 1 {
+			desc := divisionNames[d] + ` — the "` + themeStyles[j] + `" look`
+			t.Description = &desc
+		}
+		t.CreatedBy = &ref{memberID(seed, legacyUsers[0])}
 	}
 	base := origin + "/static/themes/" + t.ID
 	t.DisplayData.Logo = urlRef{base + "/logo.png"}
 	if i%2 == 1 {
 		t.DisplayData.DisplayImage = &urlRef{base + "/display.jpg"}
+	}
+	if i%3 == 0 {
+		t.DisplayData.Favicon = &urlRef{base + "/favicon.ico"}
 	}
 	color := func() string { return strconv.FormatUint(r.u64()&0xffffff|0x1000000, 16)[1:] }
 	t.ColorSettings.HeaderColor = color()
@@ -108,7 +138,19 @@ func makeTheme(seed int64, i int, origin string) theme {
 	t.ColorSettings.AccentFontColor = color()
 	t.created = anchor - int64(400-40*i)*day - int64(r.intn(day))
 	t.updated = t.created + int64(r.intn(30))*day + int64(r.intn(day))
-	t.CreatedAt, t.UpdatedAt = isoSeconds(time.Unix(t.created, 0)), isoSeconds(time.Unix(t.updated, 0))
+	if i%2 == 1 {
+		t.ColorSettings.LinkColor = color()
+	}
+	if zone == time.UTC {
+		t.CreatedAt, t.UpdatedAt = isoSeconds(time.Unix(t.created, 0)), isoSeconds(time.Unix(t.updated, 0))
+	} else {
+		const layout = "2006-01-02T15:04:05-07:00"
+		t.CreatedAt = time.Unix(t.created, 0).In(zone).Format(layout)
+		t.UpdatedAt = time.Unix(t.updated, 0).In(zone).Format(layout)
+	}
+	if i == 0 {
+		t.UpdatedAt = isoMillis(time.Unix(t.updated, 0))
+	}
 	return t
 }
 

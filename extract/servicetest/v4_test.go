@@ -1,6 +1,8 @@
 package servicetest
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
@@ -38,7 +40,9 @@ func TestThemes(t *testing.T) {
 				t.Errorf("color %q", c)
 			}
 		}
-		if _, err := time.Parse(time.RFC3339, th.CreatedAt); err != nil || th.UpdatedAt < th.CreatedAt {
+		created, err1 := time.Parse(time.RFC3339, th.CreatedAt)
+		updated, err2 := time.Parse(time.RFC3339, th.UpdatedAt)
+		if err1 != nil || err2 != nil || updated.Before(created) {
 			t.Errorf("createdAt %q updatedAt %q", th.CreatedAt, th.UpdatedAt)
 		}
 		if th.IsGlobal {
@@ -56,11 +60,12 @@ func TestThemes(t *testing.T) {
 	if globals != 1 {
 		t.Fatalf("%d global themes", globals)
 	}
-	// Default sort -createdAt.
-	if !slices.IsSortedFunc(all.Items, func(a, b theme) int { return strings.Compare(b.CreatedAt, a.CreatedAt) }) {
+	// Default sort -createdAt (by instant: some dates carry an offset).
+	instant := func(s string) time.Time { x, _ := time.Parse(time.RFC3339, s); return x }
+	if !slices.IsSortedFunc(all.Items, func(a, b theme) int { return instant(b.CreatedAt).Compare(instant(a.CreatedAt)) }) {
 		t.Fatal("default order is not -createdAt")
 	}
-	// The raw body has exactly the document's keys (plus nothing else).
+	// The raw body has the document's keys (and the fake's additions).
 	r := callAPI(t, srv, http.MethodGet, V4Path+"/themes?limit=1&sort=title", tok).want(t, 200)
 	for _, k := range []string{`"count":7`, `"isGlobal"`, `"isDefault"`, `"displayData":{"aboutDescription"`,
 		`"logo":{"url":"http://`, `"displayImage"`, `"colorSettings":{"headerColor"`, `"division"`, `"createdAt"`, `"updatedAt"`} {
@@ -123,6 +128,109 @@ func TestThemes(t *testing.T) {
 		t.Errorf("Allow %q", r.h.Get("Allow"))
 	}
 	wantProblem(t, callAPI(t, srv, http.MethodDelete, V4Path+"/themes/"+id, tok), 405)
+}
+
+// TestThemesVariety checks that themes keep every field of the document
+// with its shape and add a real tenant's variety: nulls where the
+// document allows them, extra fields on some themes only, dates with
+// offsets.
+func TestThemesVariety(t *testing.T) {
+	srv := newTestServer(t)
+	tok := withBearer(srv.Service.AccessToken())
+	r := callAPI(t, srv, http.MethodGet, V4Path+"/themes?sort=title", tok).want(t, 200)
+	var b struct {
+		Count int              `json:"count"`
+		Items []map[string]any `json:"items"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(r.body))
+	dec.UseNumber()
+	if err := dec.Decode(&b); err != nil || len(b.Items) != themeCount {
+		t.Fatalf("%v: %s", err, r.body)
+	}
+	docKeys := map[string]string{"id": "string", "title": "string", "isGlobal": "boolean", "isDefault": "boolean",
+		"displayData": "object", "displayData.aboutDescription": "string", "displayData.logo": "object",
+		"displayData.logo.url": "string", "displayData.displayImage": "object|null", "colorSettings": "object",
+		"colorSettings.headerColor": "string", "colorSettings.headerFontColor": "string",
+		"colorSettings.accentColor": "string", "colorSettings.accentFontColor": "string",
+		"createdAt": "string", "updatedAt": "string", "division": "object|null"}
+	lookup := func(m map[string]any, path string) (any, bool) {
+		var v any = m
+		for _, k := range strings.Split(path, ".") {
+			o, ok := v.(map[string]any)
+			if !ok {
+				return nil, false
+			}
+			if v, ok = o[k]; !ok {
+				return nil, false
+			}
+		}
+		return v, true
+	}
+	present, nulls, offsets := map[string]int{}, map[string]int{}, 0
+	for _, it := range b.Items {
+		for path, want := range docKeys {
+			v, ok := lookup(it, path)
+			if !ok || !slices.Contains(strings.Split(want, "|"), jsonTypeOf(v)) {
+				t.Fatalf("theme %v: %s is %v, want %s", it["id"], path, v, want)
+			}
+		}
+		if d, ok := it["division"].(map[string]any); ok && (len(d) != 1 || !hex32RE.MatchString(d["id"].(string))) {
+			t.Fatalf("division %v is not {id}", d)
+		}
+		for _, path := range []string{"description", "createdBy", "layout", "displayData.favicon",
+			"colorSettings.linkColor", "displayData.displayImage", "division"} {
+			if v, ok := lookup(it, path); ok {
+				present[path]++
+				if v == nil {
+					nulls[path]++
+				}
+			}
+		}
+		for _, k := range []string{"createdAt", "updatedAt"} {
+			if !strings.HasSuffix(it[k].(string), "Z") {
+				offsets++
+			}
+		}
+	}
+	for _, path := range []string{"description", "createdBy", "displayImage", "division"} {
+		if path == "displayImage" {
+			path = "displayData.displayImage"
+		}
+		if present[path] != themeCount || nulls[path] == 0 || nulls[path] == themeCount {
+			t.Errorf("%s: on %d themes, null on %d; want on all, null on some", path, present[path], nulls[path])
+		}
+	}
+	for _, path := range []string{"layout", "displayData.favicon", "colorSettings.linkColor"} {
+		if present[path] == 0 || present[path] == themeCount || nulls[path] != 0 {
+			t.Errorf("%s: on %d themes, null on %d; want on some, never null", path, present[path], nulls[path])
+		}
+	}
+	if offsets == 0 {
+		t.Error("no theme date carries an offset")
+	}
+	for path, ks := range itemKinds(b.Items) {
+		delete(ks, "null")
+		if len(ks) > 1 {
+			t.Errorf("%s has types %v", path, ks)
+		}
+	}
+	// Sorting by dates sorts by instant, whatever the offset.
+	for _, q := range []string{"createdAt", "-updatedAt"} {
+		var l themesBody
+		callAPI(t, srv, http.MethodGet, V4Path+"/themes?sort="+q, tok).want(t, 200).json(t, &l)
+		f, desc := strings.CutPrefix(q, "-")
+		for i := 1; i < len(l.Items); i++ {
+			x, y := l.Items[i-1].CreatedAt, l.Items[i].CreatedAt
+			if f == "updatedAt" {
+				x, y = l.Items[i-1].UpdatedAt, l.Items[i].UpdatedAt
+			}
+			a, _ := time.Parse(time.RFC3339, x)
+			c, _ := time.Parse(time.RFC3339, y)
+			if (!desc && a.After(c)) || (desc && a.Before(c)) {
+				t.Fatalf("sort=%s: %s before %s", q, x, y)
+			}
+		}
+	}
 }
 
 func TestV4Auth(t *testing.T) {

@@ -1,0 +1,321 @@
+package transform
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/sepipe/sepipe/extract"
+)
+
+// Flattening limits: objects are flattened into parent__child columns down
+// to maxFlatten members deep (a__b__c); an object deeper than that, or one
+// with more than maxMembers distinct members (a map keyed by ids, say), is
+// one json column.
+const (
+	maxFlatten = 3
+	maxMembers = 64
+)
+
+// What an Inferrer saw at one member path.
+const (
+	sBool      uint16 = 1 << iota
+	sInt              // a JSON integer
+	sFloat            // a JSON number that is not a 64-bit integer
+	sIntText          // a string holding an integer
+	sFloatText        // a string holding a number
+	sBoolText         // "true" or "false"
+	sTimeText         // an ISO 8601 date or date-time
+	sText             // any other string
+	sObject           // an object, flattened
+	sArray            // an array
+	sDeep             // an object below maxFlatten
+
+	sNumbers = sInt | sFloat
+	sScalars = sBool | sInt | sFloat | sIntText | sFloatText | sBoolText | sTimeText | sText
+)
+
+type inode struct {
+	path  []string
+	seen  uint16
+	keys  []string
+	index map[string]int
+	kids  []*inode
+}
+
+func (n *inode) child(key string) *inode {
+	if i, ok := n.index[key]; ok {
+		return n.kids[i]
+	}
+	c := &inode{path: append(slices.Clone(n.path), key), index: map[string]int{}}
+	n.index[key] = len(n.kids)
+	n.keys = append(n.keys, key)
+	n.kids = append(n.kids, c)
+	return c
+}
+
+// Inferrer learns a collection's fields from its items, the way a report
+// object's come from /describe: every member a column named as the service
+// names it, a nested object flattened into parent__child columns (dlt's
+// convention), arrays and deeper objects as json columns. A member's type
+// is the narrowest that holds every value seen: boolean, int, float, date
+// (ISO 8601 text), string; numbers sent as text count as numbers when real
+// numbers are seen too; a member seen both as an object or array and as
+// anything else is json. A member only ever null gets no column. The
+// Decoder accepts every value whose type the Inferrer chose, so a schema
+// inferred from all the pages it decodes leaves no value rejected for its
+// type.
+//
+// An Inferrer is not safe for concurrent use.
+type Inferrer struct {
+	name string
+	root *inode
+}
+
+// NewInferrer starts inferring the fields of the collection object.
+func NewInferrer(object string) *Inferrer {
+	return &Inferrer{name: object, root: &inode{index: map[string]int{}}}
+}
+
+// Page observes the items of one list page, in any shape DecodePage reads.
+// page is used in errors only.
+func (in *Inferrer) Page(page int, body []byte) error {
+	s := &scanner{buf: body}
+	var info extract.PageInfo
+	saw, ok := walkPage(s, &info, nil, func() bool {
+		switch s.peek() {
+		case 'n':
+			return s.lit("null")
+		case '[':
+			s.pos++
+		default:
+			return s.fail("the rows are not an array")
+		}
+		if s.peek() == ']' {
+			s.pos++
+			return true
+		}
+		for {
+			if s.peek() != '{' {
+				return s.fail("a row is not an object")
+			}
+			if !in.object(s, in.root, 1) {
+				return false
+			}
+			switch s.peek() {
+			case ',':
+				s.pos++
+			case ']':
+				s.pos++
+				return true
+			default:
+				return s.fail("expected ',' or ']' after a row")
+			}
+		}
+	})
+	if !ok || !saw {
+		if ok {
+			s.at, s.msg = 0, `no "results" or "items" array in the page`
+		}
+		return &DecodeError{Object: in.name, Page: page, Offset: s.at, Msg: s.msg}
+	}
+	return nil
+}
+
+func (in *Inferrer) object(s *scanner, n *inode, depth int) bool {
+	s.pos++ // '{'
+	if s.peek() == '}' {
+		s.pos++
+		return true
+	}
+	var scratch []byte
+	for {
+		key, esc, ok := s.str()
+		if !ok || !s.expect(':') {
+			return false
+		}
+		if esc {
+			key, _ = unescape(scratch[:0], key)
+		}
+		c, known := (*inode)(nil), false
+		if i, ok := n.index[string(key)]; ok {
+			c, known = n.kids[i], true
+		}
+		if !known {
+			c = n.child(string(key))
+		}
+		if !in.value(s, c, depth) {
+			return false
+		}
+		switch s.peek() {
+		case ',':
+			s.pos++
+		case '}':
+			s.pos++
+			return true
+		default:
+			return s.fail("expected ',' or '}' in a row")
+		}
+	}
+}
+
+func (in *Inferrer) value(s *scanner, c *inode, depth int) bool {
+	switch ch := s.peek(); {
+	case ch == 'n':
+		return s.lit("null")
+	case ch == 't':
+		c.seen |= sBool
+		return s.lit("true")
+	case ch == 'f':
+		c.seen |= sBool
+		return s.lit("false")
+	case ch == '"':
+		raw, esc, ok := s.str()
+		if !ok {
+			return false
+		}
+		if esc {
+			var good bool
+			if raw, good = unescape(nil, raw); !good {
+				c.seen |= sText
+				return true
+			}
+		}
+		c.seen |= textKind(raw)
+		return true
+	case ch == '{':
+		if depth >= maxFlatten {
+			c.seen |= sDeep
+			return s.skip(depth)
+		}
+		c.seen |= sObject
+		return in.object(s, c, depth+1)
+	case ch == '[':
+		c.seen |= sArray
+		return s.skip(depth)
+	case ch == '-' || (ch >= '0' && ch <= '9'):
+		raw, ok := s.num()
+		if !ok {
+			return false
+		}
+		switch {
+		case isInt(raw):
+			c.seen |= sInt
+		case validNumber(raw):
+			c.seen |= sFloat
+		default:
+			c.seen |= sText
+		}
+		return true
+	}
+	return s.skip(depth)
+}
+
+// isInt reports whether a JSON number is an integer the Decoder stores in
+// an int column as it is (no fraction, no exponent).
+func isInt(raw []byte) bool {
+	if _, ok := parseInt(raw); !ok {
+		return false
+	}
+	for _, c := range raw {
+		if c == '.' || c == 'e' || c == 'E' {
+			return false
+		}
+	}
+	return true
+}
+
+// textKind classifies a string by what the Decoder could read it as.
+func textKind(raw []byte) uint16 {
+	t := trimSpace(raw)
+	switch {
+	case len(t) == 0:
+		return 0 // "" reads as null in any typed column
+	case isInt(t):
+		return sIntText
+	case validNumber(t):
+		return sFloatText
+	}
+	if _, ok := parseBool(t); ok {
+		return sBoolText
+	}
+	if len(t) >= 10 && t[4] == '-' {
+		if _, ok := parseTimestamp(t); ok {
+			return sTimeText
+		}
+	}
+	return sText
+}
+
+// typeOf is the field type for what was seen at a member; "" for none.
+func typeOf(seen uint16) string {
+	scalars := seen & sScalars
+	switch {
+	case seen&(sObject|sArray|sDeep) != 0:
+		return "json"
+	case scalars == 0:
+		return ""
+	case scalars&sBool != 0 && scalars&^(sBool|sBoolText) == 0:
+		return "boolean"
+	case scalars&sNumbers != 0 && scalars&^(sNumbers|sIntText|sFloatText) == 0:
+		if scalars&(sFloat|sFloatText) != 0 {
+			return "float"
+		}
+		return "int"
+	case scalars == sTimeText:
+		return "date"
+	}
+	return "string"
+}
+
+// Fields returns the fields the items seen so far call for, in the order
+// their members first appeared.
+func (in *Inferrer) Fields() []extract.Field {
+	asJSON := map[*inode]bool{}
+	for {
+		var out []extract.Field
+		ids := map[string]*inode{}
+		var clash *inode
+		var walk func(n *inode)
+		walk = func(n *inode) {
+			for _, c := range n.kids {
+				if clash != nil {
+					return
+				}
+				flatten := c.seen&sObject != 0 && c.seen&^sObject == 0 && len(c.kids) <= maxMembers && !asJSON[c]
+				if flatten {
+					walk(c)
+					continue
+				}
+				t := typeOf(c.seen)
+				if c.seen&sObject != 0 {
+					t = "json"
+				}
+				if t == "" {
+					continue
+				}
+				id := strings.Join(c.path, "__")
+				if prev, dup := ids[id]; dup {
+					// "a__b" sent as a member and a.b nested: the nested
+					// one's top object stays one json column.
+					clash = c
+					if len(prev.path) > len(c.path) {
+						clash = prev
+					}
+					return
+				}
+				ids[id] = c
+				f := extract.Field{ID: id, DisplayName: strings.Join(c.path, "."), Type: t}
+				if len(c.path) > 1 {
+					f.Path = slices.Clone(c.path)
+				}
+				out = append(out, f)
+			}
+		}
+		walk(in.root)
+		if clash == nil {
+			return out
+		}
+		top := in.root.kids[in.root.index[clash.path[0]]]
+		asJSON[top] = true
+	}
+}
