@@ -759,14 +759,14 @@ func dbtSpotChecks(t *testing.T, ctx context.Context, db *sql.DB, p *dbtProject,
 				except select team, region, learners, assignments, completed from %[1]s.mart_engagement_by_team_region)`, a)},
 		{"mart_content_sharing_assets", "a row per asset with the service's views and shares",
 			fmt.Sprintf(`(select asset_id, views, shares from %[1]s.mart_content_sharing_assets
-				except select id, coalesce(views, 0), coalesce(shares, 0) from assets)
+				except select id, coalesce(stats__views, 0), coalesce(stats__shares, 0) from assets)
 				union all
-				(select id, coalesce(views, 0), coalesce(shares, 0) from assets
+				(select id, coalesce(stats__views, 0), coalesce(stats__shares, 0) from assets
 				except select asset_id, views, shares from %[1]s.mart_content_sharing_assets)`, a)},
 		{"mart_content_sharing_by_division", "assets, themes, views and shares add up to the raw tables",
 			fmt.Sprintf(`select 1 where (select (sum(assets), sum(themes), sum(views), sum(shares)) from %[1]s.mart_content_sharing_by_division)
 				is distinct from (select ((select count(*) from assets), (select count(*) from themes),
-				(select sum(views) from assets), (select sum(shares) from assets)))`, a)},
+				(select sum(stats__views) from assets), (select sum(stats__shares) from assets)))`, a)},
 		{"mart_webhook_delivery_health", "attempts, retries and events add up to webhook_delivery_logs",
 			fmt.Sprintf(`select 1 where (select (coalesce(sum(attempts), 0), coalesce(sum(retries), 0), coalesce(sum(events), 0), coalesce(sum(events_delivered), 0)) from %[1]s.mart_webhook_delivery_health)
 				is distinct from (select (count(*), count(*) filter (where attempt > 1),

@@ -1,4 +1,9 @@
--- One row per delivery attempt (log entry) of a webhook event.
+-- One row per delivery attempt (log entry) of a webhook event. The raw
+-- columns follow the log entries: request and response are flattened into
+-- request__method, request__url, request__body, request__headers (JSON)
+-- and response__status, response__body. error is read through
+-- to_json(src): a sync whose entries all lack it (or send it empty) may
+-- have no such column.
 with src as (
     select * from {{ source('sepipe', 'webhook_delivery_logs') }}
 ),
@@ -10,9 +15,9 @@ renamed as (
         cast(eventId as varchar)         as event_id,
         cast(eventType as varchar)       as event_type,
         cast(attempt as bigint)          as attempt,
-        cast(requestMethod as varchar)   as request_method,
-        cast(responseStatus as bigint)   as response_status,
-        nullif(cast(error as varchar), '') as transport_error,
+        cast(request__method as varchar) as request_method,
+        cast(response__status as bigint) as response_status,
+        nullif(to_json(src) ->> 'error', '') as transport_error,
         cast(deliveredAt as timestamptz) as delivered_at,
         cast(cast(deliveredAt as timestamptz) at time zone 'UTC' as date) as delivered_date,
         cast(durationMs as bigint)       as duration_ms,

@@ -1,4 +1,6 @@
--- One row per webhook subscription, latest snapshot.
+-- One row per webhook subscription, latest snapshot. The raw headers column
+-- is the service's JSON list of {name, value} with every value stored as
+-- "REDACTED"; only the names are kept here.
 with src as (
     select * from {{ source('sepipe', 'webhook_subscriptions') }}
 ),
@@ -10,7 +12,7 @@ renamed as (
         cast(url as varchar)           as destination_url,
         upper(cast(method as varchar)) as method,
         cast(types as json)            as event_types,
-        cast(headerNames as json)      as header_names,
+        to_json(json_extract_string(cast(headers as json), '$[*].name')) as header_names,
         cast(createdAt as timestamptz) as created_at,
         cast(updatedAt as timestamptz) as updated_at,
         cast(requestCount as bigint)   as request_count,
