@@ -104,10 +104,10 @@ func (c *Client) ReadList(ctx context.Context, l List, q CollectionQuery, fn Pag
 
 func (c *Client) listPager(l List, q CollectionQuery) (*pager, error) {
 	if len(l.Path) == 0 {
-		return nil, fmt.Errorf("extract: ReadList: empty list path")
+		return nil, errors.New("extract: ReadList: empty list path")
 	}
 	for _, seg := range l.Path {
-		if seg == "" || strings.ContainsAny(seg, "/?#\x00") {
+		if seg == "" || seg == "." || seg == ".." || strings.ContainsAny(seg, "/?#\x00") {
 			return nil, fmt.Errorf("extract: ReadList %s: bad path segment %q", l, seg)
 		}
 	}

@@ -204,3 +204,15 @@ func TestReadCollectionRepeatedPage(t *testing.T) {
 		t.Fatalf("restarts %d, stats %+v; want one re-fetch, no restart", col.restarts, st)
 	}
 }
+
+// A list path segment from the service (a subscription id) cannot climb
+// or add path levels.
+func TestReadListRejectsClimbingSegments(t *testing.T) {
+	c, _ := newTestClient(t, newFakeTenant(t))
+	for _, id := range []string{"..", ".", "a/b", "a?b", ""} {
+		_, err := c.ReadList(context.Background(), DeliveryLogList(id), CollectionQuery{}, (&itemCollector{}).fn)
+		if err == nil || !strings.Contains(err.Error(), "bad path segment") {
+			t.Errorf("id %q: err = %v, want a bad path segment error", id, err)
+		}
+	}
+}

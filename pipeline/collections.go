@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -44,30 +45,10 @@ func IsCollection(name string) bool { return isCollection(name) }
 
 func seed(id, typ, name string) extract.Field {
 	f := extract.Field{ID: id, DisplayName: name, Type: typ}
-	if p := splitPath(id); len(p) > 1 {
+	if p := strings.Split(id, "__"); len(p) > 1 {
 		f.Path = p
 	}
 	return f
-}
-
-func splitPath(id string) []string {
-	var out []string
-	for {
-		i := indexSep(id)
-		if i < 0 {
-			return append(out, id)
-		}
-		out, id = append(out, id[:i]), id[i+2:]
-	}
-}
-
-func indexSep(s string) int {
-	for i := 0; i+1 < len(s); i++ {
-		if s[i] == '_' && s[i+1] == '_' {
-			return i
-		}
-	}
-	return -1
 }
 
 // seedFields are the fields the interface document names for each
@@ -139,11 +120,15 @@ type collectionRead struct {
 	live   []extract.Field // as the items call for (recorded as the describe)
 	schema *arrow.Schema
 	dec    *transform.Decoder
-	sink   *objectSink
-	widen  bool // a page held what the schema cannot; decode again at the end
-	w      *bufio.Writer
-	f      *os.File
-	pages  int
+	// parentDec decodes the pages of the delivery log of subscription
+	// parentID (built once per subscription, not per page).
+	parentID  string
+	parentDec *transform.Decoder
+	sink      *objectSink
+	widen     bool // a page held what the schema cannot; decode again at the end
+	w         *bufio.Writer
+	f         *os.File
+	pages     int
 }
 
 func (c *collectionRead) open() error {
@@ -164,9 +149,17 @@ func (c *collectionRead) close() {
 		_ = os.Remove(c.spool)
 		c.f = nil
 	}
+	c.dropDecoders()
+}
+
+func (c *collectionRead) dropDecoders() {
 	if c.dec != nil {
 		c.dec.Release()
 		c.dec = nil
+	}
+	if c.parentDec != nil {
+		c.parentDec.Release()
+		c.parentDec, c.parentID = nil, ""
 	}
 }
 
@@ -187,29 +180,11 @@ func (c *collectionRead) setSchema(live []extract.Field) error {
 	if err != nil {
 		return err
 	}
-	var keys []string
-	for _, k := range c.keys {
-		if slices.ContainsFunc(c.fields, func(f extract.Field) bool { return f.ID == k }) {
-			keys = append(keys, k)
-		} else if c.required {
-			return fmt.Errorf("primary key field %q is not a field of %s", k, c.name)
-		}
-	}
-	opts := append(slices.Clone(c.opts), transform.WithRowsKept(), transform.WithCredentialsRedacted())
-	if len(keys) > 0 {
-		opts = append(opts, transform.WithKeyFields(c.required, keys...))
-	}
-	if c.contract == schemas.Freeze && c.stored != nil {
-		opts = append(opts, transform.WithUnknownRejected())
-	}
-	dec, err := transform.NewDecoder(schema, opts...)
-	if err != nil {
+	c.dropDecoders()
+	c.schema = schema
+	if c.dec, err = c.newDecoder(nil); err != nil {
 		return err
 	}
-	if c.dec != nil {
-		c.dec.Release()
-	}
-	c.schema, c.dec = schema, dec
 	if c.sink == nil {
 		c.sink, err = newObjectSink(c.writers(schema))
 	} else {
@@ -246,13 +221,9 @@ func (c *collectionRead) page(p *extract.Page, parent string, progress Progress)
 			return extract.PageInfo{}, err
 		}
 	}
-	dec := c.dec
-	if parent != "" {
-		var err error
-		if dec, err = c.parentDecoder(parent); err != nil {
-			return extract.PageInfo{}, err
-		}
-		defer dec.Release()
+	dec, err := c.decoderFor(parent)
+	if err != nil {
+		return extract.PageInfo{}, err
 	}
 	r, err := dec.DecodePage(p.Number, p.Body)
 	if err != nil {
@@ -276,32 +247,51 @@ func (c *collectionRead) page(p *extract.Page, parent string, progress Progress)
 	return r.Info, nil
 }
 
-// parentDecoder is the decoder of a delivery log page: items that do not
-// name their subscription get parent's id.
-func (c *collectionRead) parentDecoder(parent string) (*transform.Decoder, error) {
-	v, err := json.Marshal(parent)
-	if err != nil {
-		return nil, err
-	}
-	opts := append(slices.Clone(c.opts), transform.WithRowsKept(), transform.WithCredentialsRedacted(),
-		transform.WithDefault("subscriptionId", v))
-	if ks := c.decoderKeys(); len(ks) > 0 {
-		opts = append(opts, transform.WithKeyFields(c.required, ks...))
-	}
-	if c.contract == schemas.Freeze && c.stored != nil {
-		opts = append(opts, transform.WithUnknownRejected())
-	}
-	return transform.NewDecoder(c.schema, opts...)
-}
-
-func (c *collectionRead) decoderKeys() []string {
+// newDecoder builds a decoder of c's schema with the options of every
+// collection read (rows kept, credentials redacted, keys, freeze), plus
+// extra.
+func (c *collectionRead) newDecoder(extra []transform.Option) (*transform.Decoder, error) {
 	var keys []string
 	for _, k := range c.keys {
 		if slices.ContainsFunc(c.fields, func(f extract.Field) bool { return f.ID == k }) {
 			keys = append(keys, k)
+		} else if c.required {
+			return nil, fmt.Errorf("primary key field %q is not a field of %s", k, c.name)
 		}
 	}
-	return keys
+	opts := append(slices.Clone(c.opts), transform.WithRowsKept(), transform.WithCredentialsRedacted())
+	if len(keys) > 0 {
+		opts = append(opts, transform.WithKeyFields(c.required, keys...))
+	}
+	if c.contract == schemas.Freeze && c.stored != nil {
+		opts = append(opts, transform.WithUnknownRejected())
+	}
+	return transform.NewDecoder(c.schema, append(opts, extra...)...)
+}
+
+// decoderFor is the decoder of a page listed under parent: c.dec, or for
+// a delivery log page one whose items that do not name their subscription
+// get parent's id.
+func (c *collectionRead) decoderFor(parent string) (*transform.Decoder, error) {
+	if parent == "" {
+		return c.dec, nil
+	}
+	if c.parentDec != nil && c.parentID == parent {
+		return c.parentDec, nil
+	}
+	v, err := json.Marshal(parent)
+	if err != nil {
+		return nil, err
+	}
+	dec, err := c.newDecoder([]transform.Option{transform.WithDefault("subscriptionId", v)})
+	if err != nil {
+		return nil, err
+	}
+	if c.parentDec != nil {
+		c.parentDec.Release()
+	}
+	c.parentID, c.parentDec = parent, dec
+	return dec, nil
 }
 
 // keep appends a page to the spool: length, page number, parent, body.
@@ -374,13 +364,9 @@ func (c *collectionRead) finish(progress Progress) error {
 		return err
 	}
 	return c.replay(func(n int, parent string, body []byte) error {
-		dec := c.dec
-		if parent != "" {
-			var err error
-			if dec, err = c.parentDecoder(parent); err != nil {
-				return err
-			}
-			defer dec.Release()
+		dec, err := c.decoderFor(parent)
+		if err != nil {
+			return err
 		}
 		r, err := dec.DecodePage(n, body)
 		if err != nil {
@@ -471,8 +457,7 @@ func listIDs(ctx context.Context, src Source, l extract.List, n int) (ids []stri
 			total = r.Info.TotalResults
 		}
 		for _, k := range r.Info.Keys {
-			var id string
-			if json.Unmarshal([]byte(k), &id) == nil && id != "" {
+			if id := idText(k); id != "" {
 				ids = append(ids, id)
 			}
 		}
@@ -488,6 +473,24 @@ func listIDs(ctx context.Context, src Source, l extract.List, n int) (ids []stri
 }
 
 var errEnough = errors.New("enough items read")
+
+// idText is an item's id from its raw JSON key: a string's text or a
+// number's digits; "" for anything else.
+func idText(raw string) string {
+	var v any
+	d := json.NewDecoder(strings.NewReader(raw))
+	d.UseNumber()
+	if d.Decode(&v) != nil {
+		return ""
+	}
+	switch x := v.(type) {
+	case string:
+		return x
+	case json.Number:
+		return x.String()
+	}
+	return ""
+}
 
 func addStats(a, b extract.ReadStats) extract.ReadStats {
 	a.Pages += b.Pages

@@ -36,3 +36,11 @@ func TestMemoryForHugePages(t *testing.T) {
 		t.Error("one DuckDB thread only when pages are huge")
 	}
 }
+
+func TestIDText(t *testing.T) {
+	for raw, want := range map[string]string{`"01HX"`: "01HX", `123`: "123", `1e3`: "1e3", `null`: "", `{"a":1}`: "", `[1]`: "", `"`: ""} {
+		if got := idText(raw); got != want {
+			t.Errorf("idText(%s) = %q, want %q", raw, got, want)
+		}
+	}
+}

@@ -689,11 +689,11 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		diff     schemas.Diff
 		since    string
 		stats    extract.ReadStats
-		pk       = sc.PrimaryKey
+		pk       = sc.PrimaryKey // the key rows are checked (and merged) on
 	)
 	if isCollection(id) {
 		if len(pk) == 0 {
-			pk = []string{"id"} // items carry an id (service-interface.md); a merge upserts on it
+			pk = []string{"id"} // items carry an id (service-interface.md)
 		}
 		cr := &collectionRead{name: id, contract: contract, stored: pr.fields[id], keys: pk, required: mode == load.Merge,
 			spool: lake.SpoolPath(run.RunID, name), writers: writers, opts: []transform.Option{transform.WithAllocator(cfg.Allocator)}}
@@ -789,6 +789,10 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		log.Warn(what, "stream", id, "contract", contract, "fields", sink.unknown)
 	}
 	dur := time.Since(t0)
+	tableKey := sc.PrimaryKey
+	if mode == load.Merge {
+		tableKey = pk // a collection merges on id unless told otherwise
+	}
 	so.table = load.Table{
 		Object:      name,
 		ServiceID:   id,
@@ -797,7 +801,7 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		Rows:        rows,
 		Rejects:     sink.rejects,
 		Mode:        mode,
-		PrimaryKey:  columnsOf(schema, pk),
+		PrimaryKey:  columnsOf(schema, tableKey),
 		Cursor:      columnsOf(schema, []string{sc.Cursor})[0],
 		FullRefresh: fullRefresh,
 		Describe:    describe,
@@ -805,9 +809,6 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, run *Result, i
 			Rows: rows, RejectedRows: sink.rejectedRows,
 			Pages: stats.Pages, Requests: stats.Requests, Retries: stats.Retries, Duration: dur,
 		},
-	}
-	if mode != load.Merge {
-		so.table.PrimaryKey = columnsOf(schema, sc.PrimaryKey)
 	}
 	so.result = ObjectResult{
 		Object: name, ServiceID: id, Mode: mode, Status: StatusOK, Diff: diff, Since: since, Rows: rows, RejectedRows: sink.rejectedRows,

@@ -47,12 +47,9 @@ func fakePages(tb testing.TB, n int) (*transform.Decoder, [][]byte) {
 	return d, pages
 }
 
-// BenchmarkDecodeFakePage decodes real pages of the fake service
-// (userCourseProgress: ints, strings, a picklist, percents, floats and
-// dates, some null), one page per op, on one core.
-func BenchmarkDecodeFakePage(b *testing.B) {
-	d, pages := fakePages(b, 20)
-	defer d.Release()
+// benchDecode decodes pages with d, one page per op, calling check on
+// each result.
+func benchDecode(b *testing.B, d *transform.Decoder, pages [][]byte, check func(transform.Result)) {
 	var size int64
 	for _, p := range pages {
 		size += int64(len(p))
@@ -65,13 +62,24 @@ func BenchmarkDecodeFakePage(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if res.RejectedRows > 0 {
-			b.Fatalf("rejects: %+v", res.Rejects[0])
-		}
+		check(res)
 		res.Record.Release()
 		i++
 	}
 	b.ReportMetric(float64(b.N)*1000/b.Elapsed().Seconds(), "rows/s")
+}
+
+// BenchmarkDecodeFakePage decodes real pages of the fake service
+// (userCourseProgress: ints, strings, a picklist, percents, floats and
+// dates, some null), one page per op, on one core.
+func BenchmarkDecodeFakePage(b *testing.B) {
+	d, pages := fakePages(b, 20)
+	defer d.Release()
+	benchDecode(b, d, pages, func(res transform.Result) {
+		if res.RejectedRows > 0 {
+			b.Fatalf("rejects: %+v", res.Rejects[0])
+		}
+	})
 }
 
 // BenchmarkMergeStreamPage is the page work of a merge stream
@@ -86,23 +94,9 @@ func BenchmarkMergeStreamPage(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer dec.Release()
-	var size int64
-	for _, p := range pages {
-		size += int64(len(p))
-	}
-	b.SetBytes(size / int64(len(pages)))
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		res, err := dec.DecodePage(1, pages[i%len(pages)])
-		if err != nil {
-			b.Fatal(err)
-		}
+	benchDecode(b, dec, pages, func(res transform.Result) {
 		if len(res.Info.Keys) != res.Info.Rows || res.RejectedRows > 0 {
 			b.Fatalf("%d keys for %d rows, %d rejected", len(res.Info.Keys), res.Info.Rows, res.RejectedRows)
 		}
-		res.Record.Release()
-		i++
-	}
-	b.ReportMetric(float64(b.N)*1000/b.Elapsed().Seconds(), "rows/s")
+	})
 }

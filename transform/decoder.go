@@ -55,10 +55,6 @@ type Result struct {
 	RepairedValues int
 }
 
-// Keys returns the row keys of the page (see WithKeyFields), in row order,
-// rejected rows included; nil when the decoder has no key fields.
-func (r Result) Keys() []string { return r.Info.Keys }
-
 type kind uint8
 
 const (

@@ -67,8 +67,9 @@ func (n *inode) child(key string) *inode {
 //
 // An Inferrer is not safe for concurrent use.
 type Inferrer struct {
-	name string
-	root *inode
+	name    string
+	root    *inode
+	scratch []byte // a string value's decoded bytes
 }
 
 // NewInferrer starts inferring the fields of the collection object.
@@ -82,35 +83,18 @@ func (in *Inferrer) Page(page int, body []byte) error {
 	s := &scanner{buf: body}
 	var info extract.PageInfo
 	saw, ok := walkPage(s, &info, nil, func() bool {
-		switch s.peek() {
-		case 'n':
+		if s.peek() == 'n' {
 			return s.lit("null")
-		case '[':
-			s.pos++
-		default:
+		}
+		if s.peek() != '[' {
 			return s.fail("the rows are not an array")
 		}
-		if s.peek() == ']' {
-			s.pos++
-			return true
-		}
-		for {
+		return s.array(func() bool {
 			if s.peek() != '{' {
 				return s.fail("a row is not an object")
 			}
-			if !in.object(s, in.root, 1) {
-				return false
-			}
-			switch s.peek() {
-			case ',':
-				s.pos++
-			case ']':
-				s.pos++
-				return true
-			default:
-				return s.fail("expected ',' or ']' after a row")
-			}
-		}
+			return in.object(s, in.root, 1)
+		})
 	})
 	if !ok || !saw {
 		if ok {
@@ -122,40 +106,12 @@ func (in *Inferrer) Page(page int, body []byte) error {
 }
 
 func (in *Inferrer) object(s *scanner, n *inode, depth int) bool {
-	s.pos++ // '{'
-	if s.peek() == '}' {
-		s.pos++
-		return true
-	}
-	var scratch []byte
-	for {
-		key, esc, ok := s.str()
-		if !ok || !s.expect(':') {
-			return false
+	return s.object(func(key []byte) bool {
+		if i, ok := n.index[string(key)]; ok { // no allocation for a known member
+			return in.value(s, n.kids[i], depth)
 		}
-		if esc {
-			key, _ = unescape(scratch[:0], key)
-		}
-		c, known := (*inode)(nil), false
-		if i, ok := n.index[string(key)]; ok {
-			c, known = n.kids[i], true
-		}
-		if !known {
-			c = n.child(string(key))
-		}
-		if !in.value(s, c, depth) {
-			return false
-		}
-		switch s.peek() {
-		case ',':
-			s.pos++
-		case '}':
-			s.pos++
-			return true
-		default:
-			return s.fail("expected ',' or '}' in a row")
-		}
-	}
+		return in.value(s, n.child(string(key)), depth)
+	})
 }
 
 func (in *Inferrer) value(s *scanner, c *inode, depth int) bool {
@@ -175,10 +131,11 @@ func (in *Inferrer) value(s *scanner, c *inode, depth int) bool {
 		}
 		if esc {
 			var good bool
-			if raw, good = unescape(nil, raw); !good {
+			if in.scratch, good = unescape(in.scratch[:0], raw); !good {
 				c.seen |= sText
 				return true
 			}
+			raw = in.scratch
 		}
 		c.seen |= textKind(raw)
 		return true

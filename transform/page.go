@@ -17,9 +17,6 @@ import (
 // (or its null) and must consume it, returning false on failure. saw says
 // whether the page had rows; ok is false on a structural error (s.msg).
 func walkPage(s *scanner, info *extract.PageInfo, perPage func(int), rows func() bool) (saw, ok bool) {
-	if !s.expect('{') {
-		return false, false
-	}
 	readRows := func() bool {
 		if saw {
 			return s.fail("the page holds two arrays of rows")
@@ -34,52 +31,25 @@ func walkPage(s *scanner, info *extract.PageInfo, perPage func(int), rows func()
 		}
 		return ok
 	}
-	// members walks an object's members; at calls member for each.
-	var members func(member func(key string) bool) bool
-	members = func(member func(key string) bool) bool {
-		if s.peek() == '}' {
-			s.pos++
-			return true
-		}
-		for {
-			key, esc, ok := s.str()
-			if !ok || !s.expect(':') {
-				return false
-			}
-			if esc {
-				key, _ = unescape(nil, key)
-			}
-			if !member(string(key)) {
-				return false
-			}
-			switch s.peek() {
-			case ',':
-				s.pos++
-			case '}':
-				s.pos++
-				return true
-			default:
-				return s.fail("expected ',' or '}' in the page object")
-			}
-		}
-	}
 	// nested reads meta or response: an object whose members are read by
 	// member, or anything else, passed over.
-	nested := func(member func(key string) bool) bool {
+	nested := func(member func(key []byte) bool) bool {
 		if s.peek() != '{' {
 			return s.skip(1)
 		}
-		s.pos++
-		return members(member)
+		return s.object(member)
 	}
-	ok = members(func(key string) bool {
-		switch key {
+	if s.peek() != '{' {
+		return false, s.expect('{')
+	}
+	ok = s.object(func(key []byte) bool {
+		switch k := string(key); k {
 		case "page", "resultsPerPage", "totalPages":
 			v, ok := s.header()
 			if !ok {
 				return false
 			}
-			switch key {
+			switch k {
 			case "page":
 				info.Page = int(max(v, 0))
 			case "resultsPerPage":
@@ -92,19 +62,19 @@ func walkPage(s *scanner, info *extract.PageInfo, perPage func(int), rows func()
 			}
 			return true
 		case "totalResults", "count", "total":
-			return count(key)
+			return count(k)
 		case "results", "items":
 			return readRows()
 		case "meta":
-			return nested(func(k string) bool {
-				if k == "count" || k == "total" || k == "totalResults" {
+			return nested(func(key []byte) bool {
+				if k := string(key); k == "count" || k == "total" || k == "totalResults" {
 					return count(k)
 				}
 				return s.skip(2)
 			})
 		case "response":
-			return nested(func(k string) bool {
-				if k == "items" || k == "results" {
+			return nested(func(key []byte) bool {
+				if k := string(key); k == "items" || k == "results" {
 					return readRows()
 				}
 				return s.skip(2)
@@ -256,10 +226,8 @@ func (j *jsonWriter) str(dst []byte) ([]byte, bool) {
 	if !ok {
 		return dst, false
 	}
-	if esc {
-		if _, good := unescape(nil, raw); !good && j.bad == "" {
-			j.bad = "invalid escape in a string of a JSON value"
-		}
+	if esc && !validEscapes(raw) && j.bad == "" {
+		j.bad = "invalid escape in a string of a JSON value"
 	}
 	ctl := false
 	for _, c := range raw {

@@ -13,6 +13,7 @@ type scanner struct {
 	pos int
 	msg string // first error, if any
 	at  int    // offset of the first error
+	key []byte // the last escaped key, decoded (see object)
 }
 
 func (s *scanner) fail(msg string) bool {
@@ -115,6 +116,93 @@ func (s *scanner) lit(word string) bool {
 }
 
 const maxDepth = 64
+
+// object walks the object at the current position (which must be '{'),
+// calling member with each key, escapes decoded (valid until member
+// returns), and the scanner at the key's value, which member must
+// consume. (The Decoder keeps its own loop: it predicts keys.)
+func (s *scanner) object(member func(key []byte) bool) bool {
+	if !s.expect('{') {
+		return false
+	}
+	if s.peek() == '}' {
+		s.pos++
+		return true
+	}
+	for {
+		key, esc, ok := s.str()
+		if !ok || !s.expect(':') {
+			return false
+		}
+		if esc {
+			s.key, _ = unescape(s.key[:0], key)
+			key = s.key
+		}
+		if !member(key) {
+			return false
+		}
+		switch s.peek() {
+		case ',':
+			s.pos++
+		case '}':
+			s.pos++
+			return true
+		default:
+			return s.fail("expected ',' or '}' in an object")
+		}
+	}
+}
+
+// array walks the array at the current position (which must be '['),
+// calling elem with the scanner at each element, which elem must consume.
+func (s *scanner) array(elem func() bool) bool {
+	if !s.expect('[') {
+		return false
+	}
+	if s.peek() == ']' {
+		s.pos++
+		return true
+	}
+	for {
+		if !elem() {
+			return false
+		}
+		switch s.peek() {
+		case ',':
+			s.pos++
+		case ']':
+			s.pos++
+			return true
+		default:
+			return s.fail("expected ',' or ']' in an array")
+		}
+	}
+}
+
+// validEscapes reports whether the escapes of a raw string body are JSON
+// escapes, without decoding it.
+func validEscapes(raw []byte) bool {
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		i++
+		if i >= len(raw) {
+			return false
+		}
+		switch raw[i] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		case 'u':
+			if _, ok := hex4(raw, i+1); !ok {
+				return false
+			}
+			i += 4
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // skip passes over one value of any kind.
 func (s *scanner) skip(depth int) bool {

@@ -81,9 +81,6 @@ Use the object ids in sepipe.yaml (include, exclude, streams.<id>) and
 
 type collection struct{ name, iface, items string }
 
-// errStop ends a collection read after its first page.
-var errStop = errors.New("stop")
-
 func collections(ctx context.Context, c *Config, client *extract.Client) []collection {
 	reason := func(err error) string {
 		if errors.Is(err, extract.ErrUnauthorized) || errors.Is(err, extract.ErrForbidden) {
