@@ -12,12 +12,25 @@
 // partition folder into place. A reader of the lake sees the old partition
 // or the new one, never a half-written file.
 //
-// The warehouse is one DuckDB file, <out>/warehouse.duckdb. Warehouse.Commit
-// loads every staged object from its Parquet files with read_parquet, the
-// rejects and the run record in one transaction: either all of a run is in
-// the warehouse or none of it. The warehouse is opened only for that
-// transaction, so other readers are blocked for as short a time as DuckDB's
-// single-writer lock allows.
+// The warehouse is two DuckDB files with the same tables. sepipe writes its
+// working database, <out>/.sepipe/state.duckdb, opened with OpenState under
+// a flock that serializes sepipe's processes (a sync, a listen batch).
+// Warehouse.Commit loads every staged object from its Parquet files with
+// read_parquet, its history table (history.go: <stream>_history, one
+// partition per snapshot day), the rejects and the run record in one
+// transaction: either all of a run is in it or none of it. Readers open
+// the published copy, <out>/warehouse.duckdb: Warehouse.Publish (and
+// PublishState) checkpoints the working database, copies it beside the
+// published file and renames the copy over it (publish.go), so a reader
+// holding the old file never blocks a sync and keeps a consistent
+// snapshot, and a killed publish leaves the old file or the new one. Both
+// are written in StorageVersion's format. OpenReadOnly attaches a file
+// read-only to an in-memory database, so a long-running reader always
+// opens the current file. An output folder an earlier release wrote in
+// place is adopted by OpenState.
+//
+// The webhook spool (spool.go) keeps acknowledged events on disk until
+// LoadEvents has them in the working database.
 //
 // Names (names.go) is the one owner of the names sepipe builds from service
 // ids: every stream's table and lake folder name is safe (no separators,

@@ -2,7 +2,6 @@ package load
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -29,20 +28,23 @@ CREATE TABLE IF NOT EXISTS events (
 // eventsChunk is how many rows one INSERT statement carries.
 const eventsChunk = 100
 
-// LoadEvents opens the warehouse at path, inserts evs into events in one
-// transaction and closes the warehouse again, so it holds DuckDB's lock
-// only for the batch. Inserts are INSERT OR IGNORE on id: an event loaded
-// before (a replayed spool, a late redelivery) is not loaded twice. It
-// returns how many rows were new. A warehouse another process holds wraps
-// ErrWarehouseLocked; nothing is loaded then.
-func LoadEvents(ctx context.Context, path string, evs []extract.Event) (inserted int64, err error) {
+// LoadEvents opens the output folder's working database (OpenState, with
+// opts), inserts evs into events in one transaction and closes it again,
+// so it holds the state lock only for the batch; the events reach the
+// published warehouse with the next publish (PublishState). Inserts are
+// INSERT OR IGNORE on id: an event loaded before (a replayed spool, a late
+// redelivery) is not loaded twice. It returns how many rows were new. When
+// another sepipe process holds the state lock longer than the wait, the
+// error wraps ErrWarehouseLocked and nothing is loaded.
+func LoadEvents(ctx context.Context, lake Lake, evs []extract.Event, opts ...OpenOption) (inserted int64, err error) {
 	if len(evs) == 0 {
 		return 0, nil
 	}
-	wh, err := OpenWarehouse(ctx, path)
+	wh, err := OpenState(ctx, lake, opts...)
 	if err != nil {
 		return 0, err
 	}
+	path := wh.path
 	defer func() {
 		if cerr := wh.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("warehouse %s: close: %w", path, cerr)
@@ -97,23 +99,22 @@ func LoadEvents(ctx context.Context, path string, evs []extract.Event) (inserted
 }
 
 // RecentEventIDs returns the ids of the n events most recently received
-// into the warehouse at path, to seed a receiver's deduplication. A
-// missing warehouse or events table gives none. The warehouse is opened
-// read-only and closed before returning.
+// into the warehouse at path (the published one: reading it never waits
+// for a writer), to seed a receiver's deduplication. A missing warehouse
+// or events table gives none. The warehouse is opened read-only and
+// closed before returning.
 func RecentEventIDs(ctx context.Context, path string, n int) ([]string, error) {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
-	db, err := sql.Open("duckdb", path+"?access_mode=read_only")
+	wh, err := OpenReadOnly(ctx, path)
 	if err != nil {
-		return nil, classifyOpen(path, err)
+		return nil, err
 	}
-	defer db.Close()
-	if err := db.PingContext(ctx); err != nil {
-		return nil, classifyOpen(path, err)
-	}
+	defer wh.Close()
+	db := wh.db
 	var has int
-	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = 'events'`).Scan(&has); err != nil || has == 0 {
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main' AND database_name = current_database() AND table_name = 'events'`).Scan(&has); err != nil || has == 0 {
 		return nil, err
 	}
 	rows, err := db.QueryContext(ctx, `SELECT id FROM events ORDER BY received_at DESC LIMIT ?`, n)

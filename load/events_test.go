@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,7 +15,8 @@ import (
 
 func TestEventsLoadIsIdempotentAndClosesTheWarehouse(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "warehouse.duckdb")
+	lake := load.Lake{Root: t.TempDir()}
+	path := lake.WarehousePath()
 	var evs []extract.Event
 	for i := range 250 {
 		evs = append(evs, *spoolEvent(i))
@@ -23,17 +25,28 @@ func TestEventsLoadIsIdempotentAndClosesTheWarehouse(t *testing.T) {
 	if ids, err := load.RecentEventIDs(ctx, path, 10); err != nil || len(ids) != 0 {
 		t.Fatalf("no warehouse yet: %v %v", ids, err)
 	}
-	n, err := load.LoadEvents(ctx, path, evs[:200])
+	n, err := load.LoadEvents(ctx, lake, evs[:200])
 	if err != nil || n != 200 {
 		t.Fatalf("first load: %d new, %v", n, err)
 	}
 	// A replayed spool: half old, half new.
-	n, err = load.LoadEvents(ctx, path, evs[100:])
+	n, err = load.LoadEvents(ctx, lake, evs[100:])
 	if err != nil || n != 50 {
 		t.Fatalf("second load: %d new, %v; want 50", n, err)
 	}
-	// Closed between batches: another process may open it for writing now.
-	db, err := sql.Open("duckdb", path)
+	if _, err := os.Stat(path); err == nil {
+		t.Fatalf("events reached the published warehouse before a publish")
+	}
+	if !lake.PublishPending() {
+		t.Fatal("loaded events are not pending publication")
+	}
+	if err := load.PublishState(ctx, lake); err != nil {
+		t.Fatal(err)
+	}
+	if lake.PublishPending() {
+		t.Fatal("still pending after a publish")
+	}
+	db, err := sql.Open("duckdb", path+"?access_mode=read_only")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +76,11 @@ func TestEventsLoadIsIdempotentAndClosesTheWarehouse(t *testing.T) {
 	if err != nil || len(ids) != 3 || ids[0] != "ev-00249" {
 		t.Errorf("recent ids %v, %v", ids, err)
 	}
-	if _, err := load.LoadEvents(ctx, filepath.Join(t.TempDir(), "no", "such", "dir", "w.duckdb"), evs[:1]); err == nil || errors.Is(err, load.ErrWarehouseLocked) {
+	blocked := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(blocked, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := load.LoadEvents(ctx, load.Lake{Root: filepath.Join(blocked, "out")}, evs[:1]); err == nil || errors.Is(err, load.ErrWarehouseLocked) {
 		t.Errorf("unopenable warehouse: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // ErrNoWarehouse is wrapped by OpenReadOnly when the file does not exist.
@@ -19,6 +20,12 @@ var ErrNoWarehouse = errors.New("no warehouse")
 // file wraps ErrNoWarehouse; a file another process holds open for writing
 // wraps ErrWarehouseLocked. The methods that read (State, StoredFields,
 // PendingPublishes, DB) work; those that write fail.
+//
+// The file is attached read-only to an in-memory database, under its base
+// name ("warehouse" for warehouse.duckdb), and made the default catalog.
+// Opening the path directly would let DuckDB hand back a database this
+// process already has open on that path, which after a publish is the
+// replaced file: a long-running reader would never see a new run.
 func OpenReadOnly(ctx context.Context, path string) (*Warehouse, error) {
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -26,12 +33,13 @@ func OpenReadOnly(ctx context.Context, path string) (*Warehouse, error) {
 		}
 		return nil, fmt.Errorf("warehouse %s: %w", path, err)
 	}
-	db, err := sql.Open("duckdb", path+"?access_mode=read_only")
+	db, err := sql.Open("duckdb", "")
 	if err != nil {
-		return nil, classifyOpen(path, err)
+		return nil, fmt.Errorf("warehouse %s: open: %w", path, err)
 	}
 	db.SetMaxOpenConns(1)
-	if err := db.PingContext(ctx); err != nil {
+	alias := Ident(strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)))
+	if _, err := db.ExecContext(ctx, "ATTACH "+Literal(path)+" AS "+alias+" (READ_ONLY); USE "+alias); err != nil {
 		db.Close()
 		return nil, classifyOpen(path, err)
 	}

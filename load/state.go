@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"os"
 
 	"github.com/sepipe/sepipe/extract"
 )
@@ -151,34 +150,10 @@ func (w *Warehouse) PendingPublishes(ctx context.Context) ([]Pending, error) {
 	return out, rows.Err()
 }
 
-// HistoryView is the name of the view over every snapshot of an object.
-func HistoryView(object string) string { return object + "_history" }
-
-// MarkPublished records that a run's partitions are in the lake and
-// (re)creates each object's history view over all of its partitions.
-func (w *Warehouse) MarkPublished(ctx context.Context, lake Lake, runID string, objects []string) error {
-	tx, err := w.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() //nolint:errcheck
-	if _, err := tx.ExecContext(ctx, `UPDATE _sepipe_runs SET published = true WHERE run_id = ?`, runID); err != nil {
+// MarkPublished records that a run's partitions are in the lake.
+func (w *Warehouse) MarkPublished(ctx context.Context, runID string) error {
+	if _, err := w.db.ExecContext(ctx, `UPDATE _sepipe_runs SET published = true WHERE run_id = ?`, runID); err != nil {
 		return fmt.Errorf("mark run %s published: %w", runID, err)
 	}
-	for _, o := range objects {
-		dir := lake.ObjectDir(o)
-		if _, err := os.Stat(dir); err != nil {
-			continue
-		}
-		glob, err := absGlob(dir)
-		if err != nil {
-			return err
-		}
-		q := "CREATE OR REPLACE VIEW " + Ident(HistoryView(o)) + " AS SELECT * FROM read_parquet(" + Literal(glob) +
-			", hive_partitioning = true, union_by_name = true)"
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return &WriteError{Object: o, Step: "create history view", Path: HistoryView(o), Err: err}
-		}
-	}
-	return tx.Commit()
+	return nil
 }

@@ -18,10 +18,19 @@ import (
 	"github.com/sepipe/sepipe/transform"
 )
 
-// Warehouse is the DuckDB file sepipe loads.
+// Warehouse is a DuckDB database sepipe loads: an output folder's working
+// database (OpenState), or a file opened directly (OpenWarehouse,
+// OpenReadOnly).
 type Warehouse struct {
 	db   *sql.DB
 	path string
+	// lake, unlock: set for a working database (OpenState): the output
+	// folder it publishes to, and the release of its state lock.
+	lake   *Lake
+	unlock func()
+	closed bool
+	// defaultMemory is DuckDB's memory limit before configure lowered it.
+	defaultMemory string
 }
 
 const metaDDL = `
@@ -87,12 +96,13 @@ ALTER TABLE _sepipe_run_objects ADD COLUMN IF NOT EXISTS reason VARCHAR;
 ALTER TABLE _sepipe_rejects ADD COLUMN IF NOT EXISTS raw_row_bytes BLOB;`
 
 // OpenWarehouse opens (creating if needed) the DuckDB file at path and
-// makes sure sepipe's bookkeeping tables exist.
+// makes sure sepipe's bookkeeping tables exist. sepipe's commands open an
+// output folder's working database with OpenState instead; OpenWarehouse
+// serves a file of one's own (tests, tools).
 //
 // DuckDB lets one process write a file at a time. When another process
-// holds it (a `sepipe listen` loading a batch, a BI tool's refresh),
-// OpenWarehouse retries for up to the WithLockWait duration (default none)
-// before it returns an error wrapping ErrWarehouseLocked.
+// holds it, OpenWarehouse retries for up to the WithLockWait duration
+// (default none) before it returns an error wrapping ErrWarehouseLocked.
 func OpenWarehouse(ctx context.Context, path string, opts ...OpenOption) (*Warehouse, error) {
 	o := openOptions{}
 	for _, opt := range opts {
@@ -100,17 +110,11 @@ func OpenWarehouse(ctx context.Context, path string, opts ...OpenOption) (*Wareh
 	}
 	deadline := time.Now().Add(o.lockWait)
 	for {
-		wh, err := openWarehouse(ctx, path)
-		if err == nil && o.memoryLimit != "" {
-			if _, err = wh.db.ExecContext(ctx, "SET memory_limit = "+Literal(o.memoryLimit)); err != nil {
-				wh.Close()
-				return nil, fmt.Errorf("warehouse %s: memory limit %q: %w", path, o.memoryLimit, err)
-			}
-		}
-		if err == nil && o.threads > 0 {
-			if _, err = wh.db.ExecContext(ctx, fmt.Sprintf("SET threads = %d", o.threads)); err != nil {
-				wh.Close()
-				return nil, fmt.Errorf("warehouse %s: threads %d: %w", path, o.threads, err)
+		wh, err := openWarehouse(ctx, path, "")
+		if err == nil {
+			if err = wh.configure(ctx, o); err != nil {
+				wh.db.Close()
+				return nil, err
 			}
 		}
 		if err == nil || !errors.Is(err, ErrWarehouseLocked) || !time.Now().Before(deadline) {
@@ -122,6 +126,24 @@ func OpenWarehouse(ctx context.Context, path string, opts ...OpenOption) (*Wareh
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// configure applies the memory limit and threads of o.
+func (w *Warehouse) configure(ctx context.Context, o openOptions) error {
+	if o.memoryLimit != "" {
+		if err := w.db.QueryRowContext(ctx, "SELECT current_setting('memory_limit')").Scan(&w.defaultMemory); err != nil {
+			return fmt.Errorf("warehouse %s: memory limit: %w", w.path, err)
+		}
+		if _, err := w.db.ExecContext(ctx, "SET memory_limit = "+Literal(o.memoryLimit)); err != nil {
+			return fmt.Errorf("warehouse %s: memory limit %q: %w", w.path, o.memoryLimit, err)
+		}
+	}
+	if o.threads > 0 {
+		if _, err := w.db.ExecContext(ctx, fmt.Sprintf("SET threads = %d", o.threads)); err != nil {
+			return fmt.Errorf("warehouse %s: threads %d: %w", w.path, o.threads, err)
+		}
+	}
+	return nil
 }
 
 // OpenOption configures OpenWarehouse.
@@ -143,12 +165,14 @@ func WithThreads(n int) OpenOption { return func(o *openOptions) { o.threads = n
 // size of an object.
 func WithMemoryLimit(limit string) OpenOption { return func(o *openOptions) { o.memoryLimit = limit } }
 
-// WithLockWait makes OpenWarehouse wait up to d for another process to
-// release the file.
+// WithLockWait makes OpenWarehouse and OpenState wait up to d for another
+// process to release the file (OpenState: the output folder's state lock).
 func WithLockWait(d time.Duration) OpenOption { return func(o *openOptions) { o.lockWait = d } }
 
-func openWarehouse(ctx context.Context, path string) (*Warehouse, error) {
-	db, err := sql.Open("duckdb", path)
+// openWarehouse opens path with DuckDB connection options dsnOpts ("" or
+// "?name=value&...") and creates the bookkeeping tables.
+func openWarehouse(ctx context.Context, path, dsnOpts string) (*Warehouse, error) {
+	db, err := sql.Open("duckdb", path+dsnOpts)
 	if err != nil {
 		return nil, classifyOpen(path, err)
 	}
@@ -166,7 +190,8 @@ func openWarehouse(ctx context.Context, path string) (*Warehouse, error) {
 
 func classifyOpen(path string, err error) error {
 	if strings.Contains(err.Error(), "Could not set lock") || strings.Contains(err.Error(), "Conflicting lock") {
-		return fmt.Errorf("warehouse %s: %w (close the other program, e.g. a duckdb shell, and retry): %v", path, ErrWarehouseLocked, err)
+		// DuckDB's message names the program and PID holding the file.
+		return fmt.Errorf("warehouse %s: %w: %v", path, ErrWarehouseLocked, err)
 	}
 	return fmt.Errorf("warehouse %s: open: %w", path, err)
 }
@@ -177,8 +202,22 @@ func (w *Warehouse) DB() *sql.DB { return w.db }
 // Path is the DuckDB file's path.
 func (w *Warehouse) Path() string { return w.path }
 
-// Close checkpoints and closes the warehouse.
-func (w *Warehouse) Close() error { return w.db.Close() }
+// Close checkpoints and closes the warehouse (if Publish has not) and
+// releases a working database's state lock. It may be called again.
+func (w *Warehouse) Close() error {
+	var err error
+	if !w.closed && w.lake != nil {
+		err = w.closeDB(context.Background())
+	} else if !w.closed {
+		w.closed = true
+		err = w.db.Close()
+	}
+	if w.unlock != nil {
+		w.unlock()
+		w.unlock = nil
+	}
+	return err
+}
 
 // WriteMode is how a run's rows meet the rows already in a table.
 type WriteMode string
@@ -342,7 +381,8 @@ func CreateTableSQL(object string, s *arrow.Schema) (string, error) {
 // the schema versions, the rejects and the run, all in one transaction:
 // either all of it is in the warehouse or none of it. The run is recorded
 // as not yet published; MarkPublished finishes it once the lake has its
-// partitions.
+// partitions. Each table's history table gets the run's partition in the
+// same transaction.
 func (w *Warehouse) Commit(ctx context.Context, run Run, tables []Table) error {
 	tx, err := w.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -355,6 +395,9 @@ func (w *Warehouse) Commit(ctx context.Context, run Run, tables []Table) error {
 			return &WriteError{Object: t.Object, Step: "load", Err: err}
 		}
 		if err := loadTable(ctx, tx, run, t); err != nil {
+			return err
+		}
+		if err := loadHistory(ctx, tx, run, t, w.lake); err != nil {
 			return err
 		}
 		if err := recordName(ctx, tx, run.ID, t); err != nil {
@@ -645,40 +688,96 @@ func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, colList, src s
 // alignColumns adds the columns a table lacks and widens the ones whose
 // type changed, so an append or merge table follows the effective schema.
 func alignColumns(ctx context.Context, tx *sql.Tx, t Table) error {
-	rows, err := tx.QueryContext(ctx, `SELECT column_name, data_type FROM duckdb_columns() WHERE schema_name = current_schema() AND table_name = ?`, t.Object)
+	_, err := alignTo(ctx, tx, t.Object, t.Object, t.Schema)
+	return err
+}
+
+// tableColumns returns a table's columns and their DuckDB types.
+func tableColumns(ctx context.Context, tx *sql.Tx, table string) (map[string]string, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT column_name, data_type FROM duckdb_columns() WHERE schema_name = current_schema() AND table_name = ?`, table)
 	if err != nil {
-		return &WriteError{Object: t.Object, Step: "read table columns", Path: t.Object, Err: err}
+		return nil, err
 	}
+	defer rows.Close()
 	have := map[string]string{}
 	for rows.Next() {
 		var name, typ string
 		if err := rows.Scan(&name, &typ); err != nil {
-			rows.Close()
-			return err
+			return nil, err
 		}
 		have[name] = typ
 	}
-	rows.Close()
-	for _, f := range t.Schema.Fields() {
+	return have, rows.Err()
+}
+
+// alignTo makes table (of object) hold a column for every field of s: it
+// adds the missing ones and widens a column whose type is not the field's.
+// It returns the table's columns and types afterwards.
+func alignTo(ctx context.Context, tx *sql.Tx, object, table string, s *arrow.Schema) (map[string]string, error) {
+	have, err := tableColumns(ctx, tx, table)
+	if err != nil {
+		return nil, &WriteError{Object: object, Step: "read table columns", Path: table, Err: err}
+	}
+	for _, f := range s.Fields() {
 		want, err := columnType(f)
 		if err != nil {
-			return &WriteError{Object: t.Object, Step: "derive table", Err: err}
+			return nil, &WriteError{Object: object, Step: "derive table", Err: err}
 		}
 		got, ok := have[f.Name]
 		var q string
 		switch {
 		case !ok:
-			q = "ALTER TABLE " + Ident(t.Object) + " ADD COLUMN " + Ident(f.Name) + " " + want
+			q = "ALTER TABLE " + Ident(table) + " ADD COLUMN " + Ident(f.Name) + " " + want
 		case !sameType(got, want):
-			q = "ALTER TABLE " + Ident(t.Object) + " ALTER COLUMN " + Ident(f.Name) + " SET DATA TYPE " + want
+			wide := widerType(got, want)
+			if sameType(got, wide) {
+				continue // the column holds the field's values already
+			}
+			q = "ALTER TABLE " + Ident(table) + " ALTER COLUMN " + Ident(f.Name) + " SET DATA TYPE " + wide +
+				" USING " + castTo(Ident(f.Name), got, wide)
+			want = wide
 		default:
 			continue
 		}
 		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return &WriteError{Object: t.Object, Step: "evolve table (" + f.Name + ")", Path: t.Object, Err: err}
+			return nil, &WriteError{Object: object, Step: "evolve table (" + f.Name + ")", Path: table, Err: err}
 		}
+		have[f.Name] = want
 	}
-	return nil
+	return have, nil
+}
+
+// typeRank orders the column types sepipe writes from narrow to wide.
+var typeRank = map[string]int{"BOOLEAN": 1, "INTEGER": 2, "BIGINT": 3, "DOUBLE": 4, "TIMESTAMP WITH TIME ZONE": 5, "TIMESTAMPTZ": 5, "VARCHAR": 6, "JSON": 7}
+
+// widerType is the narrowest of sepipe's types that holds the values of
+// both: the wider of the two, VARCHAR for a timestamp and a number.
+func widerType(a, b string) string {
+	ra, rb := typeRank[a], typeRank[b]
+	switch {
+	case ra == 0 || rb == 0:
+		if a == "JSON" || b == "JSON" {
+			return "JSON"
+		}
+		return "VARCHAR"
+	case (ra == 5) != (rb == 5) && max(ra, rb) < 6:
+		return "VARCHAR"
+	case ra >= rb:
+		return a
+	}
+	return b
+}
+
+// castTo converts expr from DuckDB type from to type to: JSON text of any
+// value for a JSON column (to_json), a cast otherwise.
+func castTo(expr, from, to string) string {
+	if sameType(from, to) || sameType(to, from) {
+		return expr
+	}
+	if to == "JSON" {
+		return "to_json(" + expr + ")"
+	}
+	return "CAST(" + expr + " AS " + to + ")"
 }
 
 func sameType(duck, want string) bool {

@@ -54,6 +54,7 @@ type dbtModel struct {
 }
 
 type dbtSourceTable struct {
+	database   string // the attached catalog ("" for the file dbt writes)
 	schema     string
 	identifier string
 	quote      bool
@@ -97,10 +98,11 @@ type dbtYAMLNode struct {
 }
 
 type dbtYAMLSource struct {
-	Name    string          `yaml:"name"`
-	Schema  string          `yaml:"schema"`
-	Quoting map[string]bool `yaml:"quoting"`
-	Tables  []dbtYAMLNode   `yaml:"tables"`
+	Name     string          `yaml:"name"`
+	Database string          `yaml:"database"`
+	Schema   string          `yaml:"schema"`
+	Quoting  map[string]bool `yaml:"quoting"`
+	Tables   []dbtYAMLNode   `yaml:"tables"`
 }
 
 type dbtYAMLFile struct {
@@ -150,6 +152,11 @@ func loadDBTProject(t *testing.T, dir string) *dbtProject {
 			Type   string `yaml:"type"`
 			Path   string `yaml:"path"`
 			Schema string `yaml:"schema"`
+			Attach []struct {
+				Path     string `yaml:"path"`
+				Alias    string `yaml:"alias"`
+				ReadOnly bool   `yaml:"read_only"`
+			} `yaml:"attach"`
 		} `yaml:"outputs"`
 	}
 	readYAML(t, filepath.Join(dir, "profiles.yml"), &profiles)
@@ -161,8 +168,14 @@ func loadDBTProject(t *testing.T, dir string) *dbtProject {
 	if !ok || out.Type != "duckdb" || out.Schema == "" {
 		t.Fatalf("profiles.yml: target %q must be a duckdb output with a schema, got %+v", prof.Target, out)
 	}
-	if !strings.Contains(out.Path, "env_var(") || !strings.Contains(out.Path, "warehouse.duckdb") {
-		t.Errorf("profiles.yml: path %q should default to the demo warehouse with an env_var override", out.Path)
+	// dbt writes a file of its own and reads the published warehouse
+	// attached read-only: a sync never waits for dbt, nor dbt for a sync.
+	if !strings.Contains(out.Path, "env_var(") || !strings.HasSuffix(out.Path, "dbt.duckdb") {
+		t.Errorf("profiles.yml: path %q should be dbt.duckdb in the output folder, with an env_var override", out.Path)
+	}
+	if len(out.Attach) != 1 || out.Attach[0].Alias != pipeline.DBTWarehouseAlias || !out.Attach[0].ReadOnly ||
+		!strings.HasSuffix(out.Attach[0].Path, "/warehouse.duckdb") || !strings.Contains(out.Attach[0].Path, "env_var(") {
+		t.Errorf("profiles.yml: want one attach of the published warehouse.duckdb, alias %q, read_only: true; got %+v", pipeline.DBTWarehouseAlias, out.Attach)
 	}
 	p := &dbtProject{name: proj.Name, schema: out.Schema, folders: map[string]string{},
 		models: map[string]*dbtModel{}, sources: map[string]dbtSourceTable{}, docs: map[string]string{}}
@@ -207,7 +220,7 @@ func loadDBTProject(t *testing.T, dir string) *dbtProject {
 			for _, s := range f.Sources {
 				for _, tb := range s.Tables {
 					key := s.Name + "." + tb.Name
-					st := dbtSourceTable{schema: s.Schema, identifier: tb.Identifier, quote: s.Quoting["identifier"]}
+					st := dbtSourceTable{database: s.Database, schema: s.Schema, identifier: tb.Identifier, quote: s.Quoting["identifier"]}
 					if st.schema == "" {
 						st.schema = s.Name
 					}
@@ -320,10 +333,14 @@ func (p *dbtProject) relation(call string) (string, error) {
 		if !ok {
 			return "", fmt.Errorf("source %s.%s is not declared in any sources yml", m[1], m[2])
 		}
-		if s.quote {
-			return fmt.Sprintf("%q.%q", s.schema, s.identifier), nil
+		db := ""
+		if s.database != "" {
+			db = fmt.Sprintf("%q.", s.database)
 		}
-		return s.schema + "." + s.identifier, nil
+		if s.quote {
+			return fmt.Sprintf("%s%q.%q", db, s.schema, s.identifier), nil
+		}
+		return db + s.schema + "." + s.identifier, nil
 	}
 	return "", fmt.Errorf("unsupported Jinja {{ %s }}: only ref, source and config are resolved", call)
 }
@@ -546,12 +563,21 @@ func TestDBTProjectBuildsOnDemoWarehouse(t *testing.T) {
 	} else if _, err := pipeline.Demo(ctx, pipeline.DemoConfig{Out: out, Users: 300, Seed: 1, Days: 3}); err != nil {
 		t.Fatal(err)
 	}
-	wh, err := load.OpenWarehouse(ctx, filepath.Join(out, "warehouse.duckdb"))
+	// As the shipped profile does: dbt's own file, the published warehouse
+	// attached read-only.
+	db, err := sql.Open("duckdb", filepath.Join(out, "dbt.duckdb"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer wh.Close()
-	db := wh.DB()
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, "ATTACH "+load.Literal(filepath.Join(out, "warehouse.duckdb"))+" AS "+pipeline.DBTWarehouseAlias+" (READ_ONLY)"); err != nil {
+		t.Fatal(err)
+	}
+	// The checks below name the raw tables unqualified.
+	if _, err := db.ExecContext(ctx, "SET search_path = 'main,"+pipeline.DBTWarehouseAlias+".main'"); err != nil {
+		t.Fatal(err)
+	}
 
 	// Every declared source must exist, except events while the demo does
 	// not produce it yet: say so loudly and keep checking everything else.
@@ -559,9 +585,9 @@ func TestDBTProjectBuildsOnDemoWarehouse(t *testing.T) {
 	var missing []string
 	for key, s := range p.sources {
 		n := dbtScalar[int64](t, ctx, db, fmt.Sprintf(
-			"select count(*) from duckdb_tables() where schema_name = '%s' and table_name = '%s'", s.schema, s.identifier)) +
+			"select count(*) from duckdb_tables() where database_name = '%s' and schema_name = '%s' and table_name = '%s'", s.database, s.schema, s.identifier)) +
 			dbtScalar[int64](t, ctx, db, fmt.Sprintf(
-				"select count(*) from duckdb_views() where schema_name = '%s' and view_name = '%s'", s.schema, s.identifier))
+				"select count(*) from duckdb_views() where database_name = '%s' and schema_name = '%s' and view_name = '%s'", s.database, s.schema, s.identifier))
 		if n == 0 {
 			missing = append(missing, key)
 		}
@@ -691,7 +717,27 @@ func TestDBTProjectBuildsOnDemoWarehouse(t *testing.T) {
 	}
 
 	t.Run("spot checks", func(t *testing.T) { dbtSpotChecks(t, ctx, db, p, blocked) })
-	t.Run("planted duplicate key fails unique", func(t *testing.T) { dbtPlantedDuplicate(t, ctx, db, p, blocked) })
+	t.Run("planted duplicate key fails unique", func(t *testing.T) {
+		// The published warehouse is attached read-only, as dbt has it: plant
+		// in a writable copy attached under the same name.
+		cp := filepath.Join(t.TempDir(), "planted.duckdb")
+		b, err := os.ReadFile(filepath.Join(out, "warehouse.duckdb"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(cp, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		attach := func(path, opts string) {
+			t.Helper()
+			if _, err := db.ExecContext(ctx, "DETACH "+pipeline.DBTWarehouseAlias+"; ATTACH "+load.Literal(path)+" AS "+pipeline.DBTWarehouseAlias+opts); err != nil {
+				t.Fatalf("attach %s: %v", path, err)
+			}
+		}
+		attach(cp, "")
+		defer attach(filepath.Join(out, "warehouse.duckdb"), " (READ_ONLY)")
+		dbtPlantedDuplicate(t, ctx, db, p, blocked)
+	})
 }
 
 // dbtSourceEvents is the events source of the project.
@@ -834,7 +880,15 @@ func dbtPlantedDuplicate(t *testing.T, ctx context.Context, db *sql.DB, p *dbtPr
 	if n, err := p.failures(ctx, tx, stgUnique); err != nil || n != 0 {
 		t.Errorf("stg_courses should deduplicate the planted row: %s reports %d failing keys, %v", stgUnique, n, err)
 	}
-	// A staging model that lets a duplicate through fails its test.
+	// A staging model that lets a duplicate through fails its test (in a
+	// transaction of its own: DuckDB writes one database per transaction).
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if tx, err = db.BeginTx(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
 	m := p.models["stg_courses"]
 	leaky := *m
 	leaky.compiled = fmt.Sprintf("select * from (%s) union all (select * from (%s) order by course_id limit 1)", m.compiled, m.compiled)

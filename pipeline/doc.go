@@ -15,9 +15,13 @@
 //     is decoded into a record batch by the one transform decoder, which
 //     also yields the rows' keys for the reader's duplicate check, and
 //     handed to the stream's Parquet writers in a staging folder;
-//  3. load the warehouse from the staged files, with the rejects and the
-//     run record, in one DuckDB transaction;
-//  4. publish each staged partition into the lake by renaming it.
+//  3. load the working database (load.OpenState) from the staged files,
+//     each stream's table and its history, with the rejects and the run
+//     record, in one DuckDB transaction;
+//  4. publish each staged partition into the lake by renaming it;
+//  5. publish the warehouse: copy the working database over
+//     <out>/warehouse.duckdb by an atomic rename (load.Warehouse.Publish),
+//     where readers holding the old file never block the run.
 //
 // An object that fails does not stop the others: the run commits what
 // succeeded, records the failure, and Sync returns a *RunError listing each
@@ -29,4 +33,10 @@
 // cancelled context stops every worker and leaves the
 // warehouse and lake as they were. One run at a time may use an output
 // folder (a lock file says who holds it).
+//
+// Listen receives webhook deliveries into a spool, loads them into the
+// working database in batches and publishes them at most every
+// ListenConfig.PublishInterval; it runs beside a sync on the same folder.
+// Plan is Sync's dry run; Demo, Bench and the dbt sources generator serve
+// the commands of the same names.
 package pipeline

@@ -25,8 +25,9 @@ type ListenConfig struct {
 	// Listener, if set, is served instead of listening on Addr (tests).
 	// Listen closes it.
 	Listener net.Listener
-	// Out is the output folder: events go to Out/warehouse.duckdb, table
-	// events; the spool is Out/.sepipe/events.
+	// Out is the output folder: events go to its working database, table
+	// events, and from there to the published Out/warehouse.duckdb; the
+	// spool is Out/.sepipe/events.
 	Out string
 	// Secrets are the subscriptions' signing secrets; a delivery signed
 	// with any of them is accepted (several allow rotation).
@@ -43,6 +44,15 @@ type ListenConfig struct {
 	BatchSize     int
 	BatchInterval time.Duration
 	MaxBatch      int
+	// PublishInterval is how often loaded events are published to
+	// Out/warehouse.duckdb (default 10 s): a new reader sees an event
+	// within about BatchInterval + PublishInterval + the copy's time of
+	// its acknowledgement. Each publish copies the working database, so a
+	// large warehouse may want a longer interval.
+	PublishInterval time.Duration
+	// LockWait bounds a batch's wait for a sync holding the working
+	// database (default 5 s); the events wait in the spool meanwhile.
+	LockWait time.Duration
 	// DedupWindow is how many recent event ids answer redeliveries as
 	// duplicates without touching the warehouse (default
 	// load.DefaultDedupWindow).
@@ -68,6 +78,12 @@ func (c *ListenConfig) setDefaults() {
 	}
 	if c.BatchInterval <= 0 {
 		c.BatchInterval = time.Second
+	}
+	if c.PublishInterval <= 0 {
+		c.PublishInterval = 10 * time.Second
+	}
+	if c.LockWait <= 0 {
+		c.LockWait = 5 * time.Second
 	}
 	if c.MaxBatch < c.BatchSize {
 		c.MaxBatch = max(20_000, c.BatchSize)
@@ -95,10 +111,13 @@ func SpoolDir(out string) string { return filepath.Join(out, ".sepipe", "events"
 //  2. serve deliveries (extract.Receiver): each accepted event is
 //     appended to the spool and fsynced (group commit) before the 2xx;
 //  3. every BatchInterval, or as soon as BatchSize events wait, open the
-//     warehouse, INSERT OR IGNORE the waiting events into events in one
-//     transaction, close it, and remove the spool segments now loaded. A
-//     load that fails (the warehouse locked by another program) leaves the
-//     events in the spool for the next one.
+//     working database, INSERT OR IGNORE the waiting events into events in
+//     one transaction, close it, and remove the spool segments now loaded.
+//     A load that fails (a sync holding the working database for longer
+//     than LockWait) leaves the events in the spool for the next one;
+//  4. at most every PublishInterval, when events were loaded, publish the
+//     working database to Out/warehouse.duckdb (load.PublishState), where
+//     readers see them; readers holding the file never block it.
 //
 // When ctx is done, Listen stops accepting connections, waits up to
 // ShutdownTimeout for deliveries in flight, loads everything spooled and
@@ -130,8 +149,8 @@ func Listen(ctx context.Context, cfg ListenConfig) (err error) {
 		return fmt.Errorf("listen: %w", err)
 	}
 	defer spool.Close()
-	whPath := filepath.Join(cfg.Out, "warehouse.duckdb")
-	if ids, err := load.RecentEventIDs(ctx, whPath, cfg.DedupWindow); err != nil {
+	lake := load.Lake{Root: cfg.Out, Hook: crash}
+	if ids, err := load.RecentEventIDs(ctx, lake.WarehousePath(), cfg.DedupWindow); err != nil {
 		log.Warn("listen: could not read recent event ids; redeliveries of older events are spooled again (and not loaded twice)", "error", err)
 	} else {
 		spool.Remember(ids...)
@@ -154,13 +173,14 @@ func Listen(ctx context.Context, cfg ListenConfig) (err error) {
 	srv := &http.Server{Handler: rc, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 
-	ld := &eventLoader{spool: spool, path: whPath, log: log, max: cfg.MaxBatch}
+	ld := &eventLoader{spool: spool, lake: lake, log: log, max: cfg.MaxBatch, lockWait: cfg.LockWait,
+		dirty: lake.PublishPending()} // a publish an earlier process did not finish
 	loadCtx, stopLoader := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		ld.run(loadCtx, cfg.BatchSize, cfg.BatchInterval)
+		ld.run(loadCtx, cfg.BatchSize, cfg.BatchInterval, cfg.PublishInterval)
 	}()
 
 	serveErr := make(chan error, 1)
@@ -197,20 +217,28 @@ func Listen(ctx context.Context, cfg ListenConfig) (err error) {
 			break
 		}
 	}
+	if perr := ld.publish(final); perr != nil && err == nil {
+		err = fmt.Errorf("listen: last publish (the next sync, listen or `sepipe publish` finishes it): %w", perr)
+	}
 	return err
 }
 
-// eventLoader moves spooled events into the warehouse.
+// eventLoader moves spooled events into the working database and
+// publishes them.
 type eventLoader struct {
-	spool *load.Spool
-	path  string
-	log   *slog.Logger
-	max   int
+	spool    *load.Spool
+	lake     load.Lake
+	log      *slog.Logger
+	max      int
+	lockWait time.Duration
+	// dirty: events were loaded since the last publish.
+	dirty         bool
+	lastPublished time.Time
 }
 
-// run loads every interval, or as soon as batch events wait, until ctx
-// is done.
-func (l *eventLoader) run(ctx context.Context, batch int, interval time.Duration) {
+// run loads every interval, or as soon as batch events wait, and
+// publishes at most every publishEvery, until ctx is done.
+func (l *eventLoader) run(ctx context.Context, batch int, interval, publishEvery time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -226,7 +254,7 @@ func (l *eventLoader) run(ctx context.Context, batch int, interval time.Duration
 		for l.spool.Pending() > 0 && ctx.Err() == nil {
 			if err := l.once(ctx); err != nil {
 				if errors.Is(err, load.ErrWarehouseLocked) {
-					l.log.Warn("listen: warehouse locked; events wait in the spool", "pending", l.spool.Pending())
+					l.log.Warn("listen: a sync holds the working database; events wait in the spool", "pending", l.spool.Pending())
 				} else if ctx.Err() == nil {
 					l.log.Error("listen: load failed; events wait in the spool", "pending", l.spool.Pending(), "error", err)
 				}
@@ -236,7 +264,27 @@ func (l *eventLoader) run(ctx context.Context, batch int, interval time.Duration
 				break
 			}
 		}
+		if l.dirty && time.Since(l.lastPublished) >= publishEvery && ctx.Err() == nil {
+			if err := l.publish(ctx); err != nil && ctx.Err() == nil {
+				l.log.Warn("listen: publish failed; the events are loaded and the next publish retries", "error", err)
+			}
+		}
 	}
+}
+
+// publish publishes the working database if events were loaded since the
+// last publish.
+func (l *eventLoader) publish(ctx context.Context) error {
+	if !l.dirty {
+		return nil
+	}
+	start := time.Now()
+	if err := load.PublishState(ctx, l.lake, load.WithLockWait(l.lockWait)); err != nil {
+		return err
+	}
+	l.dirty, l.lastPublished = false, time.Now()
+	l.log.Debug("listen: published", "path", l.lake.WarehousePath(), "duration", time.Since(start).Round(time.Millisecond))
+	return nil
 }
 
 // once loads one batch and compacts the spool.
@@ -246,10 +294,11 @@ func (l *eventLoader) once(ctx context.Context) error {
 		return nil
 	}
 	start := time.Now()
-	n, err := load.LoadEvents(ctx, l.path, evs)
+	n, err := load.LoadEvents(ctx, l.lake, evs, load.WithLockWait(l.lockWait))
 	if err != nil {
 		return err
 	}
+	l.dirty = true
 	crash("events loaded") // loaded, not yet removed from the spool: a replay must not double them
 	l.log.Debug("listen: loaded events", "events", len(evs), "new", n, "duration", time.Since(start).Round(time.Millisecond))
 	if err := l.spool.MarkLoaded(upTo); err != nil {

@@ -83,9 +83,11 @@ type Config struct {
 	Now func() time.Time
 	// Allocator for record batches (default memory.DefaultAllocator).
 	Allocator memory.Allocator
-	// LockWait is how long the run waits for another process (a `sepipe
-	// listen` loading a batch, a BI tool) to release the warehouse before
-	// it fails with load.ErrWarehouseLocked (default 10 s; negative: no wait).
+	// LockWait is how long the run waits for another sepipe process (a
+	// `sepipe listen` loading or publishing a batch of events) to release
+	// the output folder's working database before it fails with
+	// load.ErrWarehouseLocked (default 2 min; negative: no wait). Readers
+	// of the published warehouse never make it wait.
 	LockWait time.Duration
 	// DuckDBMemory caps DuckDB's memory while the run loads the warehouse
 	// (default "64MB"; DuckDB spills beyond it), so a load's memory does not
@@ -136,7 +138,7 @@ func (c *Config) setDefaults() {
 		c.Progress = noProgress{}
 	}
 	if c.LockWait == 0 {
-		c.LockWait = 10 * time.Second
+		c.LockWait = 2 * time.Minute
 	}
 	if c.DuckDBMemory == "" {
 		c.DuckDBMemory = "64MB"
@@ -214,14 +216,25 @@ func (p *prior) name(id string) string {
 	return id // not reached: recoverAndRead names every id of the run
 }
 
-// recover finishes what a dead run left and reads the warehouse's schemas
-// and state. It holds the warehouse open only for that.
-func recoverAndRead(ctx context.Context, lake load.Lake, objects []string, reset []string, day string, lockWait time.Duration, log *slog.Logger) (*prior, error) {
-	wh, err := load.OpenWarehouse(ctx, lake.WarehousePath(), load.WithLockWait(lockWait))
+// recover finishes what a dead run left (a lake partition or a published
+// warehouse it did not finish publishing) and reads the working database's
+// schemas and state. It holds the working database only for that.
+func recoverAndRead(ctx context.Context, lake load.Lake, objects []string, reset []string, day string, lockWait time.Duration, log *slog.Logger) (pr *prior, err error) {
+	wh, err := load.OpenState(ctx, lake, load.WithLockWait(lockWait))
 	if err != nil {
 		return nil, err
 	}
 	defer wh.Close()
+	defer func() {
+		if err != nil {
+			return
+		}
+		if perr := wh.Publish(ctx); errors.Is(perr, load.ErrPublishBlocked) {
+			log.Warn("the published warehouse is not up to date: "+perr.Error(), "path", lake.WarehousePath())
+		} else if perr != nil {
+			err = perr
+		}
+	}()
 	// A partition set aside by a dead publish goes back first, so that
 	// finishing the publish below replaces it like any other.
 	if err := lake.Repair(); err != nil {
@@ -239,7 +252,7 @@ func recoverAndRead(ctx context.Context, lake load.Lake, objects []string, reset
 				}
 			}
 		}
-		if err := wh.MarkPublished(ctx, lake, p.RunID, p.Objects); err != nil {
+		if err := wh.MarkPublished(ctx, p.RunID); err != nil {
 			return nil, err
 		}
 		log.Warn("finished publishing a run that died after committing", "dead_run", p.RunID, "objects", p.Objects)
@@ -248,7 +261,7 @@ func recoverAndRead(ctx context.Context, lake load.Lake, objects []string, reset
 	if err := lake.DiscardAll(); err != nil {
 		return nil, fmt.Errorf("clean staging in %s: %w", lake.Root, err)
 	}
-	pr := &prior{fields: map[string][]extract.Field{}, state: map[string]load.State{}}
+	pr = &prior{fields: map[string][]extract.Field{}, state: map[string]load.State{}}
 	if pr.names, err = wh.Names(ctx); err != nil {
 		return nil, err
 	}
@@ -391,7 +404,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	}
 
 	// Commit what succeeded, with state and the run record, in one transaction.
-	wh, err := load.OpenWarehouse(ctx, lake.WarehousePath(), load.WithLockWait(cfg.LockWait), load.WithMemoryLimit(memoryFor(cfg.DuckDBMemory, staged)), load.WithThreads(threadsFor(staged)))
+	wh, err := load.OpenState(ctx, lake, load.WithLockWait(cfg.LockWait), load.WithMemoryLimit(memoryFor(cfg.DuckDBMemory, staged)), load.WithThreads(threadsFor(staged)))
 	if err != nil {
 		return nil, err
 	}
@@ -425,17 +438,22 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		run.Error = runErr.Error()
 	}
 	run.Finished = cfg.Now()
-	if len(tables) == 0 {
+	// A failed run is recorded and published too: _sepipe_runs is what a
+	// dashboard of the pipeline's health reads.
+	recordFailure := func() {
 		if err := wh.RecordFailure(ctx, run); err != nil {
 			log.Error("could not record the failed run", "err", err)
+		} else if err := wh.Publish(ctx); err != nil {
+			log.Warn("could not publish the failed run's record", "err", err)
 		}
+	}
+	if len(tables) == 0 {
+		recordFailure()
 		return nil, runErr
 	}
 	if err := wh.Commit(ctx, run, tables); err != nil {
 		run.Status, run.Error = "failed", err.Error()
-		if rerr := wh.RecordFailure(ctx, run); rerr != nil {
-			log.Error("could not record the failed run", "err", rerr)
-		}
+		recordFailure()
 		return nil, fmt.Errorf("run %s: load warehouse: %w", res.RunID, err)
 	}
 	crash("committed")
@@ -458,8 +476,12 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		s.result.Files = publishedFiles(lake, s, res.SnapshotDate)
 		res.Objects = append(res.Objects, s.result)
 	}
-	if err := wh.MarkPublished(ctx, lake, res.RunID, published); err != nil {
+	if err := wh.MarkPublished(ctx, res.RunID); err != nil {
 		return nil, fmt.Errorf("run %s committed and published, but recording it failed (the next run finishes it): %w", res.RunID, err)
+	}
+	// Publish the warehouse: readers' new connections see the run.
+	if err := wh.Publish(ctx); err != nil {
+		return nil, fmt.Errorf("run %s committed, but publishing %s failed (the next run or `sepipe publish` finishes it): %w", res.RunID, lake.WarehousePath(), err)
 	}
 	sort.Slice(res.Objects, func(i, j int) bool { return res.Objects[i].Object < res.Objects[j].Object })
 	res.Finished = cfg.Now()

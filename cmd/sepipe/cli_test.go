@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -343,31 +344,51 @@ func TestLiteralSecretIsWarnedNotPrinted(t *testing.T) {
 	}
 }
 
-// TestHelperHoldWarehouse is not a test: TestSyncFailsOnLockedWarehouse
-// runs the test binary again with it, to hold the warehouse open for
-// writing in another process until its stdin closes.
+// TestHelperHoldWarehouse is not a test: syncedAndHeld runs the test
+// binary again with it, to hold a file in another process until its stdin
+// closes: SEPIPE_TEST_HOLD_MODE "rw" opens the DuckDB file for writing (a
+// tool without its read-only setting), "ro" read-only (a BI tool), "flock"
+// takes the flock a sepipe process takes on .sepipe/state.lock.
 func TestHelperHoldWarehouse(t *testing.T) {
 	path := os.Getenv("SEPIPE_TEST_HOLD_WAREHOUSE")
 	if path == "" {
 		t.Skip("helper process only")
 	}
-	db, err := sql.Open("duckdb", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := db.Ping(); err != nil {
-		t.Fatal(err)
+	switch os.Getenv("SEPIPE_TEST_HOLD_MODE") {
+	case "flock":
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		dsn := path
+		if os.Getenv("SEPIPE_TEST_HOLD_MODE") == "ro" {
+			dsn += "?access_mode=read_only"
+		}
+		db, err := sql.Open("duckdb", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var n int
+		if err := db.QueryRow("SELECT count(*) FROM _sepipe_runs").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
 	}
 	fmt.Println("holding")
 	io.Copy(io.Discard, os.Stdin)
 }
 
 // syncedAndHeld syncs the fake once into a fresh folder, then has another
-// process hold its warehouse open for writing. release lets it go.
-func syncedAndHeld(t *testing.T) (cfg, out string, release func()) {
+// process hold a file of it (see TestHelperHoldWarehouse). release lets it
+// go.
+func syncedAndHeld(t *testing.T, mode string) (srv *servicetest.Server, cfg, out string, release func()) {
 	t.Helper()
-	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	srv = servicetest.NewServer(servicetest.WithUsers(5))
 	t.Cleanup(srv.Close)
 	setEnv(t, srv)
 	dir := t.TempDir()
@@ -375,8 +396,12 @@ func syncedAndHeld(t *testing.T) (cfg, out string, release func()) {
 	cfg = writeConfig(t, dir, srv.URL, out, "")
 	mustRun(t, "sync", "--config", cfg)
 
+	path := filepath.Join(out, "warehouse.duckdb")
+	if mode == "flock" {
+		path = filepath.Join(out, ".sepipe", "state.lock")
+	}
 	helper := exec.Command(os.Args[0], "-test.run=^TestHelperHoldWarehouse$", "-test.v")
-	helper.Env = append(os.Environ(), "SEPIPE_TEST_HOLD_WAREHOUSE="+filepath.Join(out, "warehouse.duckdb"))
+	helper.Env = append(os.Environ(), "SEPIPE_TEST_HOLD_WAREHOUSE="+path, "SEPIPE_TEST_HOLD_MODE="+mode)
 	stdin, _ := helper.StdinPipe()
 	stdout, _ := helper.StdoutPipe()
 	if err := helper.Start(); err != nil {
@@ -403,31 +428,65 @@ func syncedAndHeld(t *testing.T) (cfg, out string, release func()) {
 	case <-time.After(time.Minute):
 		t.Fatal("helper never held the warehouse")
 	}
-	return cfg, out, release
+	return srv, cfg, out, release
 }
 
-func TestSyncFailsOnLockedWarehouse(t *testing.T) {
-	cfg, out, _ := syncedAndHeld(t)
-	tree := fileTree(t, out)
+// TestSyncBesideAReader: a BI tool holding the published warehouse
+// read-only never fails a sync; a new connection sees the new run.
+func TestSyncBesideAReader(t *testing.T) {
+	srv, cfg, out, _ := syncedAndHeld(t, "ro")
+	srv.Service.Advance(24 * time.Hour)
 	code, _, errOut := runCLI(t, "sync", "--config", cfg)
-	if code != exitFailed {
-		t.Errorf("exit %d, want %d:\n%s", code, exitFailed, errOut)
+	if code != exitOK {
+		t.Fatalf("sync beside a reader: exit %d:\n%s", code, errOut)
 	}
-	if !strings.Contains(errOut, "warehouse is locked by another process") || !strings.Contains(errOut, "hint: another program has warehouse.duckdb open") {
-		t.Errorf("stderr:\n%s", errOut)
+	if n := queryOne(t, out, "SELECT count(*) FROM _sepipe_runs WHERE status = 'succeeded'"); n != "2" {
+		t.Errorf("a new connection sees %s runs, want 2", n)
+	}
+}
+
+// TestSyncCommitsWhileAWriterHoldsTheWarehouse: a program holding the
+// published file for writing cannot have it replaced under it: the sync
+// commits into the working database, says who holds the file, exits 3,
+// and `sepipe publish` publishes once that program is gone.
+func TestSyncCommitsWhileAWriterHoldsTheWarehouse(t *testing.T) {
+	_, cfg, out, release := syncedAndHeld(t, "rw")
+	pub := filepath.Join(out, "warehouse.duckdb")
+	before := fileTree(t, out)[pub]
+	if before == "" {
+		t.Fatal("no published warehouse after the first sync")
+	}
+	code, _, errOut := runCLI(t, "sync", "--config", cfg)
+	if code != exitPartial {
+		t.Errorf("exit %d, want %d:\n%s", code, exitPartial, errOut)
+	}
+	if !strings.Contains(errOut, "held open for writing by another program: PID ") || !strings.Contains(errOut, "hint: open warehouse.duckdb read-only") {
+		t.Errorf("stderr does not name the holder or say what to do:\n%s", errOut)
+	}
+	if after := fileTree(t, out)[pub]; after != before {
+		t.Errorf("the held warehouse was replaced")
 	}
 	code, _, errOut = runCLI(t, "plan", "--config", cfg)
-	if code != exitFailed || !strings.Contains(errOut, "warehouse is locked") {
-		t.Errorf("plan on a locked warehouse: exit %d:\n%s", code, errOut)
+	if code != exitFailed || !strings.Contains(errOut, "Conflicting lock is held in") {
+		t.Errorf("plan on a warehouse held for writing: exit %d, want DuckDB's message naming the holder:\n%s", code, errOut)
 	}
-	sameTree(t, tree, fileTree(t, out))
+	release()
+	if got := string(mustRun(t, "publish", "--out", out)); !strings.Contains(got, "published") {
+		t.Errorf("publish: %s", got)
+	}
+	if n := queryOne(t, out, "SELECT count(*) FROM _sepipe_runs WHERE status = 'succeeded'"); n != "2" {
+		t.Errorf("after publish the warehouse has %s runs, want 2", n)
+	}
+	if got := string(mustRun(t, "publish", "--out", out)); !strings.Contains(got, "up to date") {
+		t.Errorf("a second publish: %s", got)
+	}
 }
 
-// TestSyncWaitsForABriefLock: a warehouse held for a moment by another
-// process (a listener loading a batch, a BI refresh) delays the sync; it
+// TestSyncWaitsForABriefLock: another sepipe process holding the working
+// database for a moment (a listener loading a batch) delays the sync; it
 // does not fail it.
 func TestSyncWaitsForABriefLock(t *testing.T) {
-	cfg, _, release := syncedAndHeld(t)
+	_, cfg, _, release := syncedAndHeld(t, "flock")
 	go func() {
 		time.Sleep(1500 * time.Millisecond) // then the other process lets go
 		release()

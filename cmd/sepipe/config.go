@@ -133,6 +133,9 @@ type ScheduleConfig struct {
 type WebhooksConfig struct {
 	Listen  string   `yaml:"listen"`
 	Secrets []Secret `yaml:"secrets"`
+	// PublishInterval: how often loaded events are published to
+	// warehouse.duckdb (default 10s).
+	PublishInterval Duration `yaml:"publish_interval"`
 }
 
 // Secret is a credential: Ref is what the file says (normally

@@ -28,8 +28,10 @@ func hint(err error) string {
 		return "check SEPIPE_ACCESS_TOKEN: the service refused it (missing, wrong or expired)"
 	case errors.Is(err, extract.ErrForbidden):
 		return "the token is valid but lacks access to Coach reports: it needs a Coach license and an Admin or Manager role"
+	case errors.Is(err, load.ErrPublishBlocked):
+		return "open warehouse.duckdb read-only in other programs (docs/bi.md); the data is committed: 'sepipe publish' publishes it once that program is closed"
 	case errors.Is(err, load.ErrWarehouseLocked):
-		return "another program has warehouse.duckdb open for writing; close it (or its duckdb shell) and retry"
+		return "another process holds the file for writing (the message names it): wait for that sepipe to finish, or close that program (readers must open warehouse.duckdb read-only, never .sepipe/), and retry"
 	case errors.Is(err, pipeline.ErrBusy):
 		return "another sepipe run is writing this output folder; wait for it or use another --out"
 	case errors.Is(err, pipeline.ErrUnknownObject):

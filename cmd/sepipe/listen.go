@@ -33,10 +33,14 @@ event, 413 larger than --max-body, 405 another method, 503 not stored
 (the service retries).
 
 An event is written to the spool DIR/.sepipe/events and fsynced before the
-200, then loaded into DIR/warehouse.duckdb, table events, in small batches;
-the warehouse is opened only for each batch. If the process dies, the next
-'sepipe listen' replays the spool. SIGTERM or Ctrl-C stops accepting,
-loads what is spooled and exits 0.
+200, then loaded into sepipe's working database, table events, in small
+batches, and published to DIR/warehouse.duckdb at most every
+--publish-interval (webhooks.publish_interval, default 10s): a new reader
+connection sees an event within about that time. Readers holding
+warehouse.duckdb never block it, and 'sepipe sync' can run on the same folder
+at the same time. If the process dies, the next 'sepipe listen' replays the
+spool. SIGTERM or Ctrl-C stops accepting, loads and publishes what is spooled
+and exits 0.
 
 Secrets come from --secret (repeatable), SEPIPE_WEBHOOK_SECRET
 (comma-separated) and the config's webhooks.secrets (each "${VAR}"); all
@@ -63,6 +67,9 @@ The subscription column holds the ?subscription= value of the delivery URL
 			if !fl.Changed("out") && conf.Output.Dir != "" {
 				cfg.Out = conf.Output.Dir
 			}
+			if !fl.Changed("publish-interval") && conf.Webhooks.PublishInterval != 0 {
+				cfg.PublishInterval = time.Duration(conf.Webhooks.PublishInterval)
+			}
 			all := secrets
 			all = append(all, strings.Split(os.Getenv("SEPIPE_WEBHOOK_SECRET"), ",")...)
 			listed, err := conf.webhookSecrets()
@@ -84,8 +91,8 @@ The subscription column holds the ?subscription= value of the delivery URL
 			if cfg.MaxBody < 1 {
 				return usagef("--max-body %d: want at least 1 byte", cfg.MaxBody)
 			}
-			if cfg.BatchSize < 1 || cfg.BatchInterval <= 0 {
-				return usagef("--batch-size and --batch-interval must be positive")
+			if cfg.BatchSize < 1 || cfg.BatchInterval <= 0 || cfg.PublishInterval <= 0 {
+				return usagef("--batch-size, --batch-interval and --publish-interval (webhooks.publish_interval) must be positive")
 			}
 			log, err := g.logger()
 			if err != nil {
@@ -102,5 +109,6 @@ The subscription column holds the ?subscription= value of the delivery URL
 	cmd.Flags().Int64Var(&cfg.MaxBody, "max-body", extract.DefaultMaxDeliveryBody, "largest delivery accepted, bytes")
 	cmd.Flags().IntVar(&cfg.BatchSize, "batch-size", 500, "load as soon as this many events wait")
 	cmd.Flags().DurationVar(&cfg.BatchInterval, "batch-interval", time.Second, "load waiting events at least this often")
+	cmd.Flags().DurationVar(&cfg.PublishInterval, "publish-interval", 10*time.Second, "publish loaded events to warehouse.duckdb at most this often; overrides webhooks.publish_interval")
 	return cmd
 }

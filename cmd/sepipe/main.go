@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
 )
 
@@ -114,6 +115,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	case errors.As(err, &re) && re.Partial:
+		return exitPartial
+	case errors.Is(err, load.ErrPublishBlocked):
+		// Committed, not yet visible to readers: as a partial run.
+		if h := hint(err); h != "" {
+			fmt.Fprintln(stderr, "hint: "+h)
+		}
 		return exitPartial
 	}
 	if h := hint(err); h != "" {

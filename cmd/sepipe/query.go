@@ -22,13 +22,16 @@ func newQueryCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "query SQL",
 		Short: "Run SQL on the warehouse and print the result",
-		Long: `Query opens DIR/warehouse.duckdb read-only and runs one SQL statement.
-The statement cannot reach files: DuckDB's external access is off (COPY ... TO,
-read_text, ATTACH fail) except for reading the lake the history views use.
+		Long: `Query opens the published DIR/warehouse.duckdb read-only and runs one SQL
+statement; it never waits for a sync, nor a sync for it. The statement cannot
+reach files: DuckDB's external access is off (COPY ... TO, read_text, ATTACH
+fail) except for reading the Parquet lake under DIR/lake.
 
 Tables: one per report object (course, path, curriculum, "user",
 userCourseProgress, ...), named by object id with columns named by field id,
-plus _sepipe_runs, _sepipe_run_objects and _sepipe_rejects. The Parquet lake
+each with its daily history in <object>_history (column snapshot_date); the
+collections (themes, assets, webhook_subscriptions, webhook_delivery_logs),
+events, and _sepipe_runs, _sepipe_run_objects and _sepipe_rejects. The lake
 is queryable too, e.g. read_parquet('DIR/lake/course/*/*.parquet',
 hive_partitioning = true).`,
 		Example: `  sepipe query "SELECT status, count(*) FROM userCourseProgress GROUP BY 1"

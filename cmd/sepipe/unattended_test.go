@@ -110,7 +110,7 @@ func TestThirtyNightsUnattended(t *testing.T) {
 	t.Setenv("SEPIPE_API_TOKEN", clean.Service.APIToken())
 	want := t.TempDir()
 	mustRun(t, "sync", "-q", "--base-url", clean.URL, "--out", want, "--page-size", "60", "--rate", "1000")
-	sameTables(t, want, out, "themes", "assets") // themes and assets hold URLs on each fake's own address
+	sameTables(t, want, out, "themes", "assets", "themes_history", "assets_history") // themes and assets hold URLs on each fake's own address
 }
 
 // sameTables compares every table of two warehouses of replace streams row

@@ -6,6 +6,8 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sepipe/sepipe/load"
 )
 
 func init() { register(newVersionCmd) }
@@ -17,6 +19,7 @@ func newVersionCmd(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fmt.Fprintf(g.stdout, "sepipe %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprintf(g.stdout, "  warehouse file format: DuckDB storage_compatibility_version %s (opens in DuckDB 1.0 and later)\n", load.StorageVersion)
 			if bi, ok := debug.ReadBuildInfo(); ok {
 				for _, d := range bi.Deps {
 					switch d.Path {

@@ -1,0 +1,398 @@
+package load
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// StorageVersion is the DuckDB storage format sepipe writes its databases
+// in (DuckDB's storage_compatibility_version): the oldest that holds what
+// sepipe uses (tables of BIGINT, DOUBLE, BOOLEAN, VARCHAR, TIMESTAMPTZ and
+// JSON columns), so that every DuckDB from 1.0 on opens the published
+// warehouse. CI opens it with DuckDB 1.1 and 1.4 besides the bundled one.
+const StorageVersion = "v1.0.0"
+
+// ErrPublishBlocked is wrapped when the published warehouse cannot be
+// replaced because another program holds it open for writing. The run is
+// committed in the working database; PublishState publishes it once that
+// program is closed.
+var ErrPublishBlocked = errors.New("the published warehouse is held open for writing by another program")
+
+// StatePath is sepipe's working database: every table, the run ledger,
+// the incremental state and the events, written by sync and listen and
+// copied to WarehousePath when published. Readers never open it.
+func (l Lake) StatePath() string { return filepath.Join(l.Root, ".sepipe", "state.duckdb") }
+
+func (l Lake) stateLockPath() string { return filepath.Join(l.Root, ".sepipe", "state.lock") }
+
+// nextPath is where a publish copies the working database before renaming
+// it over WarehousePath: in the same file system, outside the names a
+// reader opens.
+func (l Lake) nextPath() string { return filepath.Join(l.Root, ".sepipe", "warehouse.duckdb.next") }
+
+// publishedMark records which state of the working database the published
+// warehouse is a copy of.
+func (l Lake) publishedMark() string { return filepath.Join(l.Root, ".sepipe", "published") }
+
+// OpenState opens the output folder's working database for writing,
+// creating it (in StorageVersion's format) if needed. It first takes the
+// folder's state lock, waiting up to WithLockWait for another sepipe
+// process (a sync committing, a listen loading a batch) to finish; so the
+// working database has one writer at a time and a publish never copies it
+// mid-write. The lock is held until Close.
+//
+// An output folder written by an earlier sepipe (one warehouse.duckdb that
+// runs wrote in place) is adopted: the file is copied into the working
+// database, and its history views (which named the lake by absolute path)
+// become history tables loaded from the lake.
+//
+// End a session that wrote with Publish; one that ends with Close leaves
+// the published warehouse behind the working database until the next
+// publish (every later session publishes what an earlier one left).
+func OpenState(ctx context.Context, lake Lake, opts ...OpenOption) (*Warehouse, error) {
+	o := openOptions{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := os.MkdirAll(filepath.Dir(lake.StatePath()), 0o755); err != nil {
+		return nil, fmt.Errorf("output folder %s: %w", lake.Root, err)
+	}
+	unlock, err := lockState(ctx, lake.stateLockPath(), o.lockWait)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			unlock()
+		}
+	}()
+	if _, err := os.Stat(lake.StatePath()); errors.Is(err, fs.ErrNotExist) {
+		if err := adoptLegacy(ctx, lake); err != nil {
+			return nil, err
+		}
+	}
+	wh, err := openWarehouse(ctx, lake.StatePath(), "?storage_compatibility_version="+StorageVersion)
+	if err != nil {
+		return nil, err
+	}
+	if err := wh.configure(ctx, o); err != nil {
+		wh.db.Close()
+		return nil, err
+	}
+	// No automatic checkpoint at a commit, where the load's memory limit
+	// could fail it: the session's checkpoint runs in Publish (or Close),
+	// without the limit.
+	if _, err := wh.db.ExecContext(ctx, "SET checkpoint_threshold = '1TB'"); err != nil {
+		wh.db.Close()
+		return nil, fmt.Errorf("warehouse %s: %w", wh.path, err)
+	}
+	wh.lake, wh.unlock = &lake, unlock
+	if err := wh.historyFromViews(ctx); err != nil {
+		wh.db.Close()
+		return nil, err
+	}
+	ok = true
+	return wh, nil
+}
+
+// adoptLegacy makes the working database from a warehouse an earlier
+// sepipe wrote in place, if there is one (with its write-ahead log, which
+// opening the copy replays).
+func adoptLegacy(ctx context.Context, lake Lake) error {
+	old := lake.WarehousePath()
+	if _, err := os.Stat(old); err != nil {
+		return nil // a new output folder
+	}
+	if pid, prog, held := writeLockHolder(old); held {
+		return fmt.Errorf("%s was written in place by an earlier sepipe and is now held for writing by PID %d (%s): "+
+			"close that program so that sepipe can adopt the file (%w)", old, pid, prog, ErrPublishBlocked)
+	}
+	tmp := lake.StatePath() + ".adopt"
+	for _, suffix := range []string{"", ".wal"} {
+		if err := copyFile(old+suffix, tmp+suffix); err != nil {
+			if suffix == ".wal" && errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return fmt.Errorf("adopt %s: %w", old, err)
+		}
+	}
+	db, err := sql.Open("duckdb", tmp)
+	if err == nil {
+		_, err = db.ExecContext(ctx, "CHECKPOINT")
+		if cerr := db.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("adopt %s: %w", old, err)
+	}
+	if _, err := os.Stat(tmp + ".wal"); err == nil {
+		return fmt.Errorf("adopt %s: the copy's write-ahead log was not checkpointed", old)
+	}
+	if err := os.Rename(tmp, lake.StatePath()); err != nil {
+		return fmt.Errorf("adopt %s: %w", old, err)
+	}
+	syncDir(filepath.Dir(lake.StatePath()))
+	return nil
+}
+
+// Publish ends a session on the working database: it checkpoints and
+// closes the database, then publishes it (see PublishState). The
+// Warehouse's queries fail afterwards; Close releases the lock.
+func (w *Warehouse) Publish(ctx context.Context) error {
+	if w.lake == nil {
+		return fmt.Errorf("warehouse %s: not an output folder's working database", w.path)
+	}
+	if err := w.closeDB(ctx); err != nil {
+		return err
+	}
+	return w.lake.publish(ctx)
+}
+
+// closeDB checkpoints and closes the database, once, leaving the whole
+// state in the main file (no write-ahead log) for a publish to copy. The
+// checkpoint runs without the load's memory limit: writing out blocks
+// needs more than a small limit leaves after a large transaction.
+func (w *Warehouse) closeDB(ctx context.Context) error {
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	var err error
+	if w.defaultMemory != "" { // RESET does not lift the buffer pool's limit
+		_, err = w.db.ExecContext(ctx, "SET memory_limit = "+Literal(w.defaultMemory))
+	}
+	if err == nil {
+		_, err = w.db.ExecContext(ctx, "CHECKPOINT")
+	}
+	if cerr := w.db.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = checkpointed(ctx, w.path)
+	}
+	if err != nil {
+		return fmt.Errorf("warehouse %s: checkpoint and close: %w", w.path, err)
+	}
+	return nil
+}
+
+// checkpointed makes sure the database at path has no write-ahead log
+// left: it opens the file again (DuckDB replays what the log holds) and
+// forces a checkpoint. A log that survives that held nothing committed
+// (a process killed while writing a commit leaves such a torn tail, which
+// replay skips and a checkpoint with nothing to write does not truncate),
+// so it is removed.
+func checkpointed(ctx context.Context, path string) error {
+	if _, err := os.Stat(path + ".wal"); err != nil {
+		return nil
+	}
+	db, err := sql.Open("duckdb", path)
+	if err != nil {
+		return err
+	}
+	_, err = db.ExecContext(ctx, "FORCE CHECKPOINT")
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(path + ".wal"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// PublishState publishes an output folder's working database, if the
+// published warehouse is not already a copy of it: the state heals what
+// a process killed mid-publish left. It takes the state lock like
+// OpenState.
+func PublishState(ctx context.Context, lake Lake, opts ...OpenOption) error {
+	o := openOptions{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if _, err := os.Stat(lake.StatePath()); err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if _, err := os.Stat(lake.WarehousePath()); err != nil {
+			return fmt.Errorf("output folder %s: nothing to publish (no sepipe run has written it): %w", lake.Root, ErrNoWarehouse)
+		}
+		// A folder an earlier release wrote: adopt it, then publish.
+		wh, err := OpenState(ctx, lake, opts...)
+		if err != nil {
+			return err
+		}
+		defer wh.Close()
+		return wh.Publish(ctx)
+	}
+	unlock, err := lockState(ctx, lake.stateLockPath(), o.lockWait)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := os.Stat(lake.StatePath() + ".wal"); err == nil {
+		// A session died before its checkpoint: opening replays the log.
+		wh, err := openWarehouse(ctx, lake.StatePath(), "")
+		if err != nil {
+			return err
+		}
+		if err := wh.closeDB(ctx); err != nil {
+			return err
+		}
+	}
+	return lake.publish(ctx)
+}
+
+// stamp identifies a state of the working database file.
+func stamp(fi os.FileInfo) string {
+	return strconv.FormatInt(fi.Size(), 10) + " " + strconv.FormatInt(fi.ModTime().UnixNano(), 10)
+}
+
+// publish copies the (closed, checkpointed) working database beside the
+// published warehouse and renames the copy over it. The caller holds the
+// state lock. A rename is atomic: a process killed at any point leaves the
+// old published file or the new one, never a torn one or none, and the
+// next publish (any later session) finishes the job. A reader holding the
+// old file keeps reading it (the kernel keeps its data until it closes);
+// a new connection opens the new one.
+func (l Lake) publish(ctx context.Context) error {
+	state, pub, next := l.StatePath(), l.WarehousePath(), l.nextPath()
+	fi, err := os.Stat(state)
+	if err != nil {
+		return fmt.Errorf("publish: %w", err)
+	}
+	if _, err := os.Stat(state + ".wal"); err == nil {
+		return fmt.Errorf("publish %s: the working database has an unapplied write-ahead log", state)
+	}
+	if mark, err := os.ReadFile(l.publishedMark()); err == nil && string(mark) == stamp(fi) {
+		if _, err := os.Stat(pub); err == nil {
+			return nil // the published warehouse is this state already
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := copyFile(state, next); err != nil {
+		return fmt.Errorf("publish: copy %s: %w", state, err)
+	}
+	if err := verifyCopy(ctx, next); err != nil {
+		os.Remove(next)
+		return fmt.Errorf("publish: the copy %s does not open: %w", next, err)
+	}
+	l.hook("publish copied")
+	if pid, prog, held := writeLockHolder(pub); held {
+		os.Remove(next)
+		return fmt.Errorf("%s: %w: PID %d (%s). Open it read-only (duckdb -readonly, read_only=True, access_mode=READ_ONLY); "+
+			"the run is committed and `sepipe publish` (or the next sync) publishes it once that program is closed", pub, ErrPublishBlocked, pid, prog)
+	}
+	// A write-ahead log beside the published file belongs to the file being
+	// replaced (a program that wrote it and died): DuckDB would replay it
+	// into the new one.
+	if err := os.Remove(pub + ".wal"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("publish: remove stale %s.wal: %w", pub, err)
+	}
+	if err := os.Rename(next, pub); err != nil {
+		return fmt.Errorf("publish: rename %s to %s: %w", next, pub, err)
+	}
+	syncDir(l.Root)
+	l.hook("publish renamed")
+	if err := writeFileAtomic(l.publishedMark(), []byte(stamp(fi))); err != nil {
+		return fmt.Errorf("publish: record %s: %w", l.publishedMark(), err)
+	}
+	return nil
+}
+
+func (l Lake) hook(step string) {
+	if l.Hook != nil {
+		l.Hook(step)
+	}
+}
+
+// verifyCopy opens a copied database read-only and reads its catalog.
+func verifyCopy(ctx context.Context, path string) error {
+	db, err := sql.Open("duckdb", path+"?access_mode=read_only")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var n int
+	return db.QueryRowContext(ctx, "SELECT count(*) FROM duckdb_tables()").Scan(&n)
+}
+
+// copyFile copies src to dst (truncating it) and syncs dst. On Linux
+// io.Copy between files uses copy_file_range, which copy-on-write file
+// systems (btrfs, XFS) turn into a reflink.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func writeFileAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	f, err := os.Open(tmp)
+	if err == nil {
+		_ = f.Sync()
+		f.Close()
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	syncDir(filepath.Dir(path))
+	return nil
+}
+
+// PublishedAt is when the published warehouse was last replaced (zero if
+// there is none).
+func (l Lake) PublishedAt() time.Time {
+	fi, err := os.Stat(l.WarehousePath())
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
+}
+
+// publishPending reports whether the working database holds changes the
+// published warehouse does not.
+func (l Lake) PublishPending() bool {
+	fi, err := os.Stat(l.StatePath())
+	if err != nil {
+		return false
+	}
+	if _, err := os.Stat(l.StatePath() + ".wal"); err == nil {
+		return true
+	}
+	mark, err := os.ReadFile(l.publishedMark())
+	return err != nil || strings.TrimSpace(string(mark)) != stamp(fi)
+}
