@@ -42,6 +42,7 @@ type Config struct {
 	Log         LogConfig               `yaml:"log"`
 	Schedule    ScheduleConfig          `yaml:"schedule"`
 	Webhooks    WebhooksConfig          `yaml:"webhooks"`
+	Dashboard   DashboardConfig         `yaml:"dashboard"`
 
 	file  string         // path it was read from ("" when there is no file)
 	lines map[string]int // key path -> line
@@ -136,6 +137,12 @@ type WebhooksConfig struct {
 	// PublishInterval: how often loaded events are published to
 	// warehouse.duckdb (default 10s).
 	PublishInterval Duration `yaml:"publish_interval"`
+}
+
+// DashboardConfig is read by 'sepipe dashboard'.
+type DashboardConfig struct {
+	Addr      string `yaml:"addr"`
+	PanelsDir string `yaml:"panels_dir"`
 }
 
 // Secret is a credential: Ref is what the file says (normally

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,14 @@ GROUP BY status
 ORDER BY assignments DESC`
 
 func init() { register(newDemoCmd) }
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
 
 func newDemoCmd(g *globals) *cobra.Command {
 	var (
@@ -70,7 +79,11 @@ Open the result with any DuckDB client, e.g.:
 				return fmt.Errorf("example query: %w", err)
 			}
 			defer rows.Close()
-			return printRows(g.stdout, rows)
+			if err := printRows(g.stdout, rows); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "\ndashboard: sepipe dashboard --out %s   (then open http://127.0.0.1:8787/)\n", shellQuote(out))
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "./sepipe-demo", "output folder")

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sepipe/sepipe/dashboard"
+)
+
+func init() { register(newDashboardCmd) }
+
+func newDashboardCmd(g *globals) *cobra.Command {
+	var out, addr, panelsDir, configPath string
+	cmd := &cobra.Command{
+		Use:   "dashboard [--out DIR] [--addr 127.0.0.1:8787]",
+		Short: "Serve the enablement numbers as a web page over the warehouse",
+		Long: `Dashboard serves a page over the published DIR/warehouse.duckdb: headline
+numbers, completions over time, assignment status, overdue learners by team and
+region, the curriculum funnel, engagement, the most viewed and shared assets,
+webhook event activity and the pipeline's own health, with filters for date
+range, team and region. It needs no network: the page is in the binary.
+
+Each panel is a YAML file (name, title, question, sql, kind: number, line, bar or
+table; x and y columns for charts). The built-in panels ship with sepipe; the
+files of --panels-dir (dashboard.panels_dir) are read on every page load, and one
+with a built-in's name replaces it. A panel whose SQL fails shows its error in
+place. Each request opens the warehouse read-only and closes it again, so an
+open dashboard never blocks a sync or listen. See docs/dashboard.md.`,
+		Example: `  sepipe dashboard --out ./sepipe-demo
+  sepipe dashboard --out ./sepipe-data --addr 0.0.0.0:8787 --panels-dir ./panels`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fl := cmd.Flags()
+			conf, err := LoadConfig(configPath, fl.Changed("config"))
+			if err != nil {
+				return err
+			}
+			if !fl.Changed("out") && conf.Output.Dir != "" {
+				out = conf.Output.Dir
+			}
+			if !fl.Changed("addr") && conf.Dashboard.Addr != "" {
+				addr = conf.Dashboard.Addr
+			}
+			if !fl.Changed("panels-dir") && conf.Dashboard.PanelsDir != "" {
+				panelsDir = conf.Dashboard.PanelsDir
+			}
+			if _, err := dashboard.Panels(panelsDir); err != nil {
+				return usagef("%v", err)
+			}
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return usagef("--addr %s: %v", addr, err)
+			}
+			srv := &http.Server{Handler: dashboard.Handler(dashboard.Config{Out: out, PanelsDir: panelsDir, Logger: log}),
+				ReadHeaderTimeout: 10 * time.Second}
+			fmt.Fprintf(g.stdout, "dashboard of %s on http://%s/ (Ctrl-C stops it)\n", out, ln.Addr())
+			errc := make(chan error, 1)
+			go func() { errc <- srv.Serve(ln) }()
+			select {
+			case err := <-errc:
+				return err
+			case <-cmd.Context().Done():
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				return err
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&configPath, "config", "", "config file (default ./sepipe.yaml when it exists)")
+	cmd.Flags().StringVar(&out, "out", "./sepipe-demo", "output folder holding warehouse.duckdb; overrides output.dir")
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8787", "HOST:PORT to serve on; overrides dashboard.addr")
+	cmd.Flags().StringVar(&panelsDir, "panels-dir", "", "folder of your own panel files (*.yaml); overrides dashboard.panels_dir")
+	return cmd
+}

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sepipe/sepipe/dashboard"
+	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/pipeline"
+)
+
+// chromium finds Debian's chromium. CI (SEPIPE_REQUIRE_BROWSER=1, set by
+// .ci/run, which installs it) fails without it; elsewhere the browser
+// tests skip, saying why.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("SEPIPE_REQUIRE_BROWSER") != "" {
+		t.Fatal("no chromium on PATH, and SEPIPE_REQUIRE_BROWSER is set (apt-get install -y chromium)")
+	}
+	t.Skip("no chromium on PATH: the browser test needs Debian's chromium (apt-get install -y chromium)")
+	return ""
+}
+
+// browse loads url in headless chromium, lets its scripts run, and
+// returns the DOM they left; with shot set it also saves a screenshot.
+func browse(t *testing.T, bin, url, shot string) string {
+	t.Helper()
+	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir=" + t.TempDir(), "--window-size=1400,2200", "--virtual-time-budget=15000"}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if shot != "" {
+		cmd := exec.CommandContext(ctx, bin, append(args, "--screenshot="+shot, url)...)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("chromium --screenshot: %v\n%s", err, b)
+		}
+	}
+	cmd := exec.CommandContext(ctx, bin, append(args, "--dump-dom", url)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	dom, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium --dump-dom: %v\n%s", err, stderr.String())
+	}
+	return string(dom)
+}
+
+var (
+	sectionTag = regexp.MustCompile(`<section [^>]*>`)
+	attr       = regexp.MustCompile(`([a-z-]+)="([^"]*)"`)
+	valueTag   = regexp.MustCompile(`<div class="value" data-column="([^"]+)" data-value="([^"]*)"`)
+)
+
+// panelsIn returns each rendered panel's attributes, by name.
+func panelsIn(dom string) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for _, tag := range sectionTag.FindAllString(dom, -1) {
+		m := map[string]string{}
+		for _, a := range attr.FindAllStringSubmatch(tag, -1) {
+			m[a[1]] = a[2]
+		}
+		out[m["data-name"]] = m
+	}
+	return out
+}
+
+// headline returns the headline panel's numbers as the page shows them.
+func headline(t *testing.T, dom string) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	for _, m := range valueTag.FindAllStringSubmatch(dom, -1) {
+		n, err := strconv.ParseInt(m[2], 10, 64)
+		if err != nil {
+			t.Fatalf("headline %s = %q", m[1], m[2])
+		}
+		out[m[1]] = n
+	}
+	return out
+}
+
+// sqlHeadline computes the headline numbers with SQL of the test's own.
+func sqlHeadline(t *testing.T, out, team string) map[string]int64 {
+	t.Helper()
+	wh, err := load.OpenReadOnly(context.Background(), filepath.Join(out, "warehouse.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wh.Close()
+	var l, a, c, o int64
+	err = wh.DB().QueryRow(`SELECT count(DISTINCT userId), count(*), count(*) FILTER (WHERE status = 'Completed'),
+		count(*) FILTER (WHERE status = 'Overdue') FROM userCourseProgress
+		WHERE ? = '' OR userId IN (SELECT userId FROM "user" WHERE team = ?)`, team, team).Scan(&l, &a, &c, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]int64{"learners": l, "assignments": a, "completed": c, "overdue": o}
+}
+
+const brokenPanel = `name: broken
+title: A panel with a typo
+kind: table
+sql: SELECT * FROM no_such_table
+`
+
+const customPanel = `name: course_categories
+title: Courses by category
+question: How many courses does each category hold?
+kind: bar
+x: category
+y: [courses]
+sql: SELECT category, count(*) AS courses FROM course GROUP BY 1 ORDER BY 2 DESC
+`
+
+// TestDashboardInABrowser loads the dashboard over a demo warehouse in
+// headless chromium: every panel draws, the headline numbers equal SQL on
+// the same file, a team filter changes them as SQL says, a broken user
+// panel shows its error while the rest render, and a screenshot is saved
+// (to SEPIPE_DASHBOARD_SHOT if set, which is how docs/dashboard.png is
+// made).
+func TestDashboardInABrowser(t *testing.T) {
+	bin := chromium(t)
+	out := filepath.Join(t.TempDir(), "demo")
+	if _, err := pipeline.Demo(context.Background(), pipeline.DemoConfig{Out: out, Users: 150, Seed: 1, Days: 4}); err != nil {
+		t.Fatal(err)
+	}
+	panels := t.TempDir()
+	for name, body := range map[string]string{"broken.yaml": brokenPanel, "custom.yaml": customPanel, "not-yaml.yaml": "name: [unclosed"} {
+		if err := os.WriteFile(filepath.Join(panels, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(dashboard.Handler(dashboard.Config{Out: out, PanelsDir: panels}))
+	defer srv.Close()
+
+	shot := filepath.Join(t.TempDir(), "dashboard.png")
+	if p := os.Getenv("SEPIPE_DASHBOARD_SHOT"); p != "" {
+		shot = p
+	}
+	dom := browse(t, bin, srv.URL+"/", shot)
+	if !strings.Contains(dom, `data-ready="true"`) {
+		t.Fatalf("the page did not finish loading:\n%.2000s", dom)
+	}
+	got := panelsIn(dom)
+	builtin, err := dashboard.Panels("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range builtin {
+		m, ok := got[p.Name]
+		switch {
+		case !ok:
+			t.Errorf("panel %s is not on the page", p.Name)
+		case m["data-state"] != "ok":
+			t.Errorf("panel %s: state %q", p.Name, m["data-state"])
+		case m["data-marks"] == "" || m["data-marks"] == "0":
+			t.Errorf("panel %s drew nothing (rows %s)", p.Name, m["data-rows"])
+		}
+	}
+	if m := got["course_categories"]; m["data-state"] != "ok" || m["data-marks"] == "0" {
+		t.Errorf("the user's own panel did not draw: %v", m)
+	}
+	if m := got["broken"]; m["data-state"] != "error" || !strings.Contains(dom, "no_such_table") {
+		t.Errorf("the broken panel does not show its error: %v", m)
+	}
+	if m := got["not-yaml"]; m["data-state"] != "error" {
+		t.Errorf("the unparsable panel file does not show an error: %v", m)
+	}
+	if fi, err := os.Stat(shot); err != nil || fi.Size() < 10_000 {
+		t.Errorf("no screenshot at %s: %v", shot, err)
+	}
+
+	want := sqlHeadline(t, out, "")
+	if h := headline(t, dom); fmt.Sprint(h) != fmt.Sprint(want) {
+		t.Errorf("headline numbers %v, SQL says %v", h, want)
+	}
+	// A team filter, as the page's form sets it.
+	team := "Mid-Market"
+	fdom := browse(t, bin, srv.URL+"/?team="+url.QueryEscape(team), "")
+	wantF := sqlHeadline(t, out, team)
+	if h := headline(t, fdom); fmt.Sprint(h) != fmt.Sprint(wantF) {
+		t.Errorf("headline numbers for team %s: %v, SQL says %v", team, h, wantF)
+	}
+	if wantF["assignments"] >= want["assignments"] || wantF["assignments"] == 0 {
+		t.Errorf("the team filter should narrow the numbers: %v of %v", wantF, want)
+	}
+}
+
+// TestDashboardBesideASync: a sync commits while the dashboard is open and
+// being queried; no request fails, and the dashboard then shows the run.
+func TestDashboardBesideASync(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(60))
+	defer srv.Close()
+	c, err := extract.New(srv.URL, extract.WithAccessToken(srv.Service.AccessToken()), extract.WithRateLimit(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	ctx := context.Background()
+	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out}); err != nil {
+		t.Fatal(err)
+	}
+	dash := httptest.NewServer(dashboard.Handler(dashboard.Config{Out: out}))
+	defer dash.Close()
+	runs := func() int {
+		resp, err := http.Get(dash.URL + "/api/panels")
+		if err != nil {
+			t.Error(err)
+			return -1
+		}
+		defer resp.Body.Close()
+		var ans dashboard.Answer
+		if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&ans) != nil {
+			t.Errorf("dashboard answered %s", resp.Status)
+			return -1
+		}
+		for _, p := range ans.Panels {
+			if p.Err != "" {
+				t.Errorf("panel %s: %s", p.Name, p.Err)
+			}
+			if p.Name == "pipeline_health" {
+				return len(p.Rows)
+			}
+		}
+		return -1
+	}
+	if n := runs(); n != 1 {
+		t.Fatalf("pipeline health shows %d runs, want 1", n)
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var asked atomic.Int64
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				if n := runs(); n < 1 {
+					return
+				}
+				asked.Add(1)
+			}
+		}()
+	}
+	srv.Service.Advance(24 * time.Hour)
+	_, err = pipeline.Sync(ctx, c, pipeline.Config{Out: out, LockWait: -1})
+	stop.Store(true)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("a sync beside an open dashboard: %v", err)
+	}
+	if asked.Load() == 0 {
+		t.Error("the dashboard was not queried during the sync")
+	}
+	if n := runs(); n != 2 {
+		t.Errorf("after the sync the dashboard shows %d runs, want 2", n)
+	}
+}

@@ -1,0 +1,18 @@
+// Package dashboard serves the enablement numbers as a web page over the
+// published warehouse (sepipe dashboard).
+//
+// Panels are data: a YAML file each (name, title, question, SQL, chart
+// kind), the built-in set embedded from panels/ and, optionally, a folder
+// of the user's own read on every request, so a team adds a chart without
+// rebuilding sepipe. The page, its script and its style are embedded too:
+// the dashboard needs no network. Each request opens the warehouse
+// read-only and sandboxed (load.OpenSandboxed: no file access from panel
+// SQL), runs every panel's SQL with the filters (date range, team,
+// region) set as DuckDB variables (getvariable('team'), ...), and closes
+// it again: no lock is held between requests, so a sync or listen never
+// waits for an open dashboard. A panel whose SQL fails carries its error;
+// the others are unaffected.
+//
+// What the package does not do: write anything, or compute a number
+// outside SQL (the page draws the SQL's numbers as they are).
+package dashboard

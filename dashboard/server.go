@@ -1,0 +1,324 @@
+package dashboard
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/big"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sepipe/sepipe/load"
+)
+
+//go:embed web
+var web embed.FS
+
+// Config says which output folder a dashboard shows and where the user's
+// own panels are.
+type Config struct {
+	// Out is the output folder; the dashboard reads Out/warehouse.duckdb.
+	Out string
+	// PanelsDir, if set, is a folder of the user's own panel files
+	// (*.yaml), read on every request.
+	PanelsDir string
+	// QueryTimeout bounds each panel's SQL (default 30 s).
+	QueryTimeout time.Duration
+	// Logger receives one line per failed panel (default: discard).
+	Logger *slog.Logger
+}
+
+// maxRows bounds the rows one panel sends to the page.
+const maxRows = 1000
+
+// Filters narrow the panels: a date range (on snapshot or event days) and
+// a team and a region of learners. Empty means no filter. Panels read them
+// as getvariable('date_from'), getvariable('date_to') (DATE),
+// getvariable('team') and getvariable('region') (VARCHAR); NULL when not
+// set.
+type Filters struct {
+	From   string `json:"date_from,omitempty"`
+	To     string `json:"date_to,omitempty"`
+	Team   string `json:"team,omitempty"`
+	Region string `json:"region,omitempty"`
+}
+
+// filtersFrom reads and checks the filters of a request's query string.
+func filtersFrom(r *http.Request) (Filters, error) {
+	q := r.URL.Query()
+	f := Filters{From: q.Get("from"), To: q.Get("to"), Team: q.Get("team"), Region: q.Get("region")}
+	for _, d := range []struct{ name, v string }{{"from", f.From}, {"to", f.To}} {
+		if d.v == "" {
+			continue
+		}
+		if _, err := time.Parse("2006-01-02", d.v); err != nil {
+			return f, fmt.Errorf("filter %s=%q: want a date YYYY-MM-DD", d.name, d.v)
+		}
+	}
+	for _, s := range []struct{ name, v string }{{"team", f.Team}, {"region", f.Region}} {
+		if len(s.v) > 200 || strings.ContainsRune(s.v, 0) {
+			return f, fmt.Errorf("filter %s: at most 200 characters, no NUL", s.name)
+		}
+	}
+	return f, nil
+}
+
+// statements set f as DuckDB variables.
+func (f Filters) statements() []string {
+	val := func(v, typ string) string {
+		if v == "" {
+			return "NULL::" + typ
+		}
+		return "CAST(" + load.Literal(v) + " AS " + typ + ")"
+	}
+	return []string{
+		"SET VARIABLE date_from = " + val(f.From, "DATE"),
+		"SET VARIABLE date_to = " + val(f.To, "DATE"),
+		"SET VARIABLE team = " + val(f.Team, "VARCHAR"),
+		"SET VARIABLE region = " + val(f.Region, "VARCHAR"),
+	}
+}
+
+// Result is a panel with its answer.
+type Result struct {
+	Panel
+	Columns   []string `json:"columns,omitempty"`
+	Rows      [][]any  `json:"rows,omitempty"`
+	Truncated bool     `json:"truncated,omitempty"`
+	// Missing is set when a table the panel requires is not in the
+	// warehouse: the panel has no data yet, which is not an error.
+	Missing string `json:"missing,omitempty"`
+}
+
+// Options are the values the page's filters offer.
+type Options struct {
+	Teams   []string `json:"teams"`
+	Regions []string `json:"regions"`
+	MinDay  string   `json:"min_day,omitempty"`
+	MaxDay  string   `json:"max_day,omitempty"`
+}
+
+// Answer is what /api/panels returns.
+type Answer struct {
+	Warehouse   string    `json:"warehouse"`
+	PublishedAt time.Time `json:"published_at"`
+	Filters     Filters   `json:"filters"`
+	Options     Options   `json:"options"`
+	Panels      []Result  `json:"panels"`
+}
+
+// Handler serves the page (/), its assets, and /api/panels.
+func Handler(cfg Config) http.Handler {
+	if cfg.QueryTimeout <= 0 {
+		cfg.QueryTimeout = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/panels", func(w http.ResponseWriter, r *http.Request) { serveAnswer(w, r, cfg) })
+	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimPrefix(r.URL.Path, "/")
+		if name == "" {
+			name = "index.html"
+		}
+		b, err := web.ReadFile("web/" + name)
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		switch filepath.Ext(name) {
+		case ".html":
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		case ".js":
+			w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+		case ".css":
+			w.Header().Set("Content-Type", "text/css; charset=utf-8")
+		}
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Write(b)
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func serveAnswer(w http.ResponseWriter, r *http.Request, cfg Config) {
+	f, err := filtersFrom(r)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
+	ans, err := Query(r.Context(), cfg, f)
+	if err != nil {
+		status := http.StatusInternalServerError
+		if errors.Is(err, load.ErrNoWarehouse) {
+			status = http.StatusServiceUnavailable
+		}
+		writeJSON(w, status, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, ans)
+}
+
+// Query answers every panel under f: it opens the published warehouse
+// read-only and sandboxed, runs each panel's SQL, and closes it.
+func Query(ctx context.Context, cfg Config, f Filters) (*Answer, error) {
+	panels, err := Panels(cfg.PanelsDir)
+	if err != nil {
+		return nil, err
+	}
+	lake := load.Lake{Root: cfg.Out}
+	wh, err := load.OpenSandboxed(ctx, lake.WarehousePath(), lake.LakeDir())
+	if err != nil {
+		if errors.Is(err, load.ErrNoWarehouse) {
+			return nil, fmt.Errorf("%w: run 'sepipe sync' (or 'sepipe demo') into %s first", err, cfg.Out)
+		}
+		return nil, err
+	}
+	defer wh.Close()
+	db := wh.DB()
+	for _, s := range f.statements() {
+		if _, err := db.ExecContext(ctx, s); err != nil {
+			return nil, fmt.Errorf("dashboard: set filter (%s): %w", s, err)
+		}
+	}
+	ans := &Answer{Warehouse: lake.WarehousePath(), PublishedAt: lake.PublishedAt(), Filters: f, Options: options(ctx, wh)}
+	for _, p := range panels {
+		res := Result{Panel: p}
+		for _, t := range p.Requires {
+			if ok, err := wh.HasTable(ctx, t); err == nil && !ok {
+				res.Missing = t
+			}
+		}
+		if p.Err == "" && res.Missing == "" {
+			if err := run(ctx, wh, cfg.QueryTimeout, &res); err != nil {
+				res.Err = fmt.Sprintf("panel %s (%s): %v", p.Name, p.Source, err)
+				cfg.Logger.Warn("dashboard: panel failed", "panel", p.Name, "source", p.Source, "error", err)
+			}
+		}
+		ans.Panels = append(ans.Panels, res)
+	}
+	return ans, nil
+}
+
+// options lists the teams, regions and snapshot days a warehouse has;
+// what it cannot read is left empty.
+func options(ctx context.Context, wh *load.Warehouse) Options {
+	o := Options{Teams: []string{}, Regions: []string{}}
+	list := func(q string) []string {
+		out := []string{}
+		rows, err := wh.DB().QueryContext(ctx, q)
+		if err != nil {
+			return out
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var s string
+			if rows.Scan(&s) == nil {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	o.Teams = list(`SELECT DISTINCT team FROM "user" WHERE team IS NOT NULL ORDER BY 1`)
+	o.Regions = list(`SELECT DISTINCT region FROM "user" WHERE region IS NOT NULL ORDER BY 1`)
+	if d := list(`SELECT strftime(min(snapshot_date), '%Y-%m-%d') FROM userCourseProgress_history UNION ALL SELECT strftime(max(snapshot_date), '%Y-%m-%d') FROM userCourseProgress_history`); len(d) == 2 {
+		o.MinDay, o.MaxDay = d[0], d[1]
+	}
+	return o
+}
+
+// run answers one panel.
+func run(ctx context.Context, wh *load.Warehouse, timeout time.Duration, res *Result) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	rows, err := wh.DB().QueryContext(ctx, res.SQL)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if res.Columns, err = rows.Columns(); err != nil {
+		return err
+	}
+	for rows.Next() {
+		if len(res.Rows) == maxRows {
+			res.Truncated = true
+			break
+		}
+		vals := make([]any, len(res.Columns))
+		ptrs := make([]any, len(vals))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		for i, v := range vals {
+			vals[i] = jsonValue(v)
+		}
+		res.Rows = append(res.Rows, vals)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, c := range append([]string{res.X, res.Series}, res.Y...) {
+		if c != "" && !containsFold(res.Columns, c) {
+			return fmt.Errorf("the SQL returns no column %q (it returns %s)", c, strings.Join(res.Columns, ", "))
+		}
+	}
+	return nil
+}
+
+func containsFold(cols []string, c string) bool {
+	for _, x := range cols {
+		if strings.EqualFold(x, c) {
+			return true
+		}
+	}
+	return false
+}
+
+// jsonValue turns a scanned value into what the page shows: numbers as
+// numbers, days as YYYY-MM-DD, instants as RFC 3339, the rest as text.
+func jsonValue(v any) any {
+	switch x := v.(type) {
+	case nil, bool, string, int64, int32, int16, int8, uint64, uint32, uint16, uint8:
+		return x
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil
+		}
+		return x
+	case float32:
+		return jsonValue(float64(x))
+	case time.Time:
+		u := x.UTC()
+		if u.Hour() == 0 && u.Minute() == 0 && u.Second() == 0 && u.Nanosecond() == 0 {
+			return u.Format("2006-01-02")
+		}
+		return u.Format(time.RFC3339)
+	case []byte:
+		return string(x)
+	case *big.Int: // HUGEINT: sum() of BIGINT
+		if x.IsInt64() {
+			return x.Int64()
+		}
+		f, _ := new(big.Float).SetInt(x).Float64()
+		return f
+	}
+	return fmt.Sprint(v)
+}
