@@ -52,7 +52,7 @@ func seed(id, typ, name string) extract.Field {
 }
 
 // seedFields are the fields the interface document names for each
-// collection (service-interface.md, "Resources and their fields"): a
+// collection (docs/service-interface.md, sections C, D and E): a
 // collection's table has them from its first run, typed as the document
 // says, whatever its first items hold. Every other column follows the
 // data (transform.Inferrer).

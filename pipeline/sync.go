@@ -715,7 +715,7 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, run *Result, i
 	)
 	if isCollection(id) {
 		if len(pk) == 0 {
-			pk = []string{"id"} // items carry an id (service-interface.md)
+			pk = []string{"id"} // items carry an id (docs/service-interface.md)
 		}
 		cr := &collectionRead{name: id, contract: contract, stored: pr.fields[id], keys: pk, required: mode == load.Merge,
 			spool: lake.SpoolPath(run.RunID, name), writers: writers, opts: []transform.Option{transform.WithAllocator(cfg.Allocator)}}
