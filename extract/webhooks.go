@@ -125,8 +125,10 @@ func (c *Client) CreateSubscription(ctx context.Context, r SubscriptionRequest) 
 	return c.writeSubscription(ctx, "create subscription", "", r)
 }
 
-// UpdateSubscription replaces the given fields of a subscription (POST
-// {webhooks}/subscriptions/{id}). Not retried blindly either.
+// UpdateSubscription sends the whole of r for a subscription (POST
+// {webhooks}/subscriptions/{id}): every field replaces the stored one,
+// headers included (nil sends none, which clears them), so pass the
+// current values of what should not change. Not retried blindly either.
 func (c *Client) UpdateSubscription(ctx context.Context, id string, r SubscriptionRequest) (*Subscription, error) {
 	if id == "" {
 		return nil, errors.New("extract: webhooks update subscription: empty id")
