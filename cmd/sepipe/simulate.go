@@ -31,6 +31,7 @@ type simulateFlags struct {
 	quotaWindow                          time.Duration
 	noV4                                 bool
 	hostile                              bool
+	hostileWire                          string
 	shapeVariants                        bool
 }
 
@@ -73,6 +74,13 @@ func (f *simulateFlags) options() ([]servicetest.Option, error) {
 	}
 	if f.shapeVariants {
 		opts = append(opts, servicetest.WithShapeVariants())
+	}
+	if f.hostileWire != "" {
+		cases, err := servicetest.ParseHostileCases(f.hostileWire)
+		if err != nil {
+			return nil, usagef("--hostile-wire: %v", err)
+		}
+		opts = append(opts, servicetest.WithHostileWire(cases...))
 	}
 	if f.advanceEvery > 0 {
 		opts = append(opts, servicetest.WithAutoAdvance(f.advanceEvery, f.advanceBy))
@@ -217,5 +225,6 @@ clock.`,
 	fl.BoolVar(&f.noV4, "no-v4", false, "the tenant's plan lacks the sharing interface: v4 answers 403")
 	fl.BoolVar(&f.shapeVariants, "shape-variants", false, "make some v3 assets send a field as another JSON type (tags as an object, sizeBytes as \"1.9 MB\", booleans as \"yes\", ...)")
 	fl.BoolVar(&f.hostile, "hostile", false, "add report objects with hostile ids, fields and values (sepipe's own names, case twins, globs, NUL, bad UTF-8, terminal escapes)")
+	fl.StringVar(&f.hostileWire, "hostile-wire", "", "add one report object wire_<case> per hostile wire case, comma-separated: repeat, endless, endless-untotalled, absurd-total, huge, redirect, silent, stall, or all (every case but endless-untotalled)")
 	return cmd
 }

@@ -25,7 +25,10 @@
 // Beyond the faults (faults.go), options make the tenant a hard one:
 // [WithLimitedToken] (no Coach licence), [WithoutV4] (no sharing plan),
 // [WithQuota] (a window quota, announced and enforced), [WithHostile]
-// (ids, fields and values hostile to a naive client; hostile.go) and
+// (ids, fields and values hostile to a naive client; hostile.go),
+// [WithHostileWire] (one report object per hostile wire case: a repeated
+// page, endless pages, an absurd total, a huge body, a cross-origin
+// redirect, silence, a stalled body; hostile_wire.go) and
 // [WithShapeVariants] (v3 assets whose attributes change JSON type on
 // some items; assets.go). Even without them, v3 assets carry about 40
 // attributes with the variety of a real tenant: nested link objects,

@@ -1,5 +1,7 @@
 package servicetest
 
+import "slices"
+
 // The hostile tenant (WithHostile): answers that are legal JSON but
 // unusual, as a real tenant's may be, to test that nothing the service
 // sends escapes the output folder, overwrites sepipe's own tables, or
@@ -67,8 +69,12 @@ var hostileByID = func() map[string]*object {
 
 // objectList is the report objects the tenant lists.
 func (s *Service) objectList() []*object {
-	if !s.cfg.hostile {
+	if !s.cfg.hostile && s.cfg.wire == nil {
 		return objects
 	}
-	return append(append([]*object{}, objects...), hostileObjects...)
+	list := slices.Clone(objects)
+	if s.cfg.hostile {
+		list = append(list, hostileObjects...)
+	}
+	return append(list, s.wireObjectList()...) // WithHostileWire (hostile_wire.go)
 }

@@ -64,7 +64,7 @@ func (s *Service) serveReporting(w http.ResponseWriter, r *http.Request) {
 	var obj *object
 	if kind != list {
 		var ok bool
-		if obj, ok = s.object(id); !ok { // drifted under WithSchemaDrift (faults.go)
+		if obj, ok = s.reportObject(id); !ok { // drifted under WithSchemaDrift (faults.go)
 			writeError(w, r, errNotFound("unknown report object %q", id))
 			return
 		}
@@ -123,6 +123,9 @@ func (s *Service) serveResults(w http.ResponseWriter, r *http.Request, obj *obje
 	q, err := parseQuery(obj, r.URL.RawQuery)
 	if err != nil {
 		writeError(w, r, err)
+		return
+	}
+	if s.serveWire(w, r, obj, q) { // WithHostileWire (hostile_wire.go)
 		return
 	}
 	sn := s.snap.Load()

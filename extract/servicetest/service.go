@@ -37,8 +37,9 @@ type config struct {
 	limitedToken string
 	now          time.Time
 
-	noV4    bool // WithoutV4
-	hostile bool // WithHostile (hostile.go)
+	noV4    bool         // WithoutV4
+	hostile bool         // WithHostile (hostile.go)
+	wire    *hostileWire // WithHostileWire (hostile_wire.go)
 
 	shapeVariants bool // WithShapeVariants (assets.go)
 
