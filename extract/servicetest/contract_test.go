@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestContract walks the endpoint tables of shared/service-interface.md,
+// TestContract walks the endpoint tables of docs/service-interface.md,
 // one row each, and checks what the document says of every row: the
 // success status and shape, 401 for a missing or invalid credential, 403
 // for a valid credential without the authorisation, the other

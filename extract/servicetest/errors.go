@@ -9,7 +9,7 @@ import (
 
 // Error codes and names of the v3 style error body
 // {"response":{"code":…,"name":…,"message":…}}. The 2xxx (parameters) and
-// 3004 (not found) codes follow the field notes; the 1xxx codes for
+// 3004 (not found) codes follow docs/service-interface.md (Errors); the 1xxx codes for
 // authentication, authorisation and method are the fake's choice and are
 // recorded in docs/service-shapes.md.
 const (

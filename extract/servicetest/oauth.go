@@ -13,7 +13,7 @@ import (
 )
 
 // OAuthTokenPath is the OAuth 2.0 token endpoint, on the tenant host
-// (field notes: POST {base_url}/api/v3/oauth2/token).
+// (docs/service-interface.md: POST {base_url}/api/v3/oauth2/token).
 const OAuthTokenPath = AssetsPath + "/oauth2/token"
 
 // Defaults of the OAuth client and the first refresh token.
@@ -23,13 +23,13 @@ const (
 	DefaultRefreshToken = "demo-refresh-token"
 )
 
-// RefreshTokenTTL is how long a refresh token lives (field notes: about
+// RefreshTokenTTL is how long a refresh token lives (docs/service-interface.md: about
 // 14 days), measured like access tokens: real time since issue plus every
 // advance of the tenant's clock since issue.
 const RefreshTokenTTL = 14 * 24 * time.Hour
 
 // defaultIssuedTTL is the life of an access token the token endpoint issues
-// when WithTokenTTL is not given (field notes: about an hour).
+// when WithTokenTTL is not given (docs/service-interface.md: about an hour).
 const defaultIssuedTTL = time.Hour
 
 // WithOAuthClient sets the OAuth client the token endpoint accepts

@@ -24,7 +24,7 @@ const (
 	SharePagePath = "/s"
 )
 
-// Limits of a share, from the field notes.
+// Limits of a share (docs/service-interface.md, section C).
 const (
 	MaxShareTitle  = 200
 	MaxShareOrigin = 20

@@ -63,7 +63,7 @@ func (rc *receiver) deliveries() []delivery {
 	return slices.Clone(rc.got)
 }
 
-// verify checks the signature of d as the field notes describe:
+// verify checks the signature of d as docs/service-interface.md describes (Webhook deliveries):
 // base64(HMAC-SHA256(secret, rawBody + "." + timestamp)), one of possibly
 // several comma-separated signatures, and a timestamp at most 5 minutes old.
 func verify(t *testing.T, d delivery, secret string) {
