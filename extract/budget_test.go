@@ -3,6 +3,8 @@ package extract
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -150,5 +152,376 @@ func TestClientAdaptsInFlight(t *testing.T) {
 	// 4 → 2 on the 429, +1 on the success.
 	if got := c.InFlightLimit(); got != 3 {
 		t.Fatalf("limit %d, want 3", got)
+	}
+}
+
+// --- the adaptive rate, against simulated services --------------------------
+//
+// The simulations below run a client's budget against a rate-limited
+// service in simulated time: no goroutine, no sleep, no wall clock. The
+// workers follow acquire and do: wait out a pause, take a slot, wait for
+// the token (and for a pause that began meanwhile, then for a new token),
+// send, and on a 429 tell the budget, pause every worker for Retry-After
+// and retry the same request.
+
+// simService says whether a request arriving at t is accepted, or the
+// Retry-After of its 429 (0: none).
+type simService interface {
+	admit(t time.Time) (ok bool, retryAfter time.Duration)
+}
+
+// fixedWindow allows n requests per window; the window opens with the
+// first request after the previous one closed (as servicetest's
+// WithRateLimit). Retry-After: whole seconds to the window's end, at
+// least 1.
+type fixedWindow struct {
+	n     int
+	w     time.Duration
+	start time.Time
+	count int
+}
+
+func (s *fixedWindow) admit(t time.Time) (bool, time.Duration) {
+	if s.start.IsZero() || t.Sub(s.start) >= s.w {
+		s.start, s.count = t, 0
+	}
+	s.count++
+	if s.count <= s.n {
+		return true, 0
+	}
+	return false, max(wholeSeconds(s.start.Add(s.w).Sub(t)), time.Second)
+}
+
+// tokenBucket refills rate tokens a second up to capacity; a request takes
+// one. Retry-After: whole seconds until a token is there, at least 1.
+type tokenBucket struct {
+	rate, capacity float64
+	tokens         float64
+	last           time.Time
+}
+
+func (s *tokenBucket) admit(t time.Time) (bool, time.Duration) {
+	if s.last.IsZero() {
+		s.tokens = s.capacity
+	} else {
+		s.tokens = min(s.capacity, s.tokens+t.Sub(s.last).Seconds()*s.rate)
+	}
+	s.last = t
+	if s.tokens >= 1 {
+		s.tokens--
+		return true, 0
+	}
+	return false, max(wholeSeconds(time.Duration((1-s.tokens)/s.rate*float64(time.Second))), time.Second)
+}
+
+func wholeSeconds(d time.Duration) time.Duration {
+	return (d + time.Second - 1).Truncate(time.Second)
+}
+
+// simResult is what a simulated read cost.
+type simResult struct {
+	accepted, throttled int
+	elapsed             time.Duration
+	maxRate, finalRate  float64
+}
+
+// simulate reads requests requests with workers workers (each answer
+// takes latency) through a budget of maxInFlight slots and rate config
+// rc, against svc, in simulated time.
+func simulate(t *testing.T, svc simService, rc rateConfig, requests, workers, maxInFlight int, latency time.Duration) simResult {
+	t.Helper()
+	start := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+	now := start
+	clock := func() time.Time { return now }
+	b := newRateBudget(maxInFlight, defaultRecoverRun, rc, clock, nil)
+	b.clock = clock
+
+	type worker struct {
+		at         time.Time // when it acts next
+		state      int       // 0 acquire, 1 token due, 2 answer due, 3 waiting for a slot, 4 done
+		sleptUntil time.Time
+		reservedAt time.Time
+		held       bool // its token was delayed
+		s          slot
+		ok         bool
+		retryAfter time.Duration
+	}
+	ws := make([]*worker, workers)
+	for i := range ws {
+		ws[i] = &worker{at: start}
+	}
+	var res simResult
+	issued := 0 // requests handed to workers (a retry is the same request)
+	for i := range ws {
+		if issued < requests {
+			issued++
+		} else {
+			ws[i].state = 4
+		}
+	}
+	wakeWaiting := func() {
+		for _, w := range ws {
+			if w.state == 3 {
+				w.state, w.at = 0, now
+			}
+		}
+	}
+	for steps := 0; ; steps++ {
+		if steps > 50*requests+100000 {
+			t.Fatalf("simulation did not finish: %+v", res)
+		}
+		var w *worker
+		for _, c := range ws {
+			if c.state != 3 && c.state != 4 && (w == nil || c.at.Before(w.at)) {
+				w = c
+			}
+		}
+		if w == nil {
+			break
+		}
+		now = w.at
+		switch w.state {
+		case 0: // acquire: pause, slot, token
+			b.mu.Lock()
+			pause := b.pauseUntil
+			b.mu.Unlock()
+			if pause.After(w.sleptUntil) && pause.After(now) {
+				w.sleptUntil, w.at = pause, pause
+				continue
+			}
+			if !w.held { // a re-reservation after a pause keeps its slot
+				b.mu.Lock()
+				if b.inflight >= b.limit {
+					b.mu.Unlock()
+					w.state = 3
+					continue
+				}
+				b.inflight++
+				b.mu.Unlock()
+			}
+			delay, _ := b.reserve()
+			w.state, w.at, w.held, w.reservedAt = 1, now.Add(delay), true, now
+			if delay == 0 {
+				w.held = false
+			}
+		case 1: // token due: a pause that began meanwhile comes first
+			b.mu.Lock()
+			repause := w.held && b.pauseUntil.After(w.sleptUntil) && b.pauseUntil.After(now)
+			b.mu.Unlock()
+			if repause {
+				w.state = 0 // keeps its slot: held stays true
+				continue
+			}
+			w.held = false
+			w.s = b.send()
+			w.ok, w.retryAfter = svc.admit(now)
+			w.state, w.at = 2, now.Add(latency)
+			res.maxRate = max(res.maxRate, b.rate.r)
+		case 2: // answer
+			if w.ok {
+				b.release(w.s, outcomeOK)
+				res.accepted++
+				if issued < requests {
+					issued++
+					w.state = 0
+				} else {
+					w.state = 4
+				}
+			} else {
+				b.throttled(w.s, w.retryAfter)
+				res.throttled++
+				w.sleptUntil = now.Add(w.retryAfter)
+				b.pause(w.sleptUntil)
+				w.state, w.at = 0, w.sleptUntil
+			}
+			wakeWaiting()
+		}
+	}
+	res.elapsed = now.Sub(start)
+	res.finalRate = b.rate.r
+	return res
+}
+
+// The default client (no ceiling, start at 10/s) against services that
+// allow 5, 20, 50 and 200 requests a second, over a minute of the
+// service's allowance: the read takes at most 1.15 × the ideal time
+// (requests / limit, simulated time) and at most 2 % of the requests are
+// answered 429; the rate ends near the limit. A token bucket holding a
+// tenth of a second's worth refuses the first ramp early, so the first
+// estimate is low and the climb back costs more: within 1.6 ×, the rate
+// at least 0.7 × the limit at the end.
+func TestRateConvergesOnTheServiceLimit(t *testing.T) {
+	for _, n := range []int{5, 20, 50, 200} {
+		for _, c := range []struct {
+			name string
+			svc  simService
+			over float64 // most time over the ideal
+			low  float64 // least rate at the end, a share of n
+		}{
+			{"fixed window", &fixedWindow{n: n, w: time.Second}, 1.15, 0.8},
+			{"10 s fixed window", &fixedWindow{n: 10 * n, w: 10 * time.Second}, 1.15, 0.8},
+			{"token bucket", &tokenBucket{rate: float64(n), capacity: float64(n)}, 1.15, 0.8},
+			{"small token bucket", &tokenBucket{rate: float64(n), capacity: max(1, float64(n)/10)}, 1.6, 0.7},
+		} {
+			t.Run(fmt.Sprintf("%s/%d", c.name, n), func(t *testing.T) {
+				r := simulate(t, c.svc, rateConfig{}, 60*n, DefaultConcurrency, DefaultConcurrency, 5*time.Millisecond)
+				ideal := time.Duration(float64(r.accepted) / float64(n) * float64(time.Second))
+				over := r.elapsed.Seconds() / ideal.Seconds()
+				share := float64(r.throttled) / float64(r.accepted+r.throttled)
+				t.Logf("%d accepted, %d throttled (%.2f %%), %s for an ideal %s (%.3f), rate %.2f at the end, %.2f at most",
+					r.accepted, r.throttled, 100*share, r.elapsed.Round(time.Millisecond), ideal.Round(time.Millisecond), over, r.finalRate, r.maxRate)
+				if over > c.over {
+					t.Errorf("%.3f × the ideal time, want at most %.2f", over, c.over)
+				}
+				if share > 0.02 {
+					t.Errorf("%.2f %% of the requests throttled, want at most 2 %%", 100*share)
+				}
+				if r.finalRate < c.low*float64(n) || r.finalRate > 1.25*float64(n) {
+					t.Errorf("rate %.2f at the end, want within [%.1f, 1.25] × %d", r.finalRate, c.low, n)
+				}
+			})
+		}
+	}
+}
+
+// A ceiling (WithRateLimit) bounds the rate: against a service that never
+// refuses, the rate climbs to the ceiling and stays there.
+func TestRateCeiling(t *testing.T) {
+	r := simulate(t, &fixedWindow{n: 1 << 30, w: time.Second}, rateConfig{ceiling: 30}, 600, 4, 4, 5*time.Millisecond)
+	if r.maxRate != 30 || r.finalRate != 30 || r.throttled != 0 {
+		t.Fatalf("rate %.2f at most, %.2f at the end, %d throttled; want 30, 30, 0", r.maxRate, r.finalRate, r.throttled)
+	}
+	if secs := r.elapsed.Seconds(); secs < 599.0/30 {
+		t.Fatalf("600 requests in %.2f s: faster than the ceiling", secs)
+	}
+	// A ceiling below the start rate is where it starts.
+	r = simulate(t, &fixedWindow{n: 1 << 30, w: time.Second}, rateConfig{ceiling: 2}, 20, 4, 4, 5*time.Millisecond)
+	if r.maxRate != 2 {
+		t.Fatalf("rate %.2f at most under a ceiling of 2", r.maxRate)
+	}
+}
+
+// The rate grows only while the limiter holds requests back: a client
+// that sends less than its rate (one worker, answers taking 200 ms: 5 a
+// second) leaves it at the start; four fast workers double it again and
+// again.
+func TestRateGrowsOnlyWhenHeldBack(t *testing.T) {
+	unlimited := func() simService { return &fixedWindow{n: 1 << 30, w: time.Second} }
+	if r := simulate(t, unlimited(), rateConfig{}, 100, 1, 4, 200*time.Millisecond); r.maxRate != DefaultStartRate {
+		t.Fatalf("a client sending 5 a second raised the rate to %.2f", r.maxRate)
+	}
+	if r := simulate(t, unlimited(), rateConfig{}, 1000, 4, 4, time.Millisecond); r.maxRate < 500 {
+		t.Fatalf("1000 requests, four fast workers: rate %.2f at most, want it doubled past 500", r.maxRate)
+	}
+}
+
+// A round of 429s lowers the rate once, to just under what the service
+// accepted in its window; a 429 that follows no accepted answer in the
+// window does not lower it (nothing was learnt); a Retry-After widens the
+// window the estimate counts over.
+func TestRateLowersOncePerRound(t *testing.T) {
+	now := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	b := newRateBudget(8, 10, rateConfig{start: 100}, clock, nil)
+	b.clock = clock
+	take := func() slot {
+		t.Helper()
+		if err := b.takeSlot(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		b.reserve()
+		return b.send()
+	}
+	rateNow := func() float64 { b.mu.Lock(); defer b.mu.Unlock(); return b.rate.r }
+
+	// The first 429 of the client: nothing accepted before it.
+	b.throttled(take(), time.Second)
+	if r := rateNow(); r != 100 {
+		t.Fatalf("a 429 after no accepted answer moved the rate to %.2f", r)
+	}
+	// 20 accepted over the next second, then a round of four 429s.
+	for range 20 {
+		now = now.Add(50 * time.Millisecond)
+		b.release(take(), outcomeOK)
+	}
+	round := []slot{take(), take(), take(), take()}
+	for _, s := range round {
+		b.throttled(s, time.Second)
+	}
+	if r := rateNow(); r != ratePlateau*20 {
+		t.Fatalf("rate %.2f after the round, want %.2f (%.2f × the 20 accepted in the window)", r, ratePlateau*20, ratePlateau)
+	}
+	// A Retry-After of 10 s: the window is 10 s from then on.
+	now = now.Add(time.Second)
+	b.release(take(), outcomeOK)
+	b.throttled(take(), 10*time.Second)
+	if b.rate.window != 10*time.Second {
+		t.Fatalf("window %s after Retry-After: 10, want 10s", b.rate.window)
+	}
+	// 21 accepted in the last 10 s: 2.1 a second, and the rate is lower
+	// than the send rate allows.
+	if r, want := rateNow(), ratePlateau*21/10; math.Abs(r-want) > 1e-9 {
+		t.Fatalf("rate %.4f, want %.4f", r, want)
+	}
+}
+
+// Off (WithoutRateLimit) there is no limiter: no wait, no adaptation.
+func TestRateOff(t *testing.T) {
+	c, _ := newTestClient(t, http.NotFoundHandler(), WithoutRateLimit())
+	if r := c.Rate(); !math.IsInf(r, 1) {
+		t.Fatalf("rate %v, want +Inf", r)
+	}
+	c, _ = newTestClient(t, http.NotFoundHandler(), WithRateLimit(25, 0))
+	if r := c.Rate(); r != DefaultStartRate {
+		t.Fatalf("rate %v under a ceiling of 25, want the start %v", r, DefaultStartRate)
+	}
+	if _, err := New("http://x.example", WithRateLimit(math.NaN(), 0)); err == nil {
+		t.Fatal("WithRateLimit(NaN) accepted")
+	}
+}
+
+// The climb after a 429 takes rateFirstClimbWindows windows the first
+// time, rateCubicWindows after, twice that when the estimate confirms the
+// one before, and back to rateCubicWindows when it does not.
+func TestRateClimbLengthensWhileTheLimitHolds(t *testing.T) {
+	now := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	b := newRateBudget(8, 10, rateConfig{start: 100}, clock, nil)
+	b.clock = clock
+	round := func(accepted int) time.Duration {
+		t.Helper()
+		for range accepted {
+			now = now.Add(time.Second / time.Duration(accepted+1))
+			if err := b.takeSlot(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			b.reserve()
+			b.release(b.send(), outcomeOK)
+		}
+		now = now.Add(time.Second / time.Duration(accepted+1))
+		if err := b.takeSlot(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		b.reserve()
+		if lowered, _ := b.throttled(b.send(), time.Second); !lowered {
+			t.Fatal("the 429 did not lower the rate")
+		}
+		now = now.Add(time.Second) // the pause: the next round counts alone
+		return b.rate.climb
+	}
+	w := time.Second
+	for i, c := range []struct {
+		accepted int
+		want     time.Duration
+	}{
+		{20, rateFirstClimbWindows * w}, // the first, from slow start
+		{19, 2 * rateCubicWindows * w},  // confirms 20
+		{20, 4 * rateCubicWindows * w},  // confirms 19
+		{21, 4 * rateCubicWindows * w},  // confirms 20: no longer than 4 ×
+		{10, rateCubicWindows * w},      // a new limit
+	} {
+		if got := round(c.accepted); got != c.want {
+			t.Fatalf("round %d (%d accepted): climb %s, want %s", i+1, c.accepted, got, c.want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -18,7 +19,6 @@ import (
 	"time"
 
 	"golang.org/x/sync/semaphore"
-	"golang.org/x/time/rate"
 )
 
 // version is reported in the User-Agent; set it at build time with
@@ -30,8 +30,13 @@ const reportingPath = "/api/learn/reporting/v3/json"
 
 // Defaults.
 const (
-	DefaultRateLimit   = 20 // requests per second
-	DefaultBurst       = 20
+	// DefaultRateLimit is the default ceiling on the request rate
+	// (WithRateLimit): none. The rate adapts to the service's 429s,
+	// starting at DefaultStartRate (budget.go).
+	DefaultRateLimit = 0
+	// DefaultBurst is the default burst of the rate limiter: automatic,
+	// 25 ms of the current rate and at least 1.
+	DefaultBurst       = 0
 	DefaultConcurrency = 4
 	DefaultPageSize    = 1000
 	DefaultMaxAttempts = 6
@@ -76,7 +81,7 @@ type Client struct {
 	token     secret   // reporting, v3 and v4 access token (see tokenMu)
 	apiToken  secret   // developer API token (webhooks)
 	hc        *http.Client
-	limiter   *rate.Limiter
+	rate      rateConfig // WithRateLimit, WithoutRateLimit
 	budget    *budget
 	log       *slog.Logger
 
@@ -318,20 +323,32 @@ func NewHTTPClient(timeout time.Duration) *http.Client {
 	return &http.Client{Transport: tr, CheckRedirect: sameOriginOnly}
 }
 
-// WithRateLimit sets the one limiter shared by every request of the client,
-// retries included: rps requests per second with bursts of burst. rps <= 0
-// means unlimited. Default 20 rps, burst 20.
+// WithRateLimit sets a ceiling on the client's one request rate, shared
+// by every request of the client, retries included: rps requests per
+// second, with bursts of burst. The rate itself adapts below the ceiling:
+// it starts at DefaultStartRate, grows while the service answers, and
+// drops on a 429 to just under the rate the service allowed (budget.go).
+// rps <= 0 means no ceiling (the default); +Inf is WithoutRateLimit.
+// burst < 1 means automatic: 25 ms of the current rate, at least 1.
 func WithRateLimit(rps float64, burst int) Option {
 	return func(c *Client) {
-		if burst < 1 {
-			burst = 1
+		if math.IsNaN(rps) {
+			c.optErrs = append(c.optErrs, errors.New("WithRateLimit(NaN): want a number of requests per second"))
+			return
 		}
-		limit := rate.Limit(rps)
-		if rps <= 0 {
-			limit = rate.Inf
+		if math.IsInf(rps, 1) {
+			c.rate = rateConfig{off: true}
+			return
 		}
-		c.limiter = rate.NewLimiter(limit, burst)
+		c.rate = rateConfig{ceiling: max(rps, 0), burst: max(burst, 0)}
 	}
+}
+
+// WithoutRateLimit switches the rate limiter off: no rate and no
+// adaptation, only the limit of requests in flight. For a service that
+// never throttles, such as a fake on loopback in tests and benchmarks.
+func WithoutRateLimit() Option {
+	return func(c *Client) { c.rate = rateConfig{off: true} }
 }
 
 // WithConcurrency sets the number of page-fetch workers per ReadObject,
@@ -422,7 +439,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		timeout:     DefaultTimeout,
 		maxBody:     DefaultMaxResponseBytes,
 		held:        map[*bytes.Buffer]int64{},
-		limiter:     rate.NewLimiter(DefaultRateLimit, DefaultBurst),
+		rate:        rateConfig{ceiling: DefaultRateLimit, burst: DefaultBurst},
 		log:         slog.New(slog.DiscardHandler),
 		concurrency: DefaultConcurrency,
 		pageSize:    DefaultPageSize,
@@ -470,7 +487,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if c.maxInFlight == 0 {
 		c.maxInFlight = c.concurrency
 	}
-	c.budget = newBudget(c.limiter, c.maxInFlight, c.recoverRun, c.now, func(ctx context.Context, d time.Duration) error {
+	c.budget = newRateBudget(c.maxInFlight, c.recoverRun, c.rate, c.now, func(ctx context.Context, d time.Duration) error {
 		return c.sleep(ctx, d)
 	})
 	if fs, ok := c.tokens.(*funcSource); ok && fs.cur == "" {

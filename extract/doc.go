@@ -20,7 +20,13 @@
 //     telling the caller to discard (Page.Restart); what it cannot heal is
 //     an *IntegrityError;
 //   - sends every request through one budget (budget.go): an adaptive
-//     concurrency limit (AIMD on 429) and one shared rate limiter;
+//     concurrency limit (AIMD on 429) and one shared, adaptive rate that
+//     finds the service's limit instead of assuming it: it starts at
+//     DefaultStartRate, doubles while the limiter holds requests back, and
+//     on a 429 (once per round) drops just under the rate the service
+//     accepted in its window, then climbs back along a cubic and probes
+//     above; WithRateLimit sets a ceiling on it, WithoutRateLimit turns it
+//     off;
 //   - retries reads (429 honouring Retry-After, 5xx, dropped connections,
 //     bodies cut short) within a budget of attempts and total wait; never
 //     retries a create or update once it may have reached the service

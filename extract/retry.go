@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -56,7 +57,7 @@ func (c *Client) get(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.B
 
 // do sends a request, retrying within the client's budget, and leaves a
 // success body in buf. Every attempt first takes a slot of the shared
-// budget (adaptive concurrency, then rate limiter).
+// budget (adaptive concurrency, then the adaptive rate).
 //
 // GET, HEAD and DELETE are retried on 429, 500/502/503/504, transport
 // failures and 2xx bodies that are not valid JSON (cut short). A DELETE
@@ -101,7 +102,7 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 		}
 		bearer, err := c.bearer(ctx, info)
 		if err != nil {
-			c.budget.release(sl, outcomeOK)
+			c.budget.release(sl, outcomeUnsent)
 			if ctx.Err() != nil {
 				return st, context.Cause(ctx)
 			}
@@ -114,7 +115,11 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 		case err != nil || retryableStatus(resp.status) && resp.status != http.StatusTooManyRequests:
 			c.budget.release(sl, outcomeFailed)
 		case resp.status == http.StatusTooManyRequests:
-			c.budget.release(sl, outcomeThrottled)
+			ra, _ := parseRetryAfter(resp.header.Get("Retry-After"), c.now())
+			if lowered, rps := c.budget.throttled(sl, ra); lowered {
+				c.log.DebugContext(ctx, "request rate lowered after a 429", "interface", info.iface, "op", info.op,
+					"rate", math.Round(rps*100)/100)
+			}
 		default:
 			c.budget.release(sl, outcomeOK)
 		}

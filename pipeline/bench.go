@@ -62,7 +62,8 @@ type BenchConfig struct {
 	Repeat int
 	// Seed of the fake tenant (default 1).
 	Seed int64
-	// Phases limits the run to these phases (default all three).
+	// Phases limits the run to these phases (default all three; only the
+	// sync with RateLimit).
 	Phases []string
 	// RunPhase runs one phase and measures it. Default: RunBenchPhase in
 	// this process, where the fake service runs too, so peak memory
@@ -74,6 +75,15 @@ type BenchConfig struct {
 	// CPUProfiles, if set, is a folder where each phase run writes its CPU
 	// profile (PHASE-RUN.pprof).
 	CPUProfiles string
+	// RateLimit, if above 0, is the service's limit in the sync phase:
+	// a second fake, with the same data, answers 429 to data requests
+	// beyond RateLimit in one RateWindow (default 1 s), with Retry-After
+	// and meta.rateLimit, as servicetest.WithRateLimit does. The sync
+	// does not know the limit: its client has the default settings (no
+	// ceiling on its adaptive rate). The other phases read the unlimited
+	// fake, as without it.
+	RateLimit  int
+	RateWindow time.Duration
 }
 
 // BenchPhaseSpec is one phase to run: everything a child process needs.
@@ -90,6 +100,9 @@ type BenchPhaseSpec struct {
 	Pages string `json:"pages,omitempty"`
 	// CPUProfile, if set, is a file to write the phase's CPU profile to.
 	CPUProfile string `json:"cpu_profile,omitempty"`
+	// Defaults: the client has the default settings, as a default sync's
+	// (the rate-limited sync); otherwise its rate limiter is off.
+	Defaults bool `json:"defaults,omitempty"`
 }
 
 // BenchPhaseResult is one measured run of a phase.
@@ -113,6 +126,25 @@ type BenchPhaseResult struct {
 	// until the object was staged as Parquet, before the warehouse load.
 	Staged        time.Duration `json:"staged_ns,omitempty"`
 	StagedPeakRSS int64         `json:"staged_peak_rss,omitempty"`
+	// Requests and Throttled (sync under BenchConfig.RateLimit) are the
+	// data requests the rate-limited fake saw during the phase and those
+	// it answered 429; Ideal is the time the others take at exactly the
+	// limit, (Requests - Throttled) / RateLimit windows.
+	Requests  int64         `json:"requests,omitempty"`
+	Throttled int64         `json:"throttled,omitempty"`
+	Ideal     time.Duration `json:"ideal_ns,omitempty"`
+}
+
+// OverIdeal is the phase's time over its ideal time at the service's
+// rate limit (0 without one).
+func (r BenchPhaseResult) OverIdeal() float64 { return ratio(r.Duration, r.Ideal) }
+
+// ThrottledShare is the share of the phase's requests answered 429.
+func (r BenchPhaseResult) ThrottledShare() float64 {
+	if r.Requests <= 0 {
+		return 0
+	}
+	return float64(r.Throttled) / float64(r.Requests)
 }
 
 // RowsPerSecond is the phase's throughput.
@@ -133,6 +165,10 @@ type BenchResult struct {
 	ReadJSON  BenchPhaseResult
 	Runs      []BenchPhaseResult // every run, in order
 	Machine   string             // GOOS/GOARCH, CPUs, Go version
+	// RateLimit and RateWindow are the sync phase's service limit
+	// (BenchConfig.RateLimit; 0: none).
+	RateLimit  int
+	RateWindow time.Duration
 }
 
 // SyncOverFetch is sepipe's time over the fetch-and-discard time.
@@ -152,10 +188,18 @@ func ratio(a, b time.Duration) float64 {
 // cfg.Rows rows of BenchObject and measures, on the same pages: sepipe end
 // to end (PhaseSync), fetching and discarding every page (PhaseFetch), and
 // DuckDB's read_json loading the pages from local files (PhaseReadJSON;
-// saving the pages is not timed).
+// saving the pages is not timed). With cfg.RateLimit, the sync reads a
+// fake that allows that many requests per window, with default settings,
+// and is measured against the ideal time at that limit.
 func Bench(ctx context.Context, cfg BenchConfig) (*BenchResult, error) {
 	if cfg.Rows < 1 {
 		return nil, fmt.Errorf("bench: rows must be at least 1, got %d", cfg.Rows)
+	}
+	if cfg.RateLimit < 0 || cfg.RateWindow < 0 {
+		return nil, fmt.Errorf("bench: rate limit %d per %s: want neither below 0", cfg.RateLimit, cfg.RateWindow)
+	}
+	if cfg.RateWindow == 0 {
+		cfg.RateWindow = servicetest.DefaultRateWindow
 	}
 	for _, p := range cfg.Phases {
 		if p != PhaseSync && p != PhaseFetch && p != PhaseReadJSON {
@@ -196,11 +240,19 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchResult, error) {
 	srv := servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithSeed(cfg.Seed))
 	defer srv.Close()
 	log.Info("fake service started", "url", srv.URL, "users", users)
+	var limited *servicetest.Server
+	if cfg.RateLimit > 0 {
+		limited = servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithSeed(cfg.Seed),
+			servicetest.WithRateLimit(cfg.RateLimit), servicetest.WithRateWindow(cfg.RateWindow))
+		defer limited.Close()
+		log.Info("rate-limited fake service started", "url", limited.URL, "limit", cfg.RateLimit, "window", cfg.RateWindow)
+	}
 
 	// Save the pages for read_json first (untimed); this also tells the
 	// object's exact size.
 	pages := filepath.Join(dir, "pages")
-	res := &BenchResult{Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())}
+	res := &BenchResult{Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version()),
+		RateLimit: cfg.RateLimit, RateWindow: cfg.RateWindow}
 	spec := BenchPhaseSpec{URL: srv.URL, Token: srv.Service.AccessToken(), Object: BenchObject,
 		Concurrency: cfg.Concurrency, PageSize: cfg.PageSize}
 	saved, err := savePages(ctx, spec, pages)
@@ -211,7 +263,11 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchResult, error) {
 	log.Info("pages saved", "rows", saved.Rows, "pages", saved.Pages, "bytes", saved.Bytes)
 
 	phases := cfg.Phases
-	if len(phases) == 0 {
+	switch {
+	case len(phases) > 0:
+	case cfg.RateLimit > 0:
+		phases = []string{PhaseSync} // the others do not read the limited fake
+	default:
 		phases = []string{PhaseSync, PhaseFetch, PhaseReadJSON}
 	}
 	best := map[string]*BenchPhaseResult{PhaseSync: &res.Sync, PhaseFetch: &res.Fetch, PhaseReadJSON: &res.ReadJSON}
@@ -224,6 +280,11 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchResult, error) {
 			if cfg.CPUProfiles != "" {
 				s.CPUProfile = filepath.Join(cfg.CPUProfiles, fmt.Sprintf("%s-%d.pprof", phase, rep+1))
 			}
+			var before servicetest.FaultStats
+			if limited != nil && phase == PhaseSync {
+				s.URL, s.Token, s.Defaults = limited.URL, limited.Service.AccessToken(), true
+				before = limited.Faults()
+			}
 			runtime.GC() // start each phase from a quiet heap
 			cpu0 := processCPU()
 			r, err := cfg.RunPhase(ctx, s)
@@ -233,12 +294,17 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchResult, error) {
 			if !inProcess {
 				r.ServiceCPU = processCPU() - cpu0 // the phase ran in a child: this was the fake's
 			}
+			if s.Defaults {
+				after := limited.Faults()
+				r.Requests, r.Throttled = after.Requests-before.Requests, after.RateLimited-before.RateLimited
+				r.Ideal = time.Duration(float64(r.Requests-r.Throttled) / float64(cfg.RateLimit) * float64(cfg.RateWindow))
+			}
 			os.RemoveAll(s.Dir)
 			if r.Rows != res.Rows {
 				return nil, fmt.Errorf("bench: phase %s saw %d rows, the object has %d", phase, r.Rows, res.Rows)
 			}
 			log.Info("phase done", "phase", phase, "run", rep+1, "seconds", r.Duration.Seconds(), "peak_rss_mb", r.PeakRSS>>20,
-				"cpu_s", r.CPU.Seconds(), "fake_cpu_s", r.ServiceCPU.Seconds())
+				"cpu_s", r.CPU.Seconds(), "fake_cpu_s", r.ServiceCPU.Seconds(), "requests", r.Requests, "throttled", r.Throttled)
 			res.Runs = append(res.Runs, r)
 			if b := best[phase]; b.Duration == 0 || r.Duration < b.Duration {
 				*b = r
@@ -299,12 +365,15 @@ func RunBenchPhase(ctx context.Context, spec BenchPhaseSpec) (BenchPhaseResult, 
 }
 
 func benchClient(spec BenchPhaseSpec) (*extract.Client, error) {
-	return extract.New(spec.URL,
+	opts := []extract.Option{
 		extract.WithAccessToken(spec.Token),
 		extract.WithConcurrency(spec.Concurrency),
 		extract.WithPageSize(spec.PageSize),
-		extract.WithRateLimit(0, 0), // loopback: no budget needed
-	)
+	}
+	if !spec.Defaults {
+		opts = append(opts, extract.WithoutRateLimit()) // loopback, unlimited: no budget needed
+	}
+	return extract.New(spec.URL, opts...)
 }
 
 // stagedHook tells the bench when an object is staged.

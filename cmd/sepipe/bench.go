@@ -10,9 +10,11 @@ import (
 	"os/exec"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sepipe/sepipe/extract/servicetest"
 	"github.com/sepipe/sepipe/pipeline"
 )
 
@@ -25,7 +27,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 		phaseSpec string
 	)
 	cmd := &cobra.Command{
-		Use:   "bench [--rows N]",
+		Use:   "bench [--rows N] [--rate-limit N]",
 		Short: "Measure sepipe against fetching the pages and against DuckDB's read_json",
 		Long: `Bench starts sepipe's fake service on a loopback port with about N rows of
 userCourseProgress and measures, on the same pages:
@@ -38,9 +40,18 @@ userCourseProgress and measures, on the same pages:
 Each phase runs in a child process of its own (this binary), so that its peak
 resident memory (VmHWM) is its own; the fake service stays in this process.
 With --repeat, the phases run interleaved and the fastest run of each counts;
-peak memory is the highest of its runs.`,
+peak memory is the highest of its runs.
+
+With --rate-limit N the sync reads a second fake, with the same data, that
+answers 429 (with Retry-After) to data requests beyond N per --rate-window, as
+a rate-limited service does. The sync does not know N: it runs with the default
+settings, as a default sepipe sync does, and finds the rate itself. The report
+gives its time against the ideal, the requests the fake answered divided by N
+(in windows), and the share of requests answered 429. Only the sync phase runs
+unless --phases says otherwise (fetch and read_json read the unlimited fake).`,
 		Example: `  sepipe bench --rows 1000000
-  sepipe bench --rows 5000000 --repeat 1`,
+  sepipe bench --rows 5000000 --repeat 1
+  sepipe bench --rows 600000 --rate-limit 20 --repeat 1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if phaseSpec != "" {
@@ -51,6 +62,12 @@ peak memory is the highest of its runs.`,
 			}
 			if cfg.Repeat < 1 {
 				return usagef("--repeat must be at least 1, got %d", cfg.Repeat)
+			}
+			if cfg.RateLimit < 0 {
+				return usagef("--rate-limit must not be negative, got %d", cfg.RateLimit)
+			}
+			if cfg.RateWindow <= 0 {
+				return usagef("--rate-window must be more than 0, got %s", cfg.RateWindow)
 			}
 			log, err := g.logger()
 			if err != nil {
@@ -82,6 +99,8 @@ peak memory is the highest of its runs.`,
 	f.StringSliceVar(&cfg.Phases, "phases", nil, "run only these phases: sync, fetch, read_json (default all)")
 	f.StringVar(&cfg.Dir, "dir", "", "scratch folder (default: a temporary folder, removed afterwards)")
 	f.StringVar(&cfg.CPUProfiles, "cpuprofile-dir", "", "write each phase run's CPU profile into this folder")
+	f.IntVar(&cfg.RateLimit, "rate-limit", 0, "the sync's fake allows N data requests per --rate-window and answers 429 beyond (0: no limit); the sync is not told")
+	f.DurationVar(&cfg.RateWindow, "rate-window", servicetest.DefaultRateWindow, "the window of --rate-limit")
 	f.BoolVar(&inProcess, "in-process", false, "run the phases in this process (peak memory then includes the fake service)")
 	f.StringVar(&phaseSpec, "phase-spec", "", "internal: run one phase, given as JSON, and print its result")
 	_ = f.MarkHidden("phase-spec")
@@ -144,6 +163,10 @@ func printBench(w io.Writer, r *pipeline.BenchResult) {
 		fmt.Fprintf(w, "\nsepipe: staged as Parquet after %.2f s (peak RSS %.0f MB), then loaded DuckDB in %.2f s\n",
 			r.Sync.Staged.Seconds(), float64(r.Sync.StagedPeakRSS)/(1<<20), (r.Sync.Duration - r.Sync.Staged).Seconds())
 	}
+	if r.RateLimit > 0 {
+		printRateLimited(w, r)
+		return
+	}
 	if r.Sync.Duration > 0 && r.Fetch.Duration > 0 {
 		fmt.Fprintf(w, "\nsepipe/(a) fetch+discard = %.2f\n", r.SyncOverFetch())
 	}
@@ -152,4 +175,30 @@ func printBench(w io.Writer, r *pipeline.BenchResult) {
 	}
 	fmt.Fprintln(w, "\npeak RSS: the high-water mark (VmHWM) of the process that ran the phase; CPU S: its user+system CPU;")
 	fmt.Fprintln(w, "FAKE CPU S: CPU of this process, where the fake service runs, meanwhile. Times: the fastest of --repeat runs.")
+}
+
+// printRateLimited reports the rate-limited sync against its ideal time.
+func printRateLimited(w io.Writer, r *pipeline.BenchResult) {
+	fmt.Fprintf(w, "\nservice limit: %d requests per %s, unknown to the sync (default settings)\n", r.RateLimit, r.RateWindow)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "RUN\tREQUESTS\t429\t429 SHARE\tIDEAL S\tSYNC S\tSYNC/IDEAL\tSTAGED S\tSTAGED/IDEAL\t")
+	n := 0
+	for _, p := range r.Runs {
+		if p.Phase != pipeline.PhaseSync || p.Ideal <= 0 {
+			continue
+		}
+		n++
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%.1f %%\t%.2f\t%.2f\t%.3f\t%.2f\t%.3f\t\n", n, p.Requests, p.Throttled, 100*p.ThrottledShare(),
+			p.Ideal.Seconds(), p.Duration.Seconds(), p.OverIdeal(), p.Staged.Seconds(), ratioOf(p.Staged, p.Ideal))
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nideal: the requests the fake answered (not 429) divided by the limit; SYNC: the whole sync, DuckDB load")
+	fmt.Fprintln(w, "included; STAGED: until the object was staged as Parquet (the fetch done). Every run is listed.")
+}
+
+func ratioOf(a, b time.Duration) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a.Seconds() / b.Seconds()
 }

@@ -103,8 +103,8 @@ type FilterConfig struct {
 type RequestsConfig struct {
 	Concurrency       int      `yaml:"concurrency"`        // pages in flight per object
 	ObjectConcurrency int      `yaml:"object_concurrency"` // objects read at once
-	Rate              float64  `yaml:"rate"`               // requests per second, all workers
-	Burst             int      `yaml:"burst"`
+	Rate              float64  `yaml:"rate"`               // ceiling on requests per second, all workers; 0: none, the rate adapts
+	Burst             int      `yaml:"burst"`              // 0: automatic
 	PageSize          int      `yaml:"page_size"`
 	MaxAttempts       int      `yaml:"max_attempts"`
 	MaxWait           Duration `yaml:"max_wait"`
@@ -539,10 +539,10 @@ func (c *Config) SetDefaults() {
 		r.ObjectConcurrency = 2
 	}
 	if r.Rate == 0 {
-		r.Rate = 10
+		r.Rate = extract.DefaultRateLimit // no ceiling: the client finds the service's rate
 	}
 	if r.Burst == 0 {
-		r.Burst = max(1, int(r.Rate))
+		r.Burst = extract.DefaultBurst // automatic
 	}
 	if r.PageSize == 0 {
 		r.PageSize = extract.DefaultPageSize
@@ -675,9 +675,9 @@ func (c *Config) Validate() error {
 	case r.ObjectConcurrency < 1:
 		return c.errf("requests.object_concurrency", "want at least 1, got %d", r.ObjectConcurrency)
 	case r.Rate < 0:
-		return c.errf("requests.rate", "want a rate of requests per second >= 0 (0 is unlimited... use a positive number), got %v", r.Rate)
-	case r.Burst < 1:
-		return c.errf("requests.burst", "want at least 1, got %d", r.Burst)
+		return c.errf("requests.rate", "want a ceiling of requests per second >= 0 (0: none, the rate adapts to the service), got %v", r.Rate)
+	case r.Burst < 0:
+		return c.errf("requests.burst", "want at least 1 (or 0: automatic), got %d", r.Burst)
 	case r.PageSize < 1 || r.PageSize > 1000:
 		return c.errf("requests.page_size", "want 1 to 1000 rows, got %d", r.PageSize)
 	case r.MaxAttempts < 1:

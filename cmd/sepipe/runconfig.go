@@ -36,7 +36,7 @@ func (f *runFlags) add(cmd *cobra.Command, withOut bool) {
 		fl.StringSliceVar(&f.objects, "objects", nil, "comma-separated object ids (default: all, or the config's include/exclude)")
 	}
 	fl.IntVar(&f.concurrency, "concurrency", extract.DefaultConcurrency, "page requests in flight per object; overrides requests.concurrency")
-	fl.Float64Var(&f.rate, "rate", 10, "request budget, requests per second shared by all workers; overrides requests.rate")
+	fl.Float64Var(&f.rate, "rate", extract.DefaultRateLimit, "ceiling on the requests per second of all workers (0: none; below it the rate adapts to the service's 429s); overrides requests.rate")
 	fl.IntVar(&f.pageSize, "page-size", extract.DefaultPageSize, "rows per page requested; overrides requests.page_size")
 }
 
@@ -79,7 +79,6 @@ func (f *runFlags) load(cmd *cobra.Command, g *globals) (*Config, error) {
 	}
 	if fl.Changed("rate") {
 		c.Requests.Rate = f.rate
-		c.Requests.Burst = max(1, int(f.rate))
 	}
 	if fl.Changed("page-size") {
 		c.Requests.PageSize = f.pageSize
