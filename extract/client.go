@@ -303,7 +303,7 @@ var ErrCrossOriginRedirect = errors.New("extract: redirect to another origin ref
 // 10) only within the origin of the first request, credentials included.
 func sameOriginOnly(req *http.Request, via []*http.Request) error {
 	if len(via) >= 10 {
-		return errors.New("stopped after 10 redirects")
+		return errTooManyRedirects
 	}
 	first := via[0].URL
 	if !strings.EqualFold(req.URL.Scheme, first.Scheme) || !strings.EqualFold(req.URL.Host, first.Host) {
@@ -764,8 +764,12 @@ func isDialError(err error) bool {
 // tried again.
 func retryableTransport(err error) bool {
 	var cv *tls.CertificateVerificationError
-	return !errors.As(err, &cv)
+	return !errors.As(err, &cv) && !errors.Is(err, ErrCrossOriginRedirect) && !errors.Is(err, errTooManyRedirects)
 }
+
+// errTooManyRedirects: a chain of redirects that does not end; asking
+// again would follow the same chain.
+var errTooManyRedirects = errors.New("stopped after 10 redirects")
 
 // Format prints the client without its credentials, for every verb, so a
 // client printed in a log line or a panic cannot leak the token.

@@ -94,7 +94,8 @@ func TestStalledBodyIsCutButSlowBodyIsNot(t *testing.T) {
 }
 
 // TestNoCredentialToAnotherOrigin: a redirect to another port of the same
-// host is refused; the other origin sees no request and no credential.
+// host is refused, and not asked again (another attempt would be sent to
+// the same place); the other origin sees no request and no credential.
 func TestNoCredentialToAnotherOrigin(t *testing.T) {
 	var other atomic.Int32
 	var sawAuth atomic.Bool
@@ -119,19 +120,23 @@ func TestNoCredentialToAnotherOrigin(t *testing.T) {
 		w.Write([]byte(`{"objects":[]}`))
 	}))
 	defer srv.Close()
-	c, err := extract.New(srv.URL, extract.WithAccessToken("tok-SECRET-4f1c9a"), extract.WithRateLimit(0, 1), extract.WithRetry(1, 0))
+	c, err := extract.New(srv.URL, extract.WithAccessToken("tok-SECRET-4f1c9a"), extract.WithRateLimit(0, 1), extract.WithRetry(4, 5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Objects(context.Background()); err != nil {
 		t.Fatalf("same-origin redirect: %v", err)
 	}
+	redirected := same.Load()
 	_, err = c.Objects(context.Background())
 	if !errors.Is(err, extract.ErrCrossOriginRedirect) {
 		t.Fatalf("cross-origin redirect: %v, want ErrCrossOriginRedirect", err)
 	}
 	if other.Load() != 0 || sawAuth.Load() {
 		t.Fatalf("the other origin got %d requests (credential: %v)", other.Load(), sawAuth.Load())
+	}
+	if n := same.Load() - redirected; n != 1 {
+		t.Errorf("the refused redirect was asked for %d times, want once (not retried)", n)
 	}
 }
 
