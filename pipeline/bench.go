@@ -547,28 +547,6 @@ func startPeakRSS() (stop, peek func() int64) {
 		}
 }
 
-// processCPU is the CPU time this process used so far (user + system),
-// from /proc/self/stat; 0 where there is none.
-func processCPU() time.Duration {
-	b, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name (which may hold spaces), from field 3:
-	// utime and stime are fields 14 and 15, in clock ticks (100 a second).
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(string(f[11]), 10, 64)
-	s, _ := strconv.ParseInt(string(f[12]), 10, 64)
-	return time.Duration(u+s) * 10 * time.Millisecond
-}
-
 // procStatus reads one "Name:   N kB" line of /proc/self/status, in bytes.
 func procStatus(name string) (int64, bool) {
 	f, err := os.Open("/proc/self/status")
