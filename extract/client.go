@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"io"
 	"log/slog"
 	"math"
@@ -60,7 +61,7 @@ const (
 // every page has been handed to fn, or the read failed or was cancelled.
 type Source interface {
 	Objects(ctx context.Context) ([]Object, error)
-	Describe(ctx context.Context, objectID string) ([]Field, error)
+	Describe(ctx context.Context, objectID string) ([]service.Field, error)
 	ReadObject(ctx context.Context, objectID string, q Query, fn PageFunc) (ReadStats, error)
 	ReadList(ctx context.Context, l List, q CollectionQuery, fn PageFunc) (ReadStats, error)
 	// CanRead reports whether the source holds the credential the
@@ -307,7 +308,7 @@ func sameOriginOnly(req *http.Request, via []*http.Request) error {
 	}
 	first := via[0].URL
 	if !strings.EqualFold(req.URL.Scheme, first.Scheme) || !strings.EqualFold(req.URL.Host, first.Host) {
-		return fmt.Errorf("%w: %s to %s", ErrCrossOriginRedirect, RedactURL(first), RedactURL(req.URL))
+		return fmt.Errorf("%w: %s to %s", ErrCrossOriginRedirect, service.RedactURL(first), service.RedactURL(req.URL))
 	}
 	return nil
 }
@@ -411,7 +412,7 @@ func parseBase(what, raw string) (*url.URL, error) {
 		return nil, fmt.Errorf("extract: %s URL: %w", what, err)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("extract: %s URL %q: want an absolute http or https URL", what, RedactURL(u))
+		return nil, fmt.Errorf("extract: %s URL %q: want an absolute http or https URL", what, service.RedactURL(u))
 	}
 	u.RawQuery, u.Fragment, u.RawFragment = "", "", ""
 	u.Path = strings.TrimRight(u.Path, "/")
@@ -590,7 +591,7 @@ type reqInfo struct {
 	page   int
 	params string // decoded `parameters` document, logged as is
 	// decoderChecks: the body goes to a PageFunc that parses it in full
-	// and reports a malformed one (ErrMalformedPage), so the transport
+	// and reports a malformed one (service.ErrMalformedPage), so the transport
 	// does not validate the JSON a second time.
 	decoderChecks bool
 
@@ -689,7 +690,7 @@ func (c *Client) attempt(ctx context.Context, info reqInfo, u *url.URL, bearer s
 		// url.Error carries the raw URL; rebuild it redacted.
 		var ue *url.Error
 		if errors.As(err, &ue) {
-			err = &url.Error{Op: ue.Op, URL: RedactURL(u), Err: ue.Err}
+			err = &url.Error{Op: ue.Op, URL: service.RedactURL(u), Err: ue.Err}
 		}
 		return response{}, sent, &transportError{err: err}
 	}
@@ -779,7 +780,7 @@ func (c *Client) Format(f fmt.State, _ rune) {
 		return
 	}
 	_, _ = fmt.Fprintf(f, "extract.Client{base: %s, token: %s, apiToken: %s, concurrency: %d, pageSize: %d}",
-		RedactURL(c.base), secret(""), secret(""), c.concurrency, c.pageSize)
+		service.RedactURL(c.base), secret(""), secret(""), c.concurrency, c.pageSize)
 }
 
 // LogValue logs the client without its credentials.
@@ -787,5 +788,5 @@ func (c *Client) LogValue() slog.Value {
 	if c == nil {
 		return slog.StringValue("extract.Client(nil)")
 	}
-	return slog.GroupValue(slog.String("base", RedactURL(c.base)), slog.String("token", redacted), slog.String("apiToken", redacted))
+	return slog.GroupValue(slog.String("base", service.RedactURL(c.base)), slog.String("token", redacted), slog.String("apiToken", redacted))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"net/http"
 	"net/url"
 	"strings"
@@ -140,14 +141,14 @@ func TestRedactURL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := RedactURL(u); got != want {
-			t.Errorf("RedactURL(%s)\n got %s\nwant %s", in, got, want)
+		if got := service.RedactURL(u); got != want {
+			t.Errorf("service.RedactURL(%s)\n got %s\nwant %s", in, got, want)
 		}
 		if u.String() == want && in != want {
-			t.Errorf("RedactURL changed its argument")
+			t.Errorf("service.RedactURL changed its argument")
 		}
 	}
-	if RedactURL(nil) != "" {
+	if service.RedactURL(nil) != "" {
 		t.Error("nil URL")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"hash/maphash"
 	"net/url"
 	"reflect"
@@ -74,7 +75,7 @@ func (c *Client) CanRead(iface string) bool {
 
 // ReadList reads every page of the list l by offset, q.Limit items a page,
 // and hands each raw page to fn, which decodes it and returns what the
-// page says about itself: the count (PageInfo.TotalResults, -1 when the
+// page says about itself: the count (service.PageInfo.TotalResults, -1 when the
 // page has none), the items it holds (Rows) and, when it knows the key
 // fields, the items' keys (Keys). Page.Offset is the page's offset.
 //
@@ -88,7 +89,7 @@ func (c *Client) CanRead(iface string) bool {
 // read ends at a short page followed by an empty one. A mismatch is
 // healed by reading again from offset 0 (WithHealing times; fn gets a
 // Restart page and must discard what it received) and is then an
-// *IntegrityError. A page fn finds malformed (ErrMalformedPage) is
+// *IntegrityError. A page fn finds malformed (service.ErrMalformedPage) is
 // fetched again, like a dropped connection.
 func (c *Client) ReadList(ctx context.Context, l List, q CollectionQuery, fn PageFunc) (ReadStats, error) {
 	if fn == nil {
@@ -287,38 +288,38 @@ func (p *pager) fetch(ctx context.Context, offset int, buf *bytes.Buffer) error 
 // page fetches the page at offset and hands it to fn; a page fn finds
 // malformed is fetched again. A page equal to the previous one byte for
 // byte (prevSum) is fetched again before fn sees it.
-func (p *pager) page(ctx context.Context, read, offset int, buf *bytes.Buffer, prevSum uint64) (PageInfo, uint64, error) {
+func (p *pager) page(ctx context.Context, read, offset int, buf *bytes.Buffer, prevSum uint64) (service.PageInfo, uint64, error) {
 	for attempt := 1; ; attempt++ {
 		if err := p.fetch(ctx, offset, buf); err != nil {
-			return PageInfo{}, 0, err
+			return service.PageInfo{}, 0, err
 		}
 		sum := maphash.Bytes(p.seed, buf.Bytes())
 		for again := 0; again < repeatRefetches && sum == prevSum; again++ {
 			p.c.log.WarnContext(ctx, "page repeats the previous one; fetching it again", "collection", p.name, "offset", offset)
 			if err := p.fetch(ctx, offset, buf); err != nil {
-				return PageInfo{}, 0, err
+				return service.PageInfo{}, 0, err
 			}
 			sum = maphash.Bytes(p.seed, buf.Bytes())
 		}
 		if sum == prevSum {
-			return PageInfo{}, 0, p.integrity(read, 0, 0, "the page at offset %d repeats the previous page byte for byte", offset)
+			return service.PageInfo{}, 0, p.integrity(read, 0, 0, "the page at offset %d repeats the previous page byte for byte", offset)
 		}
 		info, err := p.fn(ctx, &Page{Object: p.name, Number: offset/p.limit + 1, Offset: offset, Body: buf.Bytes(), Read: read})
 		if err == nil {
 			return info, sum, nil
 		}
 		if ctx.Err() != nil {
-			return PageInfo{}, 0, context.Cause(ctx)
+			return service.PageInfo{}, 0, context.Cause(ctx)
 		}
-		if !errors.Is(err, ErrMalformedPage) || attempt >= p.c.maxAttempts {
-			return PageInfo{}, 0, fmt.Errorf("extract: %s offset %d: %w", p.name, offset, err)
+		if !errors.Is(err, service.ErrMalformedPage) || attempt >= p.c.maxAttempts {
+			return service.PageInfo{}, 0, fmt.Errorf("extract: %s offset %d: %w", p.name, offset, err)
 		}
 		p.stats.Retries++
 		wait := p.c.backoff(attempt)
 		p.stats.Waited += wait
 		select {
 		case <-ctx.Done():
-			return PageInfo{}, 0, context.Cause(ctx)
+			return service.PageInfo{}, 0, context.Cause(ctx)
 		case <-time.After(wait):
 		}
 	}
@@ -416,20 +417,20 @@ func (p *pager) checkKeys(read int, seen map[string]int, keys []string, offset i
 // discarded read. Items are keyed by their "id".
 func collectAll[T any](ctx context.Context, p *pager, decode func([]byte) (int64, []json.RawMessage, error)) ([]T, ReadStats, error) {
 	var out []T
-	p.fn = func(ctx context.Context, pg *Page) (PageInfo, error) {
+	p.fn = func(ctx context.Context, pg *Page) (service.PageInfo, error) {
 		if pg.Restart {
 			out = out[:0]
-			return PageInfo{}, nil
+			return service.PageInfo{}, nil
 		}
 		total, items, err := decode(pg.Body)
 		if err != nil {
-			return PageInfo{}, fmt.Errorf("%w: %w", ErrMalformedPage, err)
+			return service.PageInfo{}, fmt.Errorf("%w: %w", service.ErrMalformedPage, err)
 		}
-		info := PageInfo{TotalResults: total, TotalPages: -1, Rows: len(items), Keys: make([]string, len(items))}
+		info := service.PageInfo{TotalResults: total, TotalPages: -1, Rows: len(items), Keys: make([]string, len(items))}
 		for i, raw := range items {
 			var v T
 			if err := json.Unmarshal(raw, &v); err != nil {
-				return PageInfo{}, fmt.Errorf("item %d: %w", pg.Offset+i, err)
+				return service.PageInfo{}, fmt.Errorf("item %d: %w", pg.Offset+i, err)
 			}
 			var id struct {
 				ID json.RawMessage `json:"id"`

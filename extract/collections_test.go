@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"net/http"
 	"strconv"
 	"strings"
@@ -21,26 +22,26 @@ type itemCollector struct {
 }
 
 // fn decodes a v3 page as a decoder with the key field id does.
-func (c *itemCollector) fn(ctx context.Context, p *Page) (PageInfo, error) {
+func (c *itemCollector) fn(ctx context.Context, p *Page) (service.PageInfo, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if p.Restart {
 		c.ids = map[string]int{}
 		c.restarts++
-		return PageInfo{}, nil
+		return service.PageInfo{}, nil
 	}
 	if c.ids == nil {
 		c.ids = map[string]int{}
 	}
 	total, items, err := decodeV3List(p.Body)
 	if err != nil {
-		return PageInfo{}, fmt.Errorf("%w: %w", ErrMalformedPage, err)
+		return service.PageInfo{}, fmt.Errorf("%w: %w", service.ErrMalformedPage, err)
 	}
-	info := PageInfo{TotalResults: total, Rows: len(items), Keys: []string{}}
+	info := service.PageInfo{TotalResults: total, Rows: len(items), Keys: []string{}}
 	for _, it := range items {
 		var v struct{ ID string }
 		if err := json.Unmarshal(it, &v); err != nil {
-			return PageInfo{}, err
+			return service.PageInfo{}, err
 		}
 		c.ids[v.ID]++
 		info.Keys = append(info.Keys, strconv.Quote(v.ID))

@@ -15,7 +15,7 @@
 //     by page, handing raw JSON pages to the same PageFunc (ReadList), and
 //     says which interfaces it holds credentials for (CanRead);
 //   - reconciles every paged read (totals, page sizes, repeated pages, and
-//     the duplicate keys the PageFunc's decoder reports in PageInfo.Keys)
+//     the duplicate keys the PageFunc's decoder reports in service.PageInfo.Keys)
 //     and heals drift by reading again from the start (WithHealing),
 //     telling the caller to discard (Page.Restart); what it cannot heal is
 //     an *IntegrityError;
@@ -53,6 +53,6 @@
 //
 // Credentials (tokens, passwords, session keys and ids, tickets, signature
 // keys) never appear in errors or logs: URLs are logged only through
-// RedactURL, credential values are scrubbed from messages, and values the
+// service.RedactURL, credential values are scrubbed from messages, and values the
 // service hands out are Secrets that print as REDACTED.
 package extract

@@ -236,10 +236,3 @@ func (e *QueryError) Error() string {
 	}
 	return fmt.Sprintf("extract: query filter %q %s: %s", e.Field, e.Operator, e.Reason)
 }
-
-// ErrMalformedPage is what a PageFunc wraps when a results page is not
-// valid JSON of the expected shape (a body cut short with a matching
-// Content-Length, say). ReadObject then fetches the page again, within the
-// client's retry budget, as it does for a dropped connection: a PageFunc
-// must not have kept anything of a page it rejects this way.
-var ErrMalformedPage = errors.New("malformed results page")

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -42,7 +43,7 @@ func ExampleClient_ReadObject() {
 	var rows atomic.Int64
 	st, err := c.ReadObject(context.Background(), "curriculum",
 		extract.Query{Fields: []string{"curriculumTitle"}},
-		func(ctx context.Context, p *extract.Page) (extract.PageInfo, error) {
+		func(ctx context.Context, p *extract.Page) (service.PageInfo, error) {
 			info, err := extract.ParsePageInfo(p.Body) // or decode p.Body yourself
 			rows.Add(int64(info.Rows))
 			return info, err

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -213,7 +214,7 @@ func newCollector() *collector { return &collector{ids: map[int]int{}, pages: ma
 
 // keyed is fn returning each row's id as its key, as a decoder with key
 // fields does.
-func (c *collector) keyed(ctx context.Context, p *Page) (PageInfo, error) {
+func (c *collector) keyed(ctx context.Context, p *Page) (service.PageInfo, error) {
 	info, err := c.fn(ctx, p)
 	if err != nil || p.Restart {
 		return info, err
@@ -233,13 +234,13 @@ func (c *collector) keyed(ctx context.Context, p *Page) (PageInfo, error) {
 	return info, nil
 }
 
-func (c *collector) fn(ctx context.Context, p *Page) (PageInfo, error) {
+func (c *collector) fn(ctx context.Context, p *Page) (service.PageInfo, error) {
 	if p.Restart {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.ids, c.pages = map[int]int{}, map[int]int{}
 		c.restarts++
-		return PageInfo{}, nil
+		return service.PageInfo{}, nil
 	}
 	info, err := ParsePageInfo(p.Body)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"slices"
 	"sort"
 	"sync"
@@ -32,12 +33,12 @@ func readAll(t *testing.T, c *extract.Client) (map[string][]string, extract.Read
 		}
 		var mu sync.Mutex
 		pages := map[int][]string{}
-		st, err := c.ReadObject(ctx, o.ID, extract.Query{}, func(ctx context.Context, p *extract.Page) (extract.PageInfo, error) {
+		st, err := c.ReadObject(ctx, o.ID, extract.Query{}, func(ctx context.Context, p *extract.Page) (service.PageInfo, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if p.Restart {
 				clear(pages)
-				return extract.PageInfo{}, nil
+				return service.PageInfo{}, nil
 			}
 			info, err := extract.ParsePageInfo(p.Body)
 			if err != nil {
@@ -225,16 +226,16 @@ func TestIntegrationPageDrift(t *testing.T) {
 func readOne(ctx context.Context, c *extract.Client, id string) ([]string, error) {
 	var mu sync.Mutex
 	pages := map[int][]string{}
-	_, err := c.ReadObject(ctx, id, extract.Query{}, func(ctx context.Context, p *extract.Page) (extract.PageInfo, error) {
+	_, err := c.ReadObject(ctx, id, extract.Query{}, func(ctx context.Context, p *extract.Page) (service.PageInfo, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if p.Restart {
 			clear(pages)
-			return extract.PageInfo{}, nil
+			return service.PageInfo{}, nil
 		}
 		var body struct{ Results []json.RawMessage }
 		if err := json.Unmarshal(p.Body, &body); err != nil {
-			return extract.PageInfo{}, err
+			return service.PageInfo{}, err
 		}
 		for _, r := range body.Results {
 			pages[p.Number] = append(pages[p.Number], string(r))

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -47,11 +48,11 @@ func TestMalformedPageIsFetchedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	var calls, rows atomic.Int64
-	st, err := c.ReadObject(context.Background(), "thing", extract.Query{}, func(ctx context.Context, p *extract.Page) (extract.PageInfo, error) {
+	st, err := c.ReadObject(context.Background(), "thing", extract.Query{}, func(ctx context.Context, p *extract.Page) (service.PageInfo, error) {
 		calls.Add(1)
 		info, err := extract.ParsePageInfo(p.Body)
 		if err != nil {
-			if !errors.Is(err, extract.ErrMalformedPage) {
+			if !errors.Is(err, service.ErrMalformedPage) {
 				t.Errorf("ParsePageInfo error %v does not wrap ErrMalformedPage", err)
 			}
 			return info, err

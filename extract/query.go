@@ -5,21 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"math"
 	"reflect"
 	"slices"
 	"strings"
 	"time"
-)
-
-// Field types named by the interface.
-const (
-	TypeInt      = "int"
-	TypePicklist = "picklist"
-	TypeString   = "string"
-	TypeFloat    = "float"
-	TypePercent  = "percent"
-	TypeDate     = "date"
 )
 
 // Sort orders results by one field; Direction is "asc" or "desc".
@@ -95,15 +86,15 @@ type operatorRule struct {
 }
 
 var (
-	ordered   = []string{TypeInt, TypeFloat, TypePercent, TypeDate}
-	equatable = []string{TypeString, TypeInt, TypeFloat, TypePercent, TypeDate}
+	ordered   = []string{service.TypeInt, service.TypeFloat, service.TypePercent, service.TypeDate}
+	equatable = []string{service.TypeString, service.TypeInt, service.TypeFloat, service.TypePercent, service.TypeDate}
 	operators = map[string]operatorRule{
 		"eq": {equatable, 1},
 		"ne": {equatable, 1},
-		"co": {[]string{TypeString}, 1},
-		"bw": {[]string{TypeString}, 1},
-		"nc": {[]string{TypeString}, 1},
-		"in": {[]string{TypePicklist}, -1},
+		"co": {[]string{service.TypeString}, 1},
+		"bw": {[]string{service.TypeString}, 1},
+		"nc": {[]string{service.TypeString}, 1},
+		"in": {[]string{service.TypePicklist}, -1},
 		"lt": {ordered, 1},
 		"le": {ordered, 1},
 		"gt": {ordered, 1},
@@ -122,8 +113,8 @@ var (
 // takes Go integers (or integral floats); float and percent take any Go
 // number; date takes a non-zero time.Time or a string in 2006-01-02 or
 // RFC 3339 form. All problems are returned, each as a *QueryError.
-func (q Query) Validate(fields []Field) error {
-	byID := make(map[string]Field, len(fields))
+func (q Query) Validate(fields []service.Field) error {
+	byID := make(map[string]service.Field, len(fields))
 	for _, f := range fields {
 		byID[f.ID] = f
 	}
@@ -189,13 +180,13 @@ func (q Query) Validate(fields []Field) error {
 }
 
 // checkValue returns why v does not fit the field, or "".
-func checkValue(f Field, v any) string {
+func checkValue(f service.Field, v any) string {
 	switch f.Type {
-	case TypeString:
+	case service.TypeString:
 		if _, ok := asString(v); !ok {
 			return "want a string"
 		}
-	case TypePicklist:
+	case service.TypePicklist:
 		s, ok := asString(v)
 		if !ok {
 			return "want a string option"
@@ -203,16 +194,16 @@ func checkValue(f Field, v any) string {
 		if len(f.Options) > 0 && !slices.Contains(f.Options, s) {
 			return fmt.Sprintf("%q is not one of the field's options", s)
 		}
-	case TypeInt:
+	case service.TypeInt:
 		x, isInt, ok := asNumber(v)
 		if !ok || (!isInt && x != math.Trunc(x)) {
 			return "want an integer"
 		}
-	case TypeFloat, TypePercent:
+	case service.TypeFloat, service.TypePercent:
 		if _, _, ok := asNumber(v); !ok {
 			return "want a finite number"
 		}
-	case TypeDate:
+	case service.TypeDate:
 		switch d := v.(type) {
 		case time.Time:
 			if d.IsZero() {

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"github.com/sepipe/sepipe/service"
 	"math"
 	"reflect"
 	"slices"
@@ -90,24 +91,24 @@ func TestEncodeOmitsEmpty(t *testing.T) {
 	}
 }
 
-var testFields = []Field{
-	{ID: "s", Type: TypeString},
-	{ID: "i", Type: TypeInt},
-	{ID: "f", Type: TypeFloat},
-	{ID: "p", Type: TypePercent},
-	{ID: "d", Type: TypeDate},
-	{ID: "k", Type: TypePicklist, Options: []string{"red", "green"}},
+var testFields = []service.Field{
+	{ID: "s", Type: service.TypeString},
+	{ID: "i", Type: service.TypeInt},
+	{ID: "f", Type: service.TypeFloat},
+	{ID: "p", Type: service.TypePercent},
+	{ID: "d", Type: service.TypeDate},
+	{ID: "k", Type: service.TypePicklist, Options: []string{"red", "green"}},
 	{ID: "b", Type: "boolean"},
 }
 
 // goodValue is a value that fits each type.
 var goodValue = map[string]any{
-	TypeString:   "abc",
-	TypeInt:      int64(3),
-	TypeFloat:    2.5,
-	TypePercent:  float32(40),
-	TypeDate:     "2024-01-31",
-	TypePicklist: "red",
+	service.TypeString:   "abc",
+	service.TypeInt:      int64(3),
+	service.TypeFloat:    2.5,
+	service.TypePercent:  float32(40),
+	service.TypeDate:     "2024-01-31",
+	service.TypePicklist: "red",
 }
 
 // allowed is the interface's operator table, written out independently of
@@ -175,23 +176,23 @@ func TestValidateValueTypes(t *testing.T) {
 	type myInt int
 	type myString string
 	good := map[string][]any{
-		TypeString:   {"", "x", myString("y")},
-		TypeInt:      {0, int8(1), uint64(2), myInt(3), 4.0, json.Number("5")},
-		TypeFloat:    {1, 1.5, float32(2), json.Number("2.5")},
-		TypePercent:  {0, 100, 33.3},
-		TypeDate:     {"2024-01-31", "2024-01-31T10:00:00Z", "2024-01-31T10:00:00.123+02:00", time.Now()},
-		TypePicklist: {"red", "green"},
+		service.TypeString:   {"", "x", myString("y")},
+		service.TypeInt:      {0, int8(1), uint64(2), myInt(3), 4.0, json.Number("5")},
+		service.TypeFloat:    {1, 1.5, float32(2), json.Number("2.5")},
+		service.TypePercent:  {0, 100, 33.3},
+		service.TypeDate:     {"2024-01-31", "2024-01-31T10:00:00Z", "2024-01-31T10:00:00.123+02:00", time.Now()},
+		service.TypePicklist: {"red", "green"},
 	}
 	bad := map[string][]any{
-		TypeString:   {1, nil, true, []string{"x"}},
-		TypeInt:      {"1", 1.5, nil, json.Number("1.5"), true},
-		TypeFloat:    {"1.5", nil, math.Inf(1), math.NaN(), json.Number("x")},
-		TypePercent:  {"50%", nil},
-		TypeDate:     {"31/01/2024", "", 20240131, time.Time{}, nil},
-		TypePicklist: {"blue", 1, nil},
+		service.TypeString:   {1, nil, true, []string{"x"}},
+		service.TypeInt:      {"1", 1.5, nil, json.Number("1.5"), true},
+		service.TypeFloat:    {"1.5", nil, math.Inf(1), math.NaN(), json.Number("x")},
+		service.TypePercent:  {"50%", nil},
+		service.TypeDate:     {"31/01/2024", "", 20240131, time.Time{}, nil},
+		service.TypePicklist: {"blue", 1, nil},
 	}
-	op := map[string]string{TypeString: "eq", TypeInt: "eq", TypeFloat: "gt", TypePercent: "le", TypeDate: "ge", TypePicklist: "in"}
-	id := map[string]string{TypeString: "s", TypeInt: "i", TypeFloat: "f", TypePercent: "p", TypeDate: "d", TypePicklist: "k"}
+	op := map[string]string{service.TypeString: "eq", service.TypeInt: "eq", service.TypeFloat: "gt", service.TypePercent: "le", service.TypeDate: "ge", service.TypePicklist: "in"}
+	id := map[string]string{service.TypeString: "s", service.TypeInt: "i", service.TypeFloat: "f", service.TypePercent: "p", service.TypeDate: "d", service.TypePicklist: "k"}
 	for typ, vs := range good {
 		for _, v := range vs {
 			if err := (Query{Filters: []Filter{{id[typ], op[typ], []any{v}}}}).Validate(testFields); err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -40,7 +41,7 @@ func TestRepeatedRowsUnderAnotherPageNumberFailTheRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := schemas.FromDescribe("o", []extract.Field{{ID: "id", Type: "int"}})
+	s, err := schemas.FromDescribe("o", []service.Field{{ID: "id", Type: "int"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,14 +51,14 @@ func TestRepeatedRowsUnderAnotherPageNumberFailTheRead(t *testing.T) {
 	}
 	defer d.Release()
 	restarts := 0
-	_, err = c.ReadObject(context.Background(), "o", extract.Query{ResultsPerPage: 2}, func(ctx context.Context, p *extract.Page) (extract.PageInfo, error) {
+	_, err = c.ReadObject(context.Background(), "o", extract.Query{ResultsPerPage: 2}, func(ctx context.Context, p *extract.Page) (service.PageInfo, error) {
 		if p.Restart {
 			restarts++
-			return extract.PageInfo{}, nil
+			return service.PageInfo{}, nil
 		}
 		r, err := d.DecodePage(p.Number, p.Body)
 		if err != nil {
-			return extract.PageInfo{}, err
+			return service.PageInfo{}, err
 		}
 		r.Record.Release()
 		return r.Info, nil
@@ -80,7 +81,7 @@ func TestAbsurdTotalEndsTheRead(t *testing.T) {
 	defer srv.Close()
 	c, _ := extract.New(srv.URL, extract.WithAccessToken("tok-SECRET-4f1c9a"), extract.WithRateLimit(0, 1))
 	pages := 0
-	_, err := c.ReadObject(context.Background(), "o", extract.Query{ResultsPerPage: 2}, func(ctx context.Context, p *extract.Page) (extract.PageInfo, error) {
+	_, err := c.ReadObject(context.Background(), "o", extract.Query{ResultsPerPage: 2}, func(ctx context.Context, p *extract.Page) (service.PageInfo, error) {
 		pages++
 		return extract.ParsePageInfo(p.Body)
 	})
@@ -117,7 +118,7 @@ func TestBytesInFlightAreBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var now, peak atomic.Int32
-	_, err = c.ReadObject(context.Background(), "o", extract.Query{ResultsPerPage: rows}, func(ctx context.Context, p *extract.Page) (extract.PageInfo, error) {
+	_, err = c.ReadObject(context.Background(), "o", extract.Query{ResultsPerPage: rows}, func(ctx context.Context, p *extract.Page) (service.PageInfo, error) {
 		n := now.Add(1)
 		defer now.Add(-1)
 		for {

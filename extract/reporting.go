@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"hash/maphash"
 	"net/url"
 	"sync"
@@ -28,18 +29,6 @@ type Object struct {
 	// token cannot be sent to a host named by a response.
 	DescribeURL string
 	ObjectURL   string
-}
-
-// Field describes one field of a report object.
-type Field struct {
-	ID          string
-	DisplayName string
-	Type        string   // as the service wrote it: int, picklist, string, float, percent, date
-	Options     []string // allowed values of a picklist field
-	// Path is set on a field sepipe found nested in a collection's items:
-	// the member names from the item down to the value (ID then joins
-	// them with "__"). Empty for a top-level field.
-	Path []string `json:",omitempty"`
 }
 
 // Objects lists the report objects (GET /objects).
@@ -96,7 +85,7 @@ func (c *Client) Objects(ctx context.Context) ([]Object, error) {
 }
 
 // Describe lists the fields of an object (GET /objects/{id}/describe).
-func (c *Client) Describe(ctx context.Context, objectID string) ([]Field, error) {
+func (c *Client) Describe(ctx context.Context, objectID string) ([]service.Field, error) {
 	info := reqInfo{op: "describe", object: objectID}
 	if objectID == "" {
 		return nil, fmt.Errorf("%s: empty object id", info)
@@ -120,12 +109,12 @@ func (c *Client) Describe(ctx context.Context, objectID string) ([]Field, error)
 	if body.Fields == nil {
 		return nil, fmt.Errorf("%s: response has no \"fields\" list", info)
 	}
-	out := make([]Field, 0, len(*body.Fields))
+	out := make([]service.Field, 0, len(*body.Fields))
 	for i, f := range *body.Fields {
 		if f.ID == "" {
 			return nil, fmt.Errorf("%s: field %d has no id", info, i)
 		}
-		out = append(out, Field{ID: f.ID, DisplayName: f.DisplayName, Type: f.Type, Options: f.Options})
+		out = append(out, service.Field{ID: f.ID, DisplayName: f.DisplayName, Type: f.Type, Options: f.Options})
 	}
 	return out, nil
 }
@@ -145,31 +134,15 @@ type Page struct {
 	// add up; see ReadObject): discard every page handed to the PageFunc
 	// earlier in this ReadObject call. A restart page has no Body and
 	// Number 0; the PageFunc is called with it alone, no other call in
-	// flight, and should return PageInfo{} and nil (an error stops the
+	// flight, and should return service.PageInfo{} and nil (an error stops the
 	// read).
 	Restart bool
-}
-
-// PageInfo is what a page says about itself.
-type PageInfo struct {
-	Page, ResultsPerPage int   // as echoed by the page; 0 if absent
-	TotalResults         int64 // -1 if absent
-	TotalPages           int   // -1 if absent
-	Rows                 int   // rows in "results"
-	// RowsHash identifies the page's rows (a hash of the bytes of its
-	// results array), 0 when the PageFunc does not say: two pages with the
-	// same rows under different page numbers are a paging fault.
-	RowsHash uint64
-	// Keys, when the PageFunc's decoder knows the stream's key fields,
-	// hold each row's key in page order (rejected rows included; "" for a
-	// row without one). A key read twice is an integrity failure.
-	Keys []string
 }
 
 // ParsePageInfo reads the paging keys (page, resultsPerPage, totalResults,
 // totalPages) and counts the rows of "results" in a results page. A body
 // without a "results" array is an error; "results": null counts as empty.
-func ParsePageInfo(body []byte) (PageInfo, error) {
+func ParsePageInfo(body []byte) (service.PageInfo, error) {
 	var p struct {
 		Page           *int            `json:"page"`
 		ResultsPerPage *int            `json:"resultsPerPage"`
@@ -178,16 +151,16 @@ func ParsePageInfo(body []byte) (PageInfo, error) {
 		Results        json.RawMessage `json:"results"`
 	}
 	if err := json.Unmarshal(body, &p); err != nil {
-		return PageInfo{}, fmt.Errorf("extract: parsing page: %w: %w", ErrMalformedPage, err)
+		return service.PageInfo{}, fmt.Errorf("extract: parsing page: %w: %w", service.ErrMalformedPage, err)
 	}
 	if len(p.Results) == 0 {
-		return PageInfo{}, fmt.Errorf(`extract: parsing page: %w: no "results" array`, ErrMalformedPage)
+		return service.PageInfo{}, fmt.Errorf(`extract: parsing page: %w: no "results" array`, service.ErrMalformedPage)
 	}
 	var rows []json.RawMessage
 	if err := json.Unmarshal(p.Results, &rows); err != nil {
-		return PageInfo{}, fmt.Errorf("extract: parsing page: \"results\": %w: %w", ErrMalformedPage, err)
+		return service.PageInfo{}, fmt.Errorf("extract: parsing page: \"results\": %w: %w", service.ErrMalformedPage, err)
 	}
-	info := PageInfo{TotalResults: -1, TotalPages: -1}
+	info := service.PageInfo{TotalResults: -1, TotalPages: -1}
 	if p.Page != nil {
 		info.Page = *p.Page
 	}
@@ -218,7 +191,7 @@ func ParsePageInfo(body []byte) (PageInfo, error) {
 //
 // A PageFunc that ignores Restart sees a nil Body and fails to decode it,
 // which fails the read: it cannot silently keep duplicates.
-type PageFunc func(ctx context.Context, p *Page) (PageInfo, error)
+type PageFunc func(ctx context.Context, p *Page) (service.PageInfo, error)
 
 // ReadStats says what a ReadObject (or ReadList) cost.
 type ReadStats struct {
@@ -289,7 +262,7 @@ func (c *Client) QueryPage(ctx context.Context, objectID string, q Query) (*Page
 // reconcile.
 //
 // When fn's decoder knows the stream's key fields it returns each row's
-// key (PageInfo.Keys, from the same pass that decodes the page), and a key
+// key (service.PageInfo.Keys, from the same pass that decodes the page), and a key
 // seen twice is an integrity failure too.
 //
 // Healing: after an integrity failure (the data changed while paging), the
@@ -381,17 +354,17 @@ func (r *reader) integrity(expected, got int64, format string, args ...any) erro
 
 // fetch gets page n, hands it to fn and checks what the page can be
 // checked for alone: the echoed page number and repetition.
-func (r *reader) fetch(ctx context.Context, n int) (PageInfo, error) {
+func (r *reader) fetch(ctx context.Context, n int) (service.PageInfo, error) {
 	buf := r.c.getBuf()
 	defer r.c.putBuf(buf)
 	q := r.q
 	q.Page = n
 	u, params, err := r.c.queryURL(r.object, q)
 	if err != nil {
-		return PageInfo{}, &PageError{Object: r.object, Page: n, Err: err}
+		return service.PageInfo{}, &PageError{Object: r.object, Page: n, Err: err}
 	}
 	var (
-		info PageInfo
+		info service.PageInfo
 		sum  uint64
 	)
 	// The page's JSON is checked once, by fn's decoder: a malformed page
@@ -403,9 +376,9 @@ func (r *reader) fetch(ctx context.Context, n int) (PageInfo, error) {
 		r.waited.Add(int64(st.waited))
 		if err != nil {
 			if ctx.Err() != nil {
-				return PageInfo{}, context.Cause(ctx)
+				return service.PageInfo{}, context.Cause(ctx)
 			}
-			return PageInfo{}, &PageError{Object: r.object, Page: n, Err: err}
+			return service.PageInfo{}, &PageError{Object: r.object, Page: n, Err: err}
 		}
 		sum = maphash.Bytes(r.seed, buf.Bytes())
 		info, err = r.fn(ctx, &Page{Object: r.object, Number: n, Body: buf.Bytes(), Read: r.read})
@@ -413,10 +386,10 @@ func (r *reader) fetch(ctx context.Context, n int) (PageInfo, error) {
 			break
 		}
 		if ctx.Err() != nil {
-			return PageInfo{}, context.Cause(ctx)
+			return service.PageInfo{}, context.Cause(ctx)
 		}
-		if !errors.Is(err, ErrMalformedPage) || attempt >= r.c.maxAttempts {
-			return PageInfo{}, &PageError{Object: r.object, Page: n, Err: err}
+		if !errors.Is(err, service.ErrMalformedPage) || attempt >= r.c.maxAttempts {
+			return service.PageInfo{}, &PageError{Object: r.object, Page: n, Err: err}
 		}
 		r.c.log.DebugContext(ctx, "malformed page; fetching it again", "object", r.object, "page", n, "attempt", attempt, "bytes", buf.Len())
 		r.retries.Add(1)
@@ -424,7 +397,7 @@ func (r *reader) fetch(ctx context.Context, n int) (PageInfo, error) {
 		r.waited.Add(int64(wait))
 		select {
 		case <-ctx.Done():
-			return PageInfo{}, context.Cause(ctx)
+			return service.PageInfo{}, context.Cause(ctx)
 		case <-time.After(wait):
 		}
 	}
@@ -507,7 +480,7 @@ func (r *reader) run(ctx context.Context) error {
 }
 
 // readKnown reads pages 2..N when page 1 gave the totals.
-func (r *reader) readKnown(ctx context.Context, first PageInfo) error {
+func (r *reader) readKnown(ctx context.Context, first service.PageInfo) error {
 	total, size := first.TotalResults, int64(r.size)
 	n := first.TotalPages
 	if int64(n) > MaxPages || total/size > MaxPages {
@@ -539,7 +512,7 @@ func (r *reader) readKnown(ctx context.Context, first PageInfo) error {
 			return 1, size
 		}
 	}
-	check := func(p int, info PageInfo) error {
+	check := func(p int, info service.PageInfo) error {
 		lo, hi := expect(p)
 		got := int64(info.Rows)
 		if got < lo || got > hi {
@@ -622,7 +595,7 @@ func rowRange(lo, hi int64) string {
 // readWindows reads pages when no totals are known: windows of
 // concurrency pages until a short page, then checks that what follows the
 // short page is empty.
-func (r *reader) readWindows(ctx context.Context, first PageInfo) error {
+func (r *reader) readWindows(ctx context.Context, first service.PageInfo) error {
 	shortAt, shortRows := 0, 0
 	if first.Rows < r.size {
 		shortAt, shortRows = 1, first.Rows
@@ -638,7 +611,7 @@ func (r *reader) readWindows(ctx context.Context, first PageInfo) error {
 		}
 		from, to := last+1, last+w
 		rows := make([]int, w)
-		err := r.fetchRange(ctx, from, to, func(p int, info PageInfo) error {
+		err := r.fetchRange(ctx, from, to, func(p int, info service.PageInfo) error {
 			if info.Rows > r.size {
 				return r.integrity(int64(r.size), int64(info.Rows), "page %d holds more rows than the page size", p)
 			}
@@ -665,7 +638,7 @@ func (r *reader) readWindows(ctx context.Context, first PageInfo) error {
 
 // fetchRange fetches pages from..to with at most concurrency workers; the
 // first error cancels the others.
-func (r *reader) fetchRange(ctx context.Context, from, to int, check func(p int, info PageInfo) error) error {
+func (r *reader) fetchRange(ctx context.Context, from, to int, check func(p int, info service.PageInfo) error) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.c.concurrency)
 	for p := from; p <= to; p++ {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/sepipe/sepipe/service"
 	"net/http"
 	"reflect"
 	"strings"
@@ -185,7 +186,7 @@ func TestReadObjectRestartUnawareFails(t *testing.T) {
 		return false
 	}
 	c, _ := newTestClient(t, f, WithPageSize(10), WithConcurrency(1))
-	_, err := c.ReadObject(context.Background(), "course", Query{}, func(ctx context.Context, p *Page) (PageInfo, error) {
+	_, err := c.ReadObject(context.Background(), "course", Query{}, func(ctx context.Context, p *Page) (service.PageInfo, error) {
 		return ParsePageInfo(p.Body)
 	})
 	var pe *PageError
@@ -219,7 +220,7 @@ func TestReadObjectDuplicateKeys(t *testing.T) {
 	}
 	// Keys that do not match the rows are the PageFunc's fault, reported.
 	c3, _ := newTestClient(t, &fakeReport{rows: 5}, WithPageSize(10))
-	short := func(ctx context.Context, p *Page) (PageInfo, error) {
+	short := func(ctx context.Context, p *Page) (service.PageInfo, error) {
 		info, err := newCollector().keyed(ctx, p)
 		if len(info.Keys) > 1 {
 			info.Keys = info.Keys[:1]
@@ -236,9 +237,9 @@ func TestReadObjectPageFuncError(t *testing.T) {
 	f := &fakeReport{rows: 100}
 	c, _ := newTestClient(t, f, WithPageSize(10))
 	boom := errors.New("boom")
-	_, err := c.ReadObject(context.Background(), "course", Query{}, func(ctx context.Context, p *Page) (PageInfo, error) {
+	_, err := c.ReadObject(context.Background(), "course", Query{}, func(ctx context.Context, p *Page) (service.PageInfo, error) {
 		if p.Number == 4 {
-			return PageInfo{}, boom
+			return service.PageInfo{}, boom
 		}
 		return ParsePageInfo(p.Body)
 	})
@@ -284,7 +285,7 @@ func TestReadObjectCancel(t *testing.T) {
 	}}
 	c, _ := newTestClient(t, f, WithPageSize(10), WithConcurrency(3))
 	var calls atomic.Int64
-	st, err := c.ReadObject(ctx, "course", Query{}, func(ctx context.Context, p *Page) (PageInfo, error) {
+	st, err := c.ReadObject(ctx, "course", Query{}, func(ctx context.Context, p *Page) (service.PageInfo, error) {
 		calls.Add(1)
 		return ParsePageInfo(p.Body)
 	})
@@ -310,9 +311,9 @@ func TestReadObjectErrorCancelsWorkers(t *testing.T) {
 	}}
 	c, _ := newTestClient(t, f, WithPageSize(10), WithConcurrency(4))
 	boom := errors.New("boom")
-	_, err := c.ReadObject(context.Background(), "course", Query{}, func(ctx context.Context, p *Page) (PageInfo, error) {
+	_, err := c.ReadObject(context.Background(), "course", Query{}, func(ctx context.Context, p *Page) (service.PageInfo, error) {
 		if p.Number == 2 {
-			return PageInfo{}, boom
+			return service.PageInfo{}, boom
 		}
 		return ParsePageInfo(p.Body)
 	})
@@ -354,18 +355,18 @@ func TestQueryPage(t *testing.T) {
 func TestParsePageInfo(t *testing.T) {
 	cases := []struct {
 		body string
-		want PageInfo
+		want service.PageInfo
 		err  bool
 	}{
-		{`{"page":2,"resultsPerPage":10,"totalResults":25,"totalPages":3,"results":[{},{},{}]}`, PageInfo{2, 10, 25, 3, 3, 0, nil}, false},
-		{`{"results":[]}`, PageInfo{0, 0, -1, -1, 0, 0, nil}, false},
-		{`{"results":null}`, PageInfo{0, 0, -1, -1, 0, 0, nil}, false},
-		{`{"results":[1,[2],{"a":3},"x"],"totalResults":0}`, PageInfo{0, 0, 0, -1, 4, 0, nil}, false},
-		{`{"rows":[]}`, PageInfo{}, true},
-		{`{"results":{}}`, PageInfo{}, true},
-		{`{"results":[{"a":1},`, PageInfo{}, true},
-		{`[]`, PageInfo{}, true},
-		{`{"results":[],"page":"2"}`, PageInfo{}, true},
+		{`{"page":2,"resultsPerPage":10,"totalResults":25,"totalPages":3,"results":[{},{},{}]}`, service.PageInfo{Page: 2, ResultsPerPage: 10, TotalResults: 25, TotalPages: 3, Rows: 3, RowsHash: 0, Keys: nil}, false},
+		{`{"results":[]}`, service.PageInfo{Page: 0, ResultsPerPage: 0, TotalResults: -1, TotalPages: -1, Rows: 0, RowsHash: 0, Keys: nil}, false},
+		{`{"results":null}`, service.PageInfo{Page: 0, ResultsPerPage: 0, TotalResults: -1, TotalPages: -1, Rows: 0, RowsHash: 0, Keys: nil}, false},
+		{`{"results":[1,[2],{"a":3},"x"],"totalResults":0}`, service.PageInfo{Page: 0, ResultsPerPage: 0, TotalResults: 0, TotalPages: -1, Rows: 4, RowsHash: 0, Keys: nil}, false},
+		{`{"rows":[]}`, service.PageInfo{}, true},
+		{`{"results":{}}`, service.PageInfo{}, true},
+		{`{"results":[{"a":1},`, service.PageInfo{}, true},
+		{`[]`, service.PageInfo{}, true},
+		{`{"results":[],"page":"2"}`, service.PageInfo{}, true},
 	}
 	for _, tc := range cases {
 		got, err := ParsePageInfo([]byte(tc.body))

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -294,7 +295,7 @@ func (c *Client) logAttempt(ctx context.Context, info reqInfo, u *url.URL, statu
 		"interface", info.iface,
 		"op", info.op,
 		"method", info.method,
-		"url", RedactURL(u),
+		"url", service.RedactURL(u),
 		"status", status,
 		"attempt", attempt,
 		"duration", d,

@@ -3,6 +3,7 @@ package load_test
 import (
 	"context"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,7 +12,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 
-	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/schemas"
 	"github.com/sepipe/sepipe/transform"
@@ -28,7 +28,7 @@ func TestLoadNeverGuessesFromPaths(t *testing.T) {
 	if err := lake.CheckWritable(); err != nil {
 		t.Fatal(err)
 	}
-	fields := []extract.Field{{ID: "id", Type: "int"}, {ID: "snapshot_date", Type: "string"}, {ID: "region", Type: "string"}}
+	fields := []service.Field{{ID: "id", Type: "int"}, {ID: "snapshot_date", Type: "string"}, {ID: "region", Type: "string"}}
 	s, err := schemas.FromDescribe("odd", fields)
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +82,7 @@ func TestLoadNeverGuessesFromPaths(t *testing.T) {
 // statistics or dictionary (they would copy the value) and one row group
 // per batch; the rows all read back.
 func TestHugeTextGetsNoStatistics(t *testing.T) {
-	fields := []extract.Field{{ID: "id", Type: "int"}, {ID: "blob", Type: "string"}}
+	fields := []service.Field{{ID: "id", Type: "int"}, {ID: "blob", Type: "string"}}
 	s, err := schemas.FromDescribe("big", fields)
 	if err != nil {
 		t.Fatal(err)

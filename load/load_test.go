@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"github.com/sepipe/sepipe/service"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,13 +17,12 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/schemas"
 	"github.com/sepipe/sepipe/transform"
 )
 
-var fields = []extract.Field{
+var fields = []service.Field{
 	{ID: "id", DisplayName: "ID", Type: "int"},
 	{ID: "name", DisplayName: "Learner's name", Type: "string"},
 	{ID: "pct", DisplayName: "Progress %", Type: "percent"},

@@ -5,8 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-
-	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/service"
 )
 
 // State is a stream's incremental position.
@@ -57,7 +56,7 @@ func (w *Warehouse) ResetState(ctx context.Context, stream string) error {
 // StoredFields returns the fields an object's table was last loaded with
 // (the effective schema of its latest recorded version), or nil when the
 // object was never loaded.
-func (w *Warehouse) StoredFields(ctx context.Context, object string) ([]extract.Field, error) {
+func (w *Warehouse) StoredFields(ctx context.Context, object string) ([]service.Field, error) {
 	var raw string
 	err := w.db.QueryRowContext(ctx, `SELECT CAST(effective_json AS VARCHAR) FROM _sepipe_schemas WHERE object = ? ORDER BY last_seen_at DESC LIMIT 1`, object).Scan(&raw)
 	if err == sql.ErrNoRows {
@@ -66,7 +65,7 @@ func (w *Warehouse) StoredFields(ctx context.Context, object string) ([]extract.
 	if err != nil {
 		return nil, fmt.Errorf("read stored schema of %q: %w", object, err)
 	}
-	var f []extract.Field
+	var f []service.Field
 	if err := json.Unmarshal([]byte(raw), &f); err != nil {
 		return nil, fmt.Errorf("stored schema of %q is not valid: %w", object, err)
 	}

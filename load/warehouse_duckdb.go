@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -13,7 +14,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	_ "github.com/duckdb/duckdb-go/v2" // registers the "duckdb" driver
 
-	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/schemas"
 	"github.com/sepipe/sepipe/transform"
 )
@@ -268,7 +268,7 @@ type Table struct {
 	Cursor      string   // incremental cursor field; its max becomes the stream's watermark
 	FullRefresh bool     // rebuild the table from this run's rows whatever the mode
 
-	Describe []extract.Field // the live describe, recorded in _sepipe_schemas
+	Describe []service.Field // the live describe, recorded in _sepipe_schemas
 
 	// NewRows, when set, receives how many of the run's rows were not in
 	// the table before (by content: a changed row counts, an unchanged one
@@ -339,7 +339,7 @@ func DuckDBType(dt arrow.DataType) (string, error) {
 // columnType is a field's DuckDB type: JSON for sepipe's json fields,
 // else DuckDBType of its Arrow type.
 func columnType(f arrow.Field) (string, error) {
-	if schemas.ServiceType(f) == schemas.TypeJSON {
+	if schemas.ServiceType(f) == service.TypeJSON {
 		return "JSON", nil
 	}
 	return DuckDBType(f.Type)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"io"
 	"log/slog"
 	"os"
@@ -436,14 +437,14 @@ func fetchPages(ctx context.Context, spec BenchPhaseSpec, keep func(n int, body 
 		return pageStats{}, err
 	}
 	var bytes atomic.Int64
-	st, err := c.ReadObject(ctx, spec.Object, extract.Query{}, func(_ context.Context, p *extract.Page) (extract.PageInfo, error) {
+	st, err := c.ReadObject(ctx, spec.Object, extract.Query{}, func(_ context.Context, p *extract.Page) (service.PageInfo, error) {
 		if p.Restart {
-			return extract.PageInfo{}, errors.New("the fake's pages did not add up")
+			return service.PageInfo{}, errors.New("the fake's pages did not add up")
 		}
 		bytes.Add(int64(len(p.Body)))
 		if keep != nil {
 			if err := keep(p.Number, p.Body); err != nil {
-				return extract.PageInfo{}, err
+				return service.PageInfo{}, err
 			}
 		}
 		return pageHeader(p.Body)
@@ -464,8 +465,8 @@ func savePages(ctx context.Context, spec BenchPhaseSpec, dir string) (pageStats,
 // pageHeader reads the page's header keys up to "results" and derives the
 // page's row count from the totals, without reading the rows. It is the
 // least a reader must do to page safely.
-func pageHeader(body []byte) (extract.PageInfo, error) {
-	info := extract.PageInfo{TotalResults: -1, TotalPages: -1}
+func pageHeader(body []byte) (service.PageInfo, error) {
+	info := service.PageInfo{TotalResults: -1, TotalPages: -1}
 	dec := json.NewDecoder(io.LimitReader(bytes.NewReader(body), 512))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return info, fmt.Errorf("page does not start with an object")

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"io"
 	"os"
 	"path/filepath"
@@ -43,8 +44,8 @@ func isCollection(name string) bool { return slices.Contains(Collections, name) 
 // object).
 func IsCollection(name string) bool { return isCollection(name) }
 
-func seed(id, typ, name string) extract.Field {
-	f := extract.Field{ID: id, DisplayName: name, Type: typ}
+func seed(id, typ, name string) service.Field {
+	f := service.Field{ID: id, DisplayName: name, Type: typ}
 	if p := strings.Split(id, "__"); len(p) > 1 {
 		f.Path = p
 	}
@@ -56,32 +57,32 @@ func seed(id, typ, name string) extract.Field {
 // collection's table has them from its first run, typed as the document
 // says, whatever its first items hold. Every other column follows the
 // data (transform.Inferrer).
-var seedFields = map[string][]extract.Field{
+var seedFields = map[string][]service.Field{
 	StreamThemes: {
-		seed("id", schemas.TypeString, "Theme identifier"), seed("title", schemas.TypeString, "Theme name"),
-		seed("isGlobal", schemas.TypeBool, "Whether the theme is global"),
-		seed("isDefault", schemas.TypeBool, "Whether the theme is the default"),
-		seed("displayData__aboutDescription", schemas.TypeString, "About text"),
-		seed("displayData__logo__url", schemas.TypeString, "Logo URL"),
-		seed("displayData__displayImage__url", schemas.TypeString, "Display image URL"),
-		seed("colorSettings__headerColor", schemas.TypeString, "Header color (six hex digits)"),
-		seed("colorSettings__headerFontColor", schemas.TypeString, "Header font color"),
-		seed("colorSettings__accentColor", schemas.TypeString, "Accent color"),
-		seed("colorSettings__accentFontColor", schemas.TypeString, "Accent font color"),
-		seed("createdAt", schemas.TypeDate, "Creation instant"), seed("updatedAt", schemas.TypeDate, "Last update instant"),
-		seed("division__id", schemas.TypeString, "Division of the theme (null for a global theme)"),
+		seed("id", service.TypeString, "Theme identifier"), seed("title", service.TypeString, "Theme name"),
+		seed("isGlobal", service.TypeBool, "Whether the theme is global"),
+		seed("isDefault", service.TypeBool, "Whether the theme is the default"),
+		seed("displayData__aboutDescription", service.TypeString, "About text"),
+		seed("displayData__logo__url", service.TypeString, "Logo URL"),
+		seed("displayData__displayImage__url", service.TypeString, "Display image URL"),
+		seed("colorSettings__headerColor", service.TypeString, "Header color (six hex digits)"),
+		seed("colorSettings__headerFontColor", service.TypeString, "Header font color"),
+		seed("colorSettings__accentColor", service.TypeString, "Accent color"),
+		seed("colorSettings__accentFontColor", service.TypeString, "Accent font color"),
+		seed("createdAt", service.TypeDate, "Creation instant"), seed("updatedAt", service.TypeDate, "Last update instant"),
+		seed("division__id", service.TypeString, "Division of the theme (null for a global theme)"),
 	},
-	StreamAssets: {seed("id", schemas.TypeString, "Asset identifier"), seed("name", schemas.TypeString, "Asset name")},
+	StreamAssets: {seed("id", service.TypeString, "Asset identifier"), seed("name", service.TypeString, "Asset name")},
 	StreamSubscriptions: {
-		seed("id", schemas.TypeString, "Subscription identifier"), seed("name", schemas.TypeString, "Subscription name"),
-		seed("url", schemas.TypeString, "Destination URL (credentials redacted)"),
-		seed("method", schemas.TypeString, "Delivery method (GET or POST)"),
-		seed("headers", schemas.TypeJSON, "Headers sent with each delivery (values redacted)"),
-		seed("types", schemas.TypeJSON, "Event types subscribed to"),
+		seed("id", service.TypeString, "Subscription identifier"), seed("name", service.TypeString, "Subscription name"),
+		seed("url", service.TypeString, "Destination URL (credentials redacted)"),
+		seed("method", service.TypeString, "Delivery method (GET or POST)"),
+		seed("headers", service.TypeJSON, "Headers sent with each delivery (values redacted)"),
+		seed("types", service.TypeJSON, "Event types subscribed to"),
 	},
 	StreamDeliveryLogs: {
-		seed("id", schemas.TypeString, "Log entry identifier"),
-		seed("subscriptionId", schemas.TypeString, "Subscription the entry was listed under"),
+		seed("id", service.TypeString, "Log entry identifier"),
+		seed("subscriptionId", service.TypeString, "Subscription the entry was listed under"),
 	},
 }
 
@@ -108,7 +109,7 @@ func collectionList(name string) extract.List {
 type collectionRead struct {
 	name     string
 	contract schemas.Contract
-	stored   []extract.Field // nil on the first run
+	stored   []service.Field // nil on the first run
 	keys     []string        // key field ids the decoder yields
 	required bool            // merge: a row without its key is rejected
 	spool    string
@@ -116,8 +117,8 @@ type collectionRead struct {
 	writers func(*arrow.Schema) func(first, step int) (*load.ParquetWriter, error)
 	opts    []transform.Option
 
-	fields []extract.Field // the effective fields so far
-	live   []extract.Field // as the items call for (recorded as the describe)
+	fields []service.Field // the effective fields so far
+	live   []service.Field // as the items call for (recorded as the describe)
 	schema *arrow.Schema
 	dec    *transform.Decoder
 	// parentDec decodes the pages of the delivery log of subscription
@@ -165,7 +166,7 @@ func (c *collectionRead) dropDecoders() {
 
 // setSchema resolves the inferred fields against what the table has and
 // builds the schema, decoder and (first time) sink.
-func (c *collectionRead) setSchema(live []extract.Field) error {
+func (c *collectionRead) setSchema(live []service.Field) error {
 	base, contract := c.stored, c.contract
 	if base == nil {
 		// The first run: the document's fields, and whatever the items hold.
@@ -195,43 +196,43 @@ func (c *collectionRead) setSchema(live []extract.Field) error {
 
 // page handles one page of the list (parent: the subscription of a
 // delivery log page, "" otherwise).
-func (c *collectionRead) page(p *extract.Page, parent string, progress Progress) (extract.PageInfo, error) {
+func (c *collectionRead) page(p *extract.Page, parent string, progress Progress) (service.PageInfo, error) {
 	if p.Restart {
 		// The pages did not add up; the list is read again from the start.
 		c.widen = false
 		if err := c.f.Truncate(0); err != nil {
-			return extract.PageInfo{}, err
+			return service.PageInfo{}, err
 		}
 		if _, err := c.f.Seek(0, io.SeekStart); err != nil {
-			return extract.PageInfo{}, err
+			return service.PageInfo{}, err
 		}
 		c.w.Reset(c.f)
 		c.pages = 0
 		if c.sink != nil {
-			return extract.PageInfo{}, c.sink.restart()
+			return service.PageInfo{}, c.sink.restart()
 		}
-		return extract.PageInfo{}, nil
+		return service.PageInfo{}, nil
 	}
 	if c.dec == nil {
 		in := transform.NewInferrer(c.name)
 		if err := in.Page(p.Number, p.Body); err != nil {
-			return extract.PageInfo{}, err
+			return service.PageInfo{}, err
 		}
 		if err := c.setSchema(in.Fields()); err != nil {
-			return extract.PageInfo{}, err
+			return service.PageInfo{}, err
 		}
 	}
 	dec, err := c.decoderFor(parent)
 	if err != nil {
-		return extract.PageInfo{}, err
+		return service.PageInfo{}, err
 	}
 	r, err := dec.DecodePage(p.Number, p.Body)
 	if err != nil {
-		return extract.PageInfo{}, err
+		return service.PageInfo{}, err
 	}
 	defer r.Record.Release()
 	if err := c.keep(p.Number, parent, p.Body); err != nil {
-		return extract.PageInfo{}, err
+		return service.PageInfo{}, err
 	}
 	switch {
 	case c.contract == schemas.Freeze && c.stored != nil:
@@ -240,7 +241,7 @@ func (c *collectionRead) page(p *extract.Page, parent string, progress Progress)
 	}
 	if !c.widen {
 		if err := c.sink.add(r); err != nil {
-			return extract.PageInfo{}, err
+			return service.PageInfo{}, err
 		}
 	}
 	progress.PageDone(c.name, p.Number, r.Info.Rows, -1)
@@ -253,7 +254,7 @@ func (c *collectionRead) page(p *extract.Page, parent string, progress Progress)
 func (c *collectionRead) newDecoder(extra []transform.Option) (*transform.Decoder, error) {
 	var keys []string
 	for _, k := range c.keys {
-		if slices.ContainsFunc(c.fields, func(f extract.Field) bool { return f.ID == k }) {
+		if slices.ContainsFunc(c.fields, func(f service.Field) bool { return f.ID == k }) {
 			keys = append(keys, k)
 		} else if c.required {
 			return nil, fmt.Errorf("primary key field %q is not a field of %s", k, c.name)
@@ -383,7 +384,7 @@ func (c *collectionRead) read(ctx context.Context, src Source, progress Progress
 		return extract.ReadStats{}, err
 	}
 	if c.name != StreamDeliveryLogs {
-		return src.ReadList(ctx, collectionList(c.name), extract.CollectionQuery{}, func(_ context.Context, p *extract.Page) (extract.PageInfo, error) {
+		return src.ReadList(ctx, collectionList(c.name), extract.CollectionQuery{}, func(_ context.Context, p *extract.Page) (service.PageInfo, error) {
 			return c.page(p, "", progress)
 		})
 	}
@@ -392,7 +393,7 @@ func (c *collectionRead) read(ctx context.Context, src Source, progress Progress
 		return total, err
 	}
 	for _, id := range ids {
-		st, err := src.ReadList(ctx, extract.DeliveryLogList(id), extract.CollectionQuery{}, func(_ context.Context, p *extract.Page) (extract.PageInfo, error) {
+		st, err := src.ReadList(ctx, extract.DeliveryLogList(id), extract.CollectionQuery{}, func(_ context.Context, p *extract.Page) (service.PageInfo, error) {
 			return c.page(p, id, progress)
 		})
 		total = addStats(total, st)
@@ -430,7 +431,7 @@ func CountItems(ctx context.Context, src Source, l extract.List) (int64, error) 
 // the first page announced (-1 when none).
 func listIDs(ctx context.Context, src Source, l extract.List, n int) (ids []string, total int64, st extract.ReadStats, err error) {
 	total = -1
-	schema, err := schemas.ForCollection(l.String(), []extract.Field{seed("id", schemas.TypeString, "")})
+	schema, err := schemas.ForCollection(l.String(), []service.Field{seed("id", service.TypeString, "")})
 	if err != nil {
 		return nil, total, st, err
 	}
@@ -443,14 +444,14 @@ func listIDs(ctx context.Context, src Source, l extract.List, n int) (ids []stri
 	if l.Interface == extract.IfaceV3 {
 		q.Fields = []string{"id"}
 	}
-	st, err = src.ReadList(ctx, l, q, func(_ context.Context, p *extract.Page) (extract.PageInfo, error) {
+	st, err = src.ReadList(ctx, l, q, func(_ context.Context, p *extract.Page) (service.PageInfo, error) {
 		if p.Restart {
 			ids = ids[:0]
-			return extract.PageInfo{}, nil
+			return service.PageInfo{}, nil
 		}
 		r, err := dec.DecodePage(p.Number, p.Body)
 		if err != nil {
-			return extract.PageInfo{}, err
+			return service.PageInfo{}, err
 		}
 		r.Record.Release()
 		if p.Offset == 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"os"
 	"path/filepath"
 	"slices"
@@ -110,7 +111,7 @@ func DBTSources(ctx context.Context, src extract.Source) ([]byte, error) {
 	}
 	type described struct {
 		obj    extract.Object
-		fields []extract.Field
+		fields []service.Field
 		key    []string
 	}
 	all := make([]described, 0, len(objs))
@@ -273,9 +274,9 @@ func WriteDBTSources(ctx context.Context, src extract.Source, path string) error
 // objectKey returns the fields that identify a row of an object: the
 // known key, else "<object>Id", else the "<other>Id" fields of a link
 // object, else none.
-func objectKey(object string, fields []extract.Field, objects map[string]bool) []string {
+func objectKey(object string, fields []service.Field, objects map[string]bool) []string {
 	has := func(id string) bool {
-		return slices.ContainsFunc(fields, func(f extract.Field) bool { return f.ID == id })
+		return slices.ContainsFunc(fields, func(f service.Field) bool { return f.ID == id })
 	}
 	if k, ok := dbtObjectKeys[object]; ok && !slices.ContainsFunc(k, func(id string) bool { return !has(id) }) {
 		return k
@@ -314,7 +315,7 @@ func keyNoun(key []string) string {
 // describedColumns turns describe fields into dbt columns, typed as the
 // warehouse types them (through the Arrow schema, the one source of
 // truth), with accepted_values on picklists.
-func describedColumns(object string, fields []extract.Field, collection bool) ([]dbtColumn, error) {
+func describedColumns(object string, fields []service.Field, collection bool) ([]dbtColumn, error) {
 	build := schemas.FromDescribe
 	if collection {
 		build = schemas.ForCollection
@@ -326,13 +327,13 @@ func describedColumns(object string, fields []extract.Field, collection bool) ([
 	cols := make([]dbtColumn, 0, len(fields))
 	for i, f := range s.Fields() {
 		typ := "json"
-		if schemas.ServiceType(f) != schemas.TypeJSON {
+		if schemas.ServiceType(f) != service.TypeJSON {
 			if typ, err = load.DuckDBType(f.Type); err != nil {
 				return nil, fmt.Errorf("dbt sources: %s.%s: %w", object, f.Name, err)
 			}
 		}
 		c := dbtColumn{Name: f.Name, Description: jinjaLiteral(fields[i].DisplayName), DataType: strings.ToLower(typ)}
-		if schemas.ServiceType(f) == schemas.TypePicklist {
+		if schemas.ServiceType(f) == service.TypePicklist {
 			if opts := schemas.Options(f); len(opts) > 0 {
 				lit := make([]string, len(opts))
 				for i, o := range opts {

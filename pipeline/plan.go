@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"os"
 	"slices"
 	"strings"
@@ -108,7 +109,7 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 		return nil, err
 	}
 
-	pr := &prior{fields: map[string][]extract.Field{}, state: map[string]load.State{}}
+	pr := &prior{fields: map[string][]service.Field{}, state: map[string]load.State{}}
 	tables := map[string]bool{}
 	withCollections := append(slices.Clone(ids), collections...)
 	wh, err := load.OpenReadOnly(ctx, lake.WarehousePath())

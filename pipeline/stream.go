@@ -2,19 +2,19 @@ package pipeline
 
 import (
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"slices"
 	"strconv"
 	"time"
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/load"
-	"github.com/sepipe/sepipe/schemas"
 )
 
 // streamQuery builds the read of one stream: its configured filters and,
 // for an incremental stream with a saved watermark, cursor >= watermark -
 // lookback. since is the cursor value read from ("" for a full read).
-func streamQuery(object string, sc StreamConfig, fields []extract.Field, st load.State, fullRefresh bool, day string) (extract.Query, string, error) {
+func streamQuery(object string, sc StreamConfig, fields []service.Field, st load.State, fullRefresh bool, day string) (extract.Query, string, error) {
 	q, since, err := buildQuery(object, sc, fields, st, fullRefresh, day)
 	if err != nil {
 		return q, "", err
@@ -25,9 +25,9 @@ func streamQuery(object string, sc StreamConfig, fields []extract.Field, st load
 	return q, since, nil
 }
 
-func buildQuery(object string, sc StreamConfig, fields []extract.Field, st load.State, fullRefresh bool, day string) (q extract.Query, since string, err error) {
+func buildQuery(object string, sc StreamConfig, fields []service.Field, st load.State, fullRefresh bool, day string) (q extract.Query, since string, err error) {
 	q.Filters = slices.Clone(sc.Filters)
-	byID := map[string]extract.Field{}
+	byID := map[string]service.Field{}
 	for _, f := range fields {
 		byID[f.ID] = f
 	}
@@ -44,7 +44,7 @@ func buildQuery(object string, sc StreamConfig, fields []extract.Field, st load.
 		return q, "", fmt.Errorf("cursor field %q is not a field of %s", sc.Cursor, object)
 	}
 	switch cf.Type {
-	case schemas.TypeDate, schemas.TypeInt, schemas.TypeFloat, schemas.TypePercent:
+	case service.TypeDate, service.TypeInt, service.TypeFloat, service.TypePercent:
 	default:
 		return q, "", fmt.Errorf("cursor field %q of %s has type %s; a cursor must be a date or a number", sc.Cursor, object, cf.Type)
 	}
@@ -60,7 +60,7 @@ func buildQuery(object string, sc StreamConfig, fields []extract.Field, st load.
 	}
 	var from any
 	switch cf.Type {
-	case schemas.TypeDate:
+	case service.TypeDate:
 		t, err := time.Parse(time.RFC3339Nano, wm)
 		if err != nil {
 			return q, "", fmt.Errorf("saved watermark %q of %s is not a date: %w", wm, object, err)
@@ -68,7 +68,7 @@ func buildQuery(object string, sc StreamConfig, fields []extract.Field, st load.
 		t = t.Add(-sc.Lookback).UTC().Truncate(time.Second)
 		since = t.Format(time.RFC3339)
 		from = since
-	case schemas.TypeInt:
+	case service.TypeInt:
 		v, err := strconv.ParseInt(wm, 10, 64)
 		if err != nil {
 			return q, "", fmt.Errorf("saved watermark %q of %s is not an integer: %w", wm, object, err)

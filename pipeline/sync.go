@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"io"
 	"log/slog"
 	"maps"
@@ -201,7 +202,7 @@ func crash(point string) {
 
 // prior is what the warehouse knew before this run.
 type prior struct {
-	fields   map[string][]extract.Field // effective fields per object
+	fields   map[string][]service.Field // effective fields per object
 	state    map[string]load.State
 	known    []string // every stream (by name) earlier runs loaded
 	deferred []string // streams (by name) deferred earlier on the run's snapshot day and not committed since
@@ -261,7 +262,7 @@ func recoverAndRead(ctx context.Context, lake load.Lake, objects []string, reset
 	if err := lake.DiscardAll(); err != nil {
 		return nil, fmt.Errorf("clean staging in %s: %w", lake.Root, err)
 	}
-	pr = &prior{fields: map[string][]extract.Field{}, state: map[string]load.State{}}
+	pr = &prior{fields: map[string][]service.Field{}, state: map[string]load.State{}}
 	if pr.names, err = wh.Names(ctx); err != nil {
 		return nil, err
 	}
@@ -707,7 +708,7 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, run *Result, i
 	var (
 		schema   *arrow.Schema
 		sink     *objectSink
-		describe []extract.Field
+		describe []service.Field
 		diff     schemas.Diff
 		since    string
 		stats    extract.ReadStats
@@ -774,20 +775,20 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		if sink, err = newObjectSink(writers(schema)); err != nil {
 			return fail("write", err)
 		}
-		stats, err = src.ReadObject(ctx, id, query, func(ctx context.Context, p *extract.Page) (extract.PageInfo, error) {
+		stats, err = src.ReadObject(ctx, id, query, func(ctx context.Context, p *extract.Page) (service.PageInfo, error) {
 			if p.Restart {
 				// The pages did not add up and the client reads the object
 				// again from page 1: drop everything written so far.
-				return extract.PageInfo{}, sink.restart()
+				return service.PageInfo{}, sink.restart()
 			}
 			r, err := dec.DecodePage(p.Number, p.Body)
 			if err != nil {
-				return extract.PageInfo{}, err
+				return service.PageInfo{}, err
 			}
 			sink.notePage(len(p.Body))
 			defer r.Record.Release()
 			if err := sink.add(r); err != nil {
-				return extract.PageInfo{}, err
+				return service.PageInfo{}, err
 			}
 			cfg.Progress.PageDone(name, p.Number, r.Info.Rows, r.Info.TotalPages)
 			return r.Info, nil

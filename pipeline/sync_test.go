@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"io"
 	"math"
 	"net/http"
@@ -21,7 +22,6 @@ import (
 	"github.com/sepipe/sepipe/extract/servicetest"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
-	"github.com/sepipe/sepipe/schemas"
 )
 
 var day1 = time.Date(2026, 11, 23, 2, 0, 0, 0, time.UTC)
@@ -150,14 +150,14 @@ func TestSyncMatchesReadJSONOracle(t *testing.T) {
 				col := load.Ident(f.ID)
 				var expr string
 				switch f.Type {
-				case schemas.TypeInt, schemas.TypeFloat, schemas.TypePercent:
+				case service.TypeInt, service.TypeFloat, service.TypePercent:
 					expr = "CAST(" + col + " AS DOUBLE)"
 					a := scalar[sql.NullFloat64](t, db, "SELECT sum("+expr+") FROM "+table)
 					b := scalar[sql.NullFloat64](t, db, "SELECT sum("+expr+") FROM "+load.Ident(oracle))
 					if a.Valid != b.Valid || math.Abs(a.Float64-b.Float64) > 1e-6*math.Max(1, math.Abs(b.Float64)) {
 						t.Errorf("column %s: sum %v, oracle %v", f.ID, a, b)
 					}
-				case schemas.TypeDate:
+				case service.TypeDate:
 					expr = "epoch(CAST(" + col + " AS TIMESTAMPTZ))"
 				default:
 					expr = "CAST(" + col + " AS VARCHAR)"

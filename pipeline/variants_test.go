@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -88,7 +89,7 @@ func norm(v any) string {
 		}
 		if strings.HasPrefix(s, "http") {
 			if u, err := url.Parse(s); err == nil {
-				return extract.RedactURL(u)
+				return service.RedactURL(u)
 			}
 		}
 		return x

@@ -3,10 +3,9 @@ package schemas
 import (
 	"errors"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"slices"
 	"strings"
-
-	"github.com/sepipe/sepipe/extract"
 )
 
 // ChangeKind says how a field changed between two describes.
@@ -23,8 +22,8 @@ const (
 type Change struct {
 	Kind  ChangeKind
 	Field string
-	From  extract.Field // zero for FieldAdded
-	To    extract.Field // zero for FieldRemoved
+	From  service.Field // zero for FieldAdded
+	To    service.Field // zero for FieldRemoved
 }
 
 func (c Change) String() string {
@@ -63,9 +62,9 @@ func (d Diff) String() string {
 
 // Compare returns the changes from stored to live, in live order, removed
 // fields last.
-func Compare(object string, stored, live []extract.Field) Diff {
+func Compare(object string, stored, live []service.Field) Diff {
 	d := Diff{Object: object}
-	old := make(map[string]extract.Field, len(stored))
+	old := make(map[string]service.Field, len(stored))
 	for _, f := range stored {
 		old[f.ID] = f
 	}
@@ -78,7 +77,7 @@ func Compare(object string, stored, live []extract.Field) Diff {
 			d.Changes = append(d.Changes, Change{Kind: FieldAdded, Field: f.ID, To: f})
 		case o.Type != f.Type:
 			d.Changes = append(d.Changes, Change{Kind: TypeChanged, Field: f.ID, From: o, To: f})
-		case f.Type == TypePicklist && !slices.Equal(o.Options, f.Options):
+		case f.Type == service.TypePicklist && !slices.Equal(o.Options, f.Options):
 			d.Changes = append(d.Changes, Change{Kind: OptionsChanged, Field: f.ID, From: o, To: f})
 		}
 	}
@@ -140,26 +139,26 @@ func Widen(a, b string) string {
 	if a == b {
 		return a
 	}
-	if a == TypeJSON || b == TypeJSON {
-		return TypeJSON
+	if a == service.TypeJSON || b == service.TypeJSON {
+		return service.TypeJSON
 	}
-	num := func(t string) bool { return t == TypeInt || t == TypeFloat || t == TypePercent }
+	num := func(t string) bool { return t == service.TypeInt || t == service.TypeFloat || t == service.TypePercent }
 	if num(a) && num(b) {
-		if a == TypePercent || b == TypePercent {
-			if a == TypeInt || b == TypeInt {
-				return TypePercent
+		if a == service.TypePercent || b == service.TypePercent {
+			if a == service.TypeInt || b == service.TypeInt {
+				return service.TypePercent
 			}
 		}
-		return TypeFloat
+		return service.TypeFloat
 	}
-	return TypeString
+	return service.TypeString
 }
 
 // Resolve decides the fields to load for an object: stored is what the
 // warehouse holds (nil on the first run), live is the describe now. It
 // returns the effective fields (the table's new shape), the diff, and a
 // *DriftError when the contract forbids the change.
-func Resolve(c Contract, object string, stored, live []extract.Field) ([]extract.Field, Diff, error) {
+func Resolve(c Contract, object string, stored, live []service.Field) ([]service.Field, Diff, error) {
 	if stored == nil {
 		return live, Diff{Object: object}, nil
 	}
@@ -170,11 +169,11 @@ func Resolve(c Contract, object string, stored, live []extract.Field) ([]extract
 	if c == Freeze {
 		return nil, d, &DriftError{Diff: d, Contract: c}
 	}
-	liveByID := make(map[string]extract.Field, len(live))
+	liveByID := make(map[string]service.Field, len(live))
 	for _, f := range live {
 		liveByID[f.ID] = f
 	}
-	eff := make([]extract.Field, 0, len(stored)+len(live))
+	eff := make([]service.Field, 0, len(stored)+len(live))
 	have := make(map[string]bool, len(stored))
 	for _, s := range stored {
 		have[s.ID] = true
@@ -185,7 +184,7 @@ func Resolve(c Contract, object string, stored, live []extract.Field) ([]extract
 		}
 		f := l
 		f.Type = Widen(s.Type, l.Type)
-		if f.Type == TypePicklist {
+		if f.Type == service.TypePicklist {
 			f.Options = unionOptions(s.Options, l.Options)
 		} else {
 			f.Options = nil
@@ -223,7 +222,7 @@ func unionOptions(a, b []string) []string {
 // as they are, and the caller sends the values that do not fit them to
 // the rejects, keeping their rows. A live field nested under a stored
 // json field is not added: the json column keeps holding it.
-func ResolveInferred(c Contract, object string, stored, live []extract.Field) ([]extract.Field, Diff) {
+func ResolveInferred(c Contract, object string, stored, live []service.Field) ([]service.Field, Diff) {
 	if stored == nil {
 		return live, Diff{Object: object}
 	}
@@ -235,7 +234,7 @@ func ResolveInferred(c Contract, object string, stored, live []extract.Field) ([
 		}
 		var jsonPaths [][]string
 		for _, f := range stored {
-			if f.Type == TypeJSON {
+			if f.Type == service.TypeJSON {
 				jsonPaths = append(jsonPaths, fieldPath(f))
 			}
 		}
@@ -262,7 +261,7 @@ func ResolveInferred(c Contract, object string, stored, live []extract.Field) ([
 	return eff, d
 }
 
-func fieldPath(f extract.Field) []string {
+func fieldPath(f service.Field) []string {
 	if len(f.Path) > 0 {
 		return f.Path
 	}

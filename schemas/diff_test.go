@@ -2,14 +2,14 @@ package schemas_test
 
 import (
 	"errors"
+	"github.com/sepipe/sepipe/service"
 	"reflect"
 	"testing"
 
-	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/schemas"
 )
 
-var stored = []extract.Field{
+var stored = []service.Field{
 	{ID: "id", DisplayName: "ID", Type: "int"},
 	{ID: "minutes", DisplayName: "Minutes", Type: "int"},
 	{ID: "when", DisplayName: "When", Type: "date"},
@@ -17,7 +17,7 @@ var stored = []extract.Field{
 	{ID: "gone", DisplayName: "Gone", Type: "string"},
 }
 
-var live = []extract.Field{
+var live = []service.Field{
 	{ID: "id", DisplayName: "ID", Type: "int"},
 	{ID: "minutes", DisplayName: "Minutes", Type: "float"},
 	{ID: "when", DisplayName: "When", Type: "string"},

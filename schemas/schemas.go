@@ -5,28 +5,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/extensions"
-
-	"github.com/sepipe/sepipe/extract"
-)
-
-// The service's field types, as /describe names them.
-const (
-	TypeInt      = "int"
-	TypeFloat    = "float"
-	TypePercent  = "percent"
-	TypeString   = "string"
-	TypePicklist = "picklist"
-	TypeDate     = "date"
-
-	// Types of the collections' fields (themes, assets, webhook
-	// subscriptions and logs), which sepipe infers from their items; never
-	// accepted from a describe.
-	TypeBool = "boolean"
-	TypeJSON = "json" // JSON text; a JSON column in DuckDB
 )
 
 // Metadata keys. Field metadata carries the service's view of a column;
@@ -64,15 +47,15 @@ func mustJSONType() *extensions.JSONType {
 // the type is unknown.
 func ArrowType(serviceType string) (arrow.DataType, bool) {
 	switch serviceType {
-	case TypeInt:
+	case service.TypeInt:
 		return arrow.PrimitiveTypes.Int64, true
-	case TypeFloat, TypePercent:
+	case service.TypeFloat, service.TypePercent:
 		return arrow.PrimitiveTypes.Float64, true
-	case TypeString:
+	case service.TypeString:
 		return arrow.BinaryTypes.String, true
-	case TypePicklist:
+	case service.TypePicklist:
 		return PicklistType, true
-	case TypeDate:
+	case service.TypeDate:
 		return TimestampType, true
 	}
 	return nil, false
@@ -80,7 +63,7 @@ func ArrowType(serviceType string) (arrow.DataType, bool) {
 
 // FromDescribe builds the Arrow schema of a report object from its describe
 // result. Columns keep the describe order and are named by field id.
-func FromDescribe(object string, fields []extract.Field) (*arrow.Schema, error) {
+func FromDescribe(object string, fields []service.Field) (*arrow.Schema, error) {
 	return build(object, fields, false)
 }
 
@@ -88,21 +71,21 @@ func FromDescribe(object string, fields []extract.Field) (*arrow.Schema, error) 
 // inferred from its items (transform.Inferrer): the six service types
 // plus boolean and json; a nested field (Path set) is named by its ID and
 // records its path.
-func ForCollection(name string, fields []extract.Field) (*arrow.Schema, error) {
+func ForCollection(name string, fields []service.Field) (*arrow.Schema, error) {
 	return build(name, fields, true)
 }
 
 func collectionType(t string) (arrow.DataType, bool) {
 	switch t {
-	case TypeBool:
+	case service.TypeBool:
 		return arrow.FixedWidthTypes.Boolean, true
-	case TypeJSON:
+	case service.TypeJSON:
 		return JSONType, true
 	}
 	return ArrowType(t)
 }
 
-func build(object string, fields []extract.Field, extended bool) (*arrow.Schema, error) {
+func build(object string, fields []service.Field, extended bool) (*arrow.Schema, error) {
 	out := make([]arrow.Field, 0, len(fields))
 	seen := make(map[string]bool, len(fields))
 	columns := make(map[string]bool, len(fields)) // lower-case column names taken
@@ -134,7 +117,7 @@ func build(object string, fields []extract.Field, extended bool) (*arrow.Schema,
 			}
 			keys, vals = append(keys, MetaPath), append(vals, string(b))
 		}
-		if f.Type == TypePicklist {
+		if f.Type == service.TypePicklist {
 			opts := f.Options
 			if opts == nil {
 				opts = []string{}
@@ -159,18 +142,18 @@ func build(object string, fields []extract.Field, extended bool) (*arrow.Schema,
 
 // ToDescribe converts a schema built by FromDescribe back into the describe
 // fields it came from.
-func ToDescribe(s *arrow.Schema) ([]extract.Field, error) {
-	out := make([]extract.Field, 0, s.NumFields())
+func ToDescribe(s *arrow.Schema) ([]service.Field, error) {
+	out := make([]service.Field, 0, s.NumFields())
 	for _, f := range s.Fields() {
 		t := ServiceType(f)
 		if t == "" {
 			return nil, &FieldError{Object: Object(s), Field: f.Name, Reason: "no " + MetaType + " metadata"}
 		}
-		ef := extract.Field{ID: FieldID(f), Type: t}
+		ef := service.Field{ID: FieldID(f), Type: t}
 		if v, ok := f.Metadata.GetValue(MetaDisplayName); ok {
 			ef.DisplayName = v
 		}
-		if t == TypePicklist {
+		if t == service.TypePicklist {
 			ef.Options = Options(f)
 		}
 		ef.Path = Path(f)
@@ -268,7 +251,7 @@ func SchemaVersion(s *arrow.Schema) string {
 // Version is a stable hash of a describe result: the same fields, types and
 // options in the same order give the same version. Display names count too,
 // since they are kept as column descriptions.
-func Version(fields []extract.Field) string {
+func Version(fields []service.Field) string {
 	type canon struct {
 		ID, DisplayName, Type string
 		Options               []string

@@ -2,12 +2,12 @@ package schemas_test
 
 import (
 	"errors"
+	"github.com/sepipe/sepipe/service"
 	"reflect"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/schemas"
 )
 
@@ -25,7 +25,7 @@ func TestTypeMapping(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.svc, func(t *testing.T) {
-			s, err := schemas.FromDescribe("obj", []extract.Field{{ID: "f", DisplayName: "F", Type: tc.svc}})
+			s, err := schemas.FromDescribe("obj", []service.Field{{ID: "f", DisplayName: "F", Type: tc.svc}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -44,7 +44,7 @@ func TestTypeMapping(t *testing.T) {
 }
 
 func TestUnknownType(t *testing.T) {
-	_, err := schemas.FromDescribe("course", []extract.Field{{ID: "ok", Type: "int"}, {ID: "weird", Type: "currency"}})
+	_, err := schemas.FromDescribe("course", []service.Field{{ID: "ok", Type: "int"}, {ID: "weird", Type: "currency"}})
 	var ute *schemas.UnknownTypeError
 	if !errors.As(err, &ute) || !errors.Is(err, schemas.ErrUnknownType) {
 		t.Fatalf("err = %v, want *UnknownTypeError", err)
@@ -59,7 +59,7 @@ func TestUnknownType(t *testing.T) {
 }
 
 func TestBadFieldIDs(t *testing.T) {
-	for name, fields := range map[string][]extract.Field{
+	for name, fields := range map[string][]service.Field{
 		"empty id":  {{ID: "", DisplayName: "Nameless", Type: "int"}},
 		"duplicate": {{ID: "a", Type: "int"}, {ID: "a", Type: "string"}},
 	} {
@@ -74,7 +74,7 @@ func TestBadFieldIDs(t *testing.T) {
 }
 
 func TestRoundTripAndMetadata(t *testing.T) {
-	fields := []extract.Field{
+	fields := []service.Field{
 		{ID: "curriculumTitle", DisplayName: "Curriculum", Type: "string"},
 		{ID: "courseCount", DisplayName: "Courses", Type: "int"},
 		{ID: "status", DisplayName: "Status", Type: "picklist", Options: []string{"Draft", "Published"}},
@@ -104,20 +104,20 @@ func TestRoundTripAndMetadata(t *testing.T) {
 }
 
 func TestVersionChangesWithDescribe(t *testing.T) {
-	a := []extract.Field{{ID: "x", Type: "int"}}
-	b := []extract.Field{{ID: "x", Type: "float"}}
-	c := []extract.Field{{ID: "x", Type: "int"}, {ID: "y", Type: "string"}}
-	d := []extract.Field{{ID: "p", Type: "picklist", Options: []string{"a"}}}
-	e := []extract.Field{{ID: "p", Type: "picklist", Options: []string{"a", "b"}}}
+	a := []service.Field{{ID: "x", Type: "int"}}
+	b := []service.Field{{ID: "x", Type: "float"}}
+	c := []service.Field{{ID: "x", Type: "int"}, {ID: "y", Type: "string"}}
+	d := []service.Field{{ID: "p", Type: "picklist", Options: []string{"a"}}}
+	e := []service.Field{{ID: "p", Type: "picklist", Options: []string{"a", "b"}}}
 	seen := map[string]bool{}
-	for _, f := range [][]extract.Field{a, b, c, d, e} {
+	for _, f := range [][]service.Field{a, b, c, d, e} {
 		v := schemas.Version(f)
 		if seen[v] {
 			t.Fatalf("two different describes share version %s", v)
 		}
 		seen[v] = true
 	}
-	if schemas.Version(a) != schemas.Version([]extract.Field{{ID: "x", Type: "int"}}) {
+	if schemas.Version(a) != schemas.Version([]service.Field{{ID: "x", Type: "int"}}) {
 		t.Error("version is not stable")
 	}
 }

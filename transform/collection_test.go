@@ -2,6 +2,7 @@ package transform_test
 
 import (
 	"encoding/json"
+	"github.com/sepipe/sepipe/service"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,12 +12,11 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/schemas"
 	"github.com/sepipe/sepipe/transform"
 )
 
-func inferFields(t *testing.T, bodies ...[]byte) []extract.Field {
+func inferFields(t *testing.T, bodies ...[]byte) []service.Field {
 	t.Helper()
 	in := transform.NewInferrer("assets")
 	for i, b := range bodies {
@@ -27,7 +27,7 @@ func inferFields(t *testing.T, bodies ...[]byte) []extract.Field {
 	return in.Fields()
 }
 
-func collectionDecoder(t *testing.T, mem memory.Allocator, fields []extract.Field, opts ...transform.Option) *transform.Decoder {
+func collectionDecoder(t *testing.T, mem memory.Allocator, fields []service.Field, opts ...transform.Option) *transform.Decoder {
 	t.Helper()
 	s, err := schemas.ForCollection("assets", fields)
 	if err != nil {
@@ -149,7 +149,7 @@ func inferFromBody(b string) error { return transform.NewInferrer("x").Page(1, [
 func TestDecodeMisfitsKeepRows(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	fields := []extract.Field{{ID: "id", Type: "string"}, {ID: "n", Type: "int"}, {ID: "ok", Type: "boolean"},
+	fields := []service.Field{{ID: "id", Type: "string"}, {ID: "n", Type: "int"}, {ID: "ok", Type: "boolean"},
 		{ID: "a__b", Type: "string", Path: []string{"a", "b"}}}
 	d := collectionDecoder(t, mem, fields, transform.WithKeyFields(true, "id"), transform.WithUnknownRejected())
 	defer d.Release()
@@ -219,7 +219,7 @@ func TestDecodeRedactsCredentials(t *testing.T) {
 func TestJSONColumnValid(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	fields := []extract.Field{{ID: "id", Type: "string"}, {ID: "v", Type: "json"}}
+	fields := []service.Field{{ID: "id", Type: "string"}, {ID: "v", Type: "json"}}
 	d := collectionDecoder(t, mem, fields)
 	defer d.Release()
 	body := "{\"items\":[{\"id\":\"1\",\"v\": { \"a\" : [ 1 , 2.5e3 ,\"t\tab\" ] , \"b\":\"\xff\" }},{\"id\":\"2\",\"v\":\"plain\"},{\"id\":\"3\",\"v\":01},{\"id\":\"4\",\"v\":12}]}"

@@ -3,6 +3,7 @@ package transform
 import (
 	"bytes"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"hash/maphash"
 	"net/url"
 	"slices"
@@ -14,7 +15,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/schemas"
 )
 
@@ -36,7 +36,7 @@ type Result struct {
 	Record arrow.RecordBatch
 	// Info is what the page said about itself; Info.Rows counts every row
 	// in results, valid or rejected.
-	Info extract.PageInfo
+	Info service.PageInfo
 	// Rejects lists each value that did not fit its field.
 	Rejects []Reject
 	// RejectedRows counts rows left out of Record (a row with two bad
@@ -95,7 +95,7 @@ func WithUnknownRejected() Option { return func(d *Decoder) { d.unknownRejects =
 
 // WithCredentialsRedacted keeps credentials out of the batch: a string
 // value that is an http(s) URL has its password and secret-looking query
-// parameters replaced (extract.RedactURL), and in a json column whose
+// parameters replaced (service.RedactURL), and in a json column whose
 // field is named headers every member named value is replaced. For
 // webhook subscriptions and delivery logs, whose headers and URLs carry
 // the destination's credentials.
@@ -438,7 +438,7 @@ func (d *Decoder) DecodePage(page int, body []byte) (Result, error) {
 }
 
 func (d *Decoder) decode(st *state, page int, body []byte) (Result, error) {
-	res := Result{Info: extract.PageInfo{TotalResults: -1, TotalPages: -1}}
+	res := Result{Info: service.PageInfo{TotalResults: -1, TotalPages: -1}}
 	st.repaired = 0
 	s := &scanner{buf: body}
 	bad := func() error {
@@ -866,7 +866,7 @@ func (d *Decoder) jsonValue(st *state, s *scanner, sl *slot, col, depth int) (re
 var kindName = [...]string{kInt: "int", kFloat: "float", kString: "string", kPicklist: "picklist", kDate: "date", kBool: "boolean", kJSON: "json"}
 
 // redactURL returns b with the credentials of an http(s) URL replaced
-// (see extract.RedactURL); other text comes back as it is.
+// (see service.RedactURL); other text comes back as it is.
 func redactURL(b []byte) []byte {
 	if !(bytes.HasPrefix(b, []byte("http://")) || bytes.HasPrefix(b, []byte("https://"))) || bytes.IndexAny(b, "@?#") < 0 {
 		return b
@@ -875,7 +875,7 @@ func redactURL(b []byte) []byte {
 	if err != nil {
 		return []byte("(unparseable URL, not stored)")
 	}
-	return []byte(extract.RedactURL(u))
+	return []byte(service.RedactURL(u))
 }
 
 // text stores a JSON string's decoded bytes for a column of kind k.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,14 +17,13 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/schemas"
 	"github.com/sepipe/sepipe/transform"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
-var testFields = []extract.Field{
+var testFields = []service.Field{
 	{ID: "id", DisplayName: "ID", Type: "int"},
 	{ID: "name", DisplayName: "Name", Type: "string"},
 	{ID: "score", DisplayName: "Score", Type: "float"},
@@ -70,7 +70,7 @@ func TestDecodeGolden(t *testing.T) {
 	}
 	defer res.Record.Release()
 
-	want := extract.PageInfo{Page: 3, ResultsPerPage: 4, TotalResults: 11, TotalPages: 3, Rows: 4, RowsHash: res.Info.RowsHash}
+	want := service.PageInfo{Page: 3, ResultsPerPage: 4, TotalResults: 11, TotalPages: 3, Rows: 4, RowsHash: res.Info.RowsHash}
 	if res.Info.RowsHash == 0 {
 		t.Error("no RowsHash for a page with rows")
 	}

@@ -2,14 +2,13 @@ package transform
 
 import (
 	"fmt"
-
-	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/service"
 )
 
 // ErrMalformedPage is wrapped by every *DecodeError: the page is not the
 // JSON shape of a results page. A refetch may help (a truncated body), so
 // callers may retry on it.
-var ErrMalformedPage = extract.ErrMalformedPage
+var ErrMalformedPage = service.ErrMalformedPage
 
 // DecodeError reports a page that could not be decoded at all.
 type DecodeError struct {

@@ -1,10 +1,9 @@
 package transform
 
 import (
+	"github.com/sepipe/sepipe/service"
 	"slices"
 	"strings"
-
-	"github.com/sepipe/sepipe/extract"
 )
 
 // Flattening limits: objects are flattened into parent__child columns down
@@ -81,7 +80,7 @@ func NewInferrer(object string) *Inferrer {
 // page is used in errors only.
 func (in *Inferrer) Page(page int, body []byte) error {
 	s := &scanner{buf: body}
-	var info extract.PageInfo
+	var info service.PageInfo
 	saw, ok := walkPage(s, &info, nil, func() bool {
 		if s.peek() == 'n' {
 			return s.lit("null")
@@ -226,10 +225,10 @@ func typeOf(seen uint16) string {
 
 // Fields returns the fields the items seen so far call for, in the order
 // their members first appeared.
-func (in *Inferrer) Fields() []extract.Field {
+func (in *Inferrer) Fields() []service.Field {
 	asJSON := map[*inode]bool{}
 	for {
-		var out []extract.Field
+		var out []service.Field
 		ids := map[string]*inode{}
 		var clash *inode
 		var walk func(n *inode)
@@ -261,7 +260,7 @@ func (in *Inferrer) Fields() []extract.Field {
 					return
 				}
 				ids[id] = c
-				f := extract.Field{ID: id, DisplayName: strings.Join(c.path, "."), Type: t}
+				f := service.Field{ID: id, DisplayName: strings.Join(c.path, "."), Type: t}
 				if len(c.path) > 1 {
 					f.Path = slices.Clone(c.path)
 				}

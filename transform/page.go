@@ -1,7 +1,7 @@
 package transform
 
 import (
-	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/service"
 )
 
 // walkPage reads the top level of a list page in any of the shapes the
@@ -16,7 +16,7 @@ import (
 // resultsPerPage when it comes; rows is called with s at the rows array
 // (or its null) and must consume it, returning false on failure. saw says
 // whether the page had rows; ok is false on a structural error (s.msg).
-func walkPage(s *scanner, info *extract.PageInfo, perPage func(int), rows func() bool) (saw, ok bool) {
+func walkPage(s *scanner, info *service.PageInfo, perPage func(int), rows func() bool) (saw, ok bool) {
 	readRows := func() bool {
 		if saw {
 			return s.fail("the page holds two arrays of rows")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sepipe/sepipe/service"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -168,7 +169,7 @@ lt/le/gt/ge/be/nb for numbers and dates).`,
 			fmt.Fprintln(tw, "FIELD\tTYPE\tDUCKDB\tDISPLAY NAME\tOPTIONS")
 			for _, fd := range fields {
 				duck := "?"
-				if s, err := schemas.FromDescribe(args[0], []extract.Field{fd}); err == nil {
+				if s, err := schemas.FromDescribe(args[0], []service.Field{fd}); err == nil {
 					if t, err := load.DuckDBType(s.Field(0).Type); err == nil {
 						duck = t
 					}
