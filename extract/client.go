@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/sepipe/sepipe/service"
 	"io"
 	"log/slog"
 	"math"
@@ -20,6 +19,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/semaphore"
+
+	"github.com/sepipe/sepipe/service"
 )
 
 // version is reported in the User-Agent; set it at build time with

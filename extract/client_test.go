@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sepipe/sepipe/service"
 	"net/http"
 	"net/url"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sepipe/sepipe/service"
 )
 
 func TestNew(t *testing.T) {

@@ -5,12 +5,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/sepipe/sepipe/service"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 
 	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/service"
 )
 
 func ExampleClient_ReadObject() {

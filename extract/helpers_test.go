@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/sepipe/sepipe/service"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sepipe/sepipe/service"
 )
 
 const testToken = "tok-SECRET-4f1c9a"

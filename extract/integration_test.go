@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sepipe/sepipe/service"
 	"slices"
 	"sort"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/service"
 )
 
 // rows reads every report object and returns, per object, its rows as

@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sepipe/sepipe/service"
 	"math"
 	"reflect"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sepipe/sepipe/service"
 )
 
 // Sort orders results by one field; Direction is "asc" or "desc".

@@ -4,13 +4,14 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"github.com/sepipe/sepipe/service"
 	"math"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sepipe/sepipe/service"
 )
 
 func TestEncodeRoundTrip(t *testing.T) {

@@ -2,8 +2,9 @@ package extract
 
 import (
 	"fmt"
-	"github.com/sepipe/sepipe/service"
 	"log/slog"
+
+	"github.com/sepipe/sepipe/service"
 )
 
 const redacted = service.Redacted

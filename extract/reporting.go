@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sepipe/sepipe/service"
 	"hash/maphash"
 	"net/url"
 	"sync"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/sepipe/sepipe/service"
 )
 
 // Object is one entry of the report object list.

@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/sepipe/sepipe/service"
 	"net/http"
 	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/sepipe/sepipe/service"
 )
 
 func TestReadObject(t *testing.T) {

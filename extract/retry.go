@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sepipe/sepipe/service"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -15,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sepipe/sepipe/service"
 )
 
 // reqStats counts what one logical request cost.

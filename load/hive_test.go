@@ -3,7 +3,6 @@ package load_test
 import (
 	"context"
 	"fmt"
-	"github.com/sepipe/sepipe/service"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/schemas"
+	"github.com/sepipe/sepipe/service"
 	"github.com/sepipe/sepipe/transform"
 )
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"github.com/sepipe/sepipe/service"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/schemas"
+	"github.com/sepipe/sepipe/service"
 	"github.com/sepipe/sepipe/transform"
 )
 

@@ -14,12 +14,17 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
-// Writer takes the record batches of one object. Write does not take
-// ownership of rec (the caller still releases it). Close flushes and makes
-// what was written durable; a Writer is not safe for concurrent use.
+// Writer takes the record batches of one object into staged files: the
+// load stage as the pipeline sees it. Write does not take ownership of rec
+// (the caller still releases it). Close flushes and makes what was written
+// durable; Abort removes it instead. Files names what was written, Rows
+// counts it. A Writer is not safe for concurrent use.
 type Writer interface {
 	Write(rec arrow.RecordBatch) error
 	Close() error
+	Abort()
+	Files() []string
+	Rows() int64
 }
 
 var _ Writer = (*ParquetWriter)(nil)

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sepipe/sepipe/service"
 	"io"
 	"os"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/schemas"
+	"github.com/sepipe/sepipe/service"
 	"github.com/sepipe/sepipe/transform"
 )
 
@@ -86,6 +86,10 @@ var seedFields = map[string][]service.Field{
 	},
 }
 
+// SeedFields are the fields the interface document names for collection
+// name (nil for another name): its table has them from its first run.
+func SeedFields(name string) []service.Field { return slices.Clone(seedFields[name]) }
+
 // collectionList is the list a collection stream reads (the delivery log
 // is read per subscription: see readDeliveryLogs).
 func collectionList(name string) extract.List {
@@ -114,17 +118,17 @@ type collectionRead struct {
 	required bool            // merge: a row without its key is rejected
 	spool    string
 	// writers makes the Parquet writers of a schema (see objectSink).
-	writers func(*arrow.Schema) func(first, step int) (*load.ParquetWriter, error)
+	writers func(*arrow.Schema) func(first, step int) (load.Writer, error)
 	opts    []transform.Option
 
 	fields []service.Field // the effective fields so far
 	live   []service.Field // as the items call for (recorded as the describe)
 	schema *arrow.Schema
-	dec    *transform.Decoder
+	dec    transform.PageDecoder
 	// parentDec decodes the pages of the delivery log of subscription
 	// parentID (built once per subscription, not per page).
 	parentID  string
-	parentDec *transform.Decoder
+	parentDec transform.PageDecoder
 	sink      *objectSink
 	widen     bool // a page held what the schema cannot; decode again at the end
 	w         *bufio.Writer
@@ -251,7 +255,7 @@ func (c *collectionRead) page(p *extract.Page, parent string, progress Progress)
 // newDecoder builds a decoder of c's schema with the options of every
 // collection read (rows kept, credentials redacted, keys, freeze), plus
 // extra.
-func (c *collectionRead) newDecoder(extra []transform.Option) (*transform.Decoder, error) {
+func (c *collectionRead) newDecoder(extra []transform.Option) (transform.PageDecoder, error) {
 	var keys []string
 	for _, k := range c.keys {
 		if slices.ContainsFunc(c.fields, func(f service.Field) bool { return f.ID == k }) {
@@ -273,7 +277,7 @@ func (c *collectionRead) newDecoder(extra []transform.Option) (*transform.Decode
 // decoderFor is the decoder of a page listed under parent: c.dec, or for
 // a delivery log page one whose items that do not name their subscription
 // get parent's id.
-func (c *collectionRead) decoderFor(parent string) (*transform.Decoder, error) {
+func (c *collectionRead) decoderFor(parent string) (transform.PageDecoder, error) {
 	if parent == "" {
 		return c.dec, nil
 	}
@@ -406,7 +410,7 @@ func (c *collectionRead) read(ctx context.Context, src Source, progress Progress
 
 // subscriptionIDs lists the ids of the webhook subscriptions.
 func subscriptionIDs(ctx context.Context, src Source) ([]string, extract.ReadStats, error) {
-	ids, _, st, err := listIDs(ctx, src, extract.SubscriptionList(), 0)
+	ids, _, st, err := ListIDs(ctx, src, extract.SubscriptionList(), 0)
 	if err == nil && len(ids) == 0 && st.Rows > 0 {
 		err = errors.New("the subscriptions carry no id: their logs cannot be listed")
 	}
@@ -422,14 +426,14 @@ func Readable(src Source) []string {
 // CountItems returns the count of items a list's first page announces
 // (-1 when the page has none), reading one page of one item.
 func CountItems(ctx context.Context, src Source, l extract.List) (int64, error) {
-	_, total, _, err := listIDs(ctx, src, l, 1)
+	_, total, _, err := ListIDs(ctx, src, l, 1)
 	return total, err
 }
 
-// listIDs reads the ids of a list's items, decoded by the one decoder:
+// ListIDs reads the ids of a list's items, decoded by the one decoder:
 // every item, or the first page of n items when n > 0; total is the count
 // the first page announced (-1 when none).
-func listIDs(ctx context.Context, src Source, l extract.List, n int) (ids []string, total int64, st extract.ReadStats, err error) {
+func ListIDs(ctx context.Context, src Source, l extract.List, n int) (ids []string, total int64, st extract.ReadStats, err error) {
 	total = -1
 	schema, err := schemas.ForCollection(l.String(), []service.Field{seed("id", service.TypeString, "")})
 	if err != nil {

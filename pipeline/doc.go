@@ -37,6 +37,8 @@
 // Listen receives webhook deliveries into a spool, loads them into the
 // working database in batches and publishes them at most every
 // ListenConfig.PublishInterval; it runs beside a sync on the same folder.
-// Plan is Sync's dry run; Demo, Bench and the dbt sources generator serve
-// the commands of the same names.
+// Plan is Sync's dry run. What serves other commands lives elsewhere:
+// internal/demo (`sepipe demo`), internal/bench (`sepipe bench`) and
+// internal/dbtgen (`sepipe dbt-sources`); pipeline never imports the fake
+// service.
 package pipeline

@@ -2,19 +2,6 @@ package pipeline
 
 import "testing"
 
-func TestJinjaLiteral(t *testing.T) {
-	for in, want := range map[string]string{
-		"Completion %":                    "Completion %",
-		"{{ run_query('drop table x') }}": `{{ "{{" }} run_query('drop table x') }}`,
-		"{% set x = 1 %}{# c #}":          `{{ "{%" }} set x = 1 %}{{ "{#" }} c #}`,
-		"a { b } {{":                      `a { b } {{ "{{" }}`,
-	} {
-		if got := jinjaLiteral(in); got != want {
-			t.Errorf("jinjaLiteral(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestMemoryForHugePages(t *testing.T) {
 	small := []*stagedObject{{largestPage: 1 << 20}}
 	huge := []*stagedObject{{largestPage: 200 << 20, hugeBytes: 800 << 20}, nil}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sepipe/sepipe/service"
 	"os"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/schemas"
+	"github.com/sepipe/sepipe/service"
 )
 
 // Counter is what a plan needs beyond Source: one results page, to read

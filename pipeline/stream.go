@@ -2,13 +2,13 @@ package pipeline
 
 import (
 	"fmt"
-	"github.com/sepipe/sepipe/service"
 	"slices"
 	"strconv"
 	"time"
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/service"
 )
 
 // streamQuery builds the read of one stream: its configured filters and,

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/sepipe/sepipe/service"
 	"io"
 	"log/slog"
 	"maps"
@@ -28,6 +27,7 @@ import (
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/schemas"
+	"github.com/sepipe/sepipe/service"
 	"github.com/sepipe/sepipe/transform"
 )
 
@@ -700,8 +700,8 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, run *Result, i
 	contract, _ := schemas.ParseContract(string(sc.Contract))
 	fullRefresh := slices.Contains(cfg.FullRefresh, id)
 	dir := lake.StagingDir(run.RunID, name, run.SnapshotDate)
-	writers := func(schema *arrow.Schema) func(first, step int) (*load.ParquetWriter, error) {
-		return func(first, step int) (*load.ParquetWriter, error) {
+	writers := func(schema *arrow.Schema) func(first, step int) (load.Writer, error) {
+		return func(first, step int) (load.Writer, error) {
 			return load.NewParquetWriter(dir, name, schema, load.WithParquetAllocator(cfg.Allocator), load.WithFileNumbers(first, step))
 		}
 	}
@@ -874,9 +874,9 @@ func columnsOf(s *arrow.Schema, ids []string) []string {
 // writer is free, so pages are encoded in parallel, not one at a time
 // behind a lock. Each writer buffers at most one row group.
 type objectSink struct {
-	newWriter func(first, step int) (*load.ParquetWriter, error)
-	writers   []*load.ParquetWriter
-	free      chan *load.ParquetWriter // the writers not in use
+	newWriter func(first, step int) (load.Writer, error)
+	writers   []load.Writer
+	free      chan load.Writer // the writers not in use
 
 	mu           sync.Mutex // guards what follows
 	rejects      []transform.Reject
@@ -891,7 +891,7 @@ type objectSink struct {
 // most 4 (past that, the service is the limit, and memory grows with each).
 func sinkWriters() int { return min(max(runtime.GOMAXPROCS(0), 1), 4) }
 
-func newObjectSink(newWriter func(first, step int) (*load.ParquetWriter, error)) (*objectSink, error) {
+func newObjectSink(newWriter func(first, step int) (load.Writer, error)) (*objectSink, error) {
 	s := &objectSink{newWriter: newWriter}
 	if err := s.open(); err != nil {
 		return nil, err
@@ -901,8 +901,8 @@ func newObjectSink(newWriter func(first, step int) (*load.ParquetWriter, error))
 
 func (s *objectSink) open() error {
 	n := sinkWriters()
-	s.writers = make([]*load.ParquetWriter, 0, n)
-	s.free = make(chan *load.ParquetWriter, n)
+	s.writers = make([]load.Writer, 0, n)
+	s.free = make(chan load.Writer, n)
 	for k := range n {
 		w, err := s.newWriter(k, n)
 		if err != nil {
@@ -921,7 +921,7 @@ func (s *objectSink) restart() error { return s.restartWith(s.newWriter) }
 
 // restartWith drops what was written and starts writers made by
 // newWriter (a collection whose schema widened writes with the new one).
-func (s *objectSink) restartWith(newWriter func(first, step int) (*load.ParquetWriter, error)) error {
+func (s *objectSink) restartWith(newWriter func(first, step int) (load.Writer, error)) error {
 	s.abort()
 	s.mu.Lock()
 	s.rejects, s.rejectedRows, s.repaired, s.unknown = nil, 0, 0, nil

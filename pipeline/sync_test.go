@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/sepipe/sepipe/service"
 	"io"
 	"math"
 	"net/http"
@@ -22,6 +21,7 @@ import (
 	"github.com/sepipe/sepipe/extract/servicetest"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
+	"github.com/sepipe/sepipe/service"
 )
 
 var day1 = time.Date(2026, 11, 23, 2, 0, 0, 0, time.UTC)

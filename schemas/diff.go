@@ -3,9 +3,10 @@ package schemas
 import (
 	"errors"
 	"fmt"
-	"github.com/sepipe/sepipe/service"
 	"slices"
 	"strings"
+
+	"github.com/sepipe/sepipe/service"
 )
 
 // ChangeKind says how a field changed between two describes.

@@ -2,11 +2,11 @@ package schemas_test
 
 import (
 	"errors"
-	"github.com/sepipe/sepipe/service"
 	"reflect"
 	"testing"
 
 	"github.com/sepipe/sepipe/schemas"
+	"github.com/sepipe/sepipe/service"
 )
 
 var stored = []service.Field{

@@ -5,11 +5,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/sepipe/sepipe/service"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/extensions"
+
+	"github.com/sepipe/sepipe/service"
 )
 
 // Metadata keys. Field metadata carries the service's view of a column;

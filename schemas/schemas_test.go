@@ -2,13 +2,13 @@ package schemas_test
 
 import (
 	"errors"
-	"github.com/sepipe/sepipe/service"
 	"reflect"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/sepipe/sepipe/schemas"
+	"github.com/sepipe/sepipe/service"
 )
 
 func TestTypeMapping(t *testing.T) {

@@ -2,7 +2,6 @@ package transform_test
 
 import (
 	"encoding/json"
-	"github.com/sepipe/sepipe/service"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/sepipe/sepipe/schemas"
+	"github.com/sepipe/sepipe/service"
 	"github.com/sepipe/sepipe/transform"
 )
 

@@ -3,7 +3,6 @@ package transform
 import (
 	"bytes"
 	"fmt"
-	"github.com/sepipe/sepipe/service"
 	"hash/maphash"
 	"net/url"
 	"slices"
@@ -16,15 +15,18 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/sepipe/sepipe/schemas"
+	"github.com/sepipe/sepipe/service"
 )
 
 // rowsSeed seeds PageInfo.RowsHash: stable within a process.
 var rowsSeed = maphash.MakeSeed()
 
-// PageDecoder turns one results page into a record batch. Implementations
-// are safe for concurrent use.
+// PageDecoder turns one results page into a record batch: the transform
+// stage as the pipeline sees it. DecodePage is safe for concurrent use;
+// Release frees the decoder's buffers once no page is being decoded.
 type PageDecoder interface {
 	DecodePage(page int, body []byte) (Result, error)
+	Release()
 }
 
 var _ PageDecoder = (*Decoder)(nil)

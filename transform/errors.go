@@ -2,6 +2,7 @@ package transform
 
 import (
 	"fmt"
+
 	"github.com/sepipe/sepipe/service"
 )
 

@@ -1,9 +1,10 @@
 package transform
 
 import (
-	"github.com/sepipe/sepipe/service"
 	"slices"
 	"strings"
+
+	"github.com/sepipe/sepipe/service"
 )
 
 // Flattening limits: objects are flattened into parent__child columns down

@@ -15,14 +15,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sepipe/sepipe/extract/servicetest"
-	"github.com/sepipe/sepipe/pipeline"
+	"github.com/sepipe/sepipe/internal/bench"
 )
 
 func init() { register(newBenchCmd) }
 
 func newBenchCmd(g *globals) *cobra.Command {
 	var (
-		cfg       pipeline.BenchConfig
+		cfg       bench.Config
 		inProcess bool
 		phaseSpec string
 	)
@@ -79,11 +79,11 @@ unless --phases says otherwise (fetch and read_json read the unlimited fake).`,
 				if err != nil {
 					return fmt.Errorf("bench: find this binary to run the phases: %w", err)
 				}
-				cfg.RunPhase = func(ctx context.Context, spec pipeline.BenchPhaseSpec) (pipeline.BenchPhaseResult, error) {
+				cfg.RunPhase = func(ctx context.Context, spec bench.PhaseSpec) (bench.PhaseResult, error) {
 					return runBenchPhaseChild(ctx, self, spec)
 				}
 			}
-			res, err := pipeline.Bench(cmd.Context(), cfg)
+			res, err := bench.Run(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
@@ -110,18 +110,18 @@ unless --phases says otherwise (fetch and read_json read the unlimited fake).`,
 // runBenchPhaseChild runs one phase in a child process of this binary and
 // reads its result. The child's peak RSS is the larger of what it measured
 // and the kernel's maxrss of the whole child.
-func runBenchPhaseChild(ctx context.Context, self string, spec pipeline.BenchPhaseSpec) (pipeline.BenchPhaseResult, error) {
+func runBenchPhaseChild(ctx context.Context, self string, spec bench.PhaseSpec) (bench.PhaseResult, error) {
 	js, err := json.Marshal(spec)
 	if err != nil {
-		return pipeline.BenchPhaseResult{}, err
+		return bench.PhaseResult{}, err
 	}
 	c := exec.CommandContext(ctx, self, "bench", "--phase-spec", string(js))
 	var stdout, stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr
 	if err := c.Run(); err != nil {
-		return pipeline.BenchPhaseResult{}, fmt.Errorf("child process: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+		return bench.PhaseResult{}, fmt.Errorf("child process: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
 	}
-	var r pipeline.BenchPhaseResult
+	var r bench.PhaseResult
 	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
 		return r, fmt.Errorf("child process printed %q: %w", stdout.Bytes(), err)
 	}
@@ -132,25 +132,25 @@ func runBenchPhaseChild(ctx context.Context, self string, spec pipeline.BenchPha
 }
 
 func runBenchChild(ctx context.Context, stdout io.Writer, spec string) error {
-	var s pipeline.BenchPhaseSpec
+	var s bench.PhaseSpec
 	if err := json.Unmarshal([]byte(spec), &s); err != nil {
 		return usagef("--phase-spec: %v", err)
 	}
-	r, err := pipeline.RunBenchPhase(ctx, s)
+	r, err := bench.RunPhase(ctx, s)
 	if err != nil {
 		return err
 	}
 	return json.NewEncoder(stdout).Encode(r)
 }
 
-func printBench(w io.Writer, r *pipeline.BenchResult) {
+func printBench(w io.Writer, r *bench.Result) {
 	fmt.Fprintf(w, "object %s: %d rows, %d pages, %.1f MB of JSON (%s)\n\n",
-		pipeline.BenchObject, r.Rows, r.Pages, float64(r.JSONBytes)/1e6, r.Machine)
+		bench.Object, r.Rows, r.Pages, float64(r.JSONBytes)/1e6, r.Machine)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "PHASE\tROWS\tSECONDS\tROWS/S\tPEAK RSS MB\tCPU S\tFAKE CPU S\t")
 	for _, p := range []struct {
 		name string
-		r    pipeline.BenchPhaseResult
+		r    bench.PhaseResult
 	}{{"sepipe sync", r.Sync}, {"(a) fetch+discard", r.Fetch}, {"(b) duckdb read_json", r.ReadJSON}} {
 		if p.r.Duration == 0 {
 			continue // not run (--phases)
@@ -178,13 +178,13 @@ func printBench(w io.Writer, r *pipeline.BenchResult) {
 }
 
 // printRateLimited reports the rate-limited sync against its ideal time.
-func printRateLimited(w io.Writer, r *pipeline.BenchResult) {
+func printRateLimited(w io.Writer, r *bench.Result) {
 	fmt.Fprintf(w, "\nservice limit: %d requests per %s, unknown to the sync (default settings)\n", r.RateLimit, r.RateWindow)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "RUN\tREQUESTS\t429\t429 SHARE\tIDEAL S\tSYNC S\tSYNC/IDEAL\tSTAGED S\tSTAGED/IDEAL\t")
 	n := 0
 	for _, p := range r.Runs {
-		if p.Phase != pipeline.PhaseSync || p.Ideal <= 0 {
+		if p.Phase != bench.PhaseSync || p.Ideal <= 0 {
 			continue
 		}
 		n++

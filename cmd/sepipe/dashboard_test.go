@@ -21,6 +21,7 @@ import (
 	"github.com/sepipe/sepipe/dashboard"
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/internal/demo"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
 )
@@ -142,7 +143,7 @@ sql: SELECT category, count(*) AS courses FROM course GROUP BY 1 ORDER BY 2 DESC
 func TestDashboardInABrowser(t *testing.T) {
 	bin := chromium(t)
 	out := filepath.Join(t.TempDir(), "demo")
-	if _, err := pipeline.Demo(context.Background(), pipeline.DemoConfig{Out: out, Users: 150, Seed: 1, Days: 4}); err != nil {
+	if _, err := demo.Run(context.Background(), demo.Config{Out: out, Users: 150, Seed: 1, Days: 4}); err != nil {
 		t.Fatal(err)
 	}
 	panels := t.TempDir()

@@ -8,7 +8,7 @@ import (
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
-	"github.com/sepipe/sepipe/pipeline"
+	"github.com/sepipe/sepipe/internal/dbtgen"
 )
 
 func init() { register(newDBTSourcesCmd) }
@@ -63,14 +63,14 @@ sepipe's built-in fake instead of a tenant. --out-file - writes to stdout.`,
 				return usagef("--base-url: %v", err)
 			}
 			if outFile == "-" {
-				b, err := pipeline.DBTSources(cmd.Context(), client)
+				b, err := dbtgen.Sources(cmd.Context(), client)
 				if err != nil {
 					return err
 				}
 				_, err = g.stdout.Write(b)
 				return err
 			}
-			if err := pipeline.WriteDBTSources(cmd.Context(), client, outFile); err != nil {
+			if err := dbtgen.WriteSources(cmd.Context(), client, outFile); err != nil {
 				return err
 			}
 			fmt.Fprintf(g.stdout, "wrote %s\n", outFile)

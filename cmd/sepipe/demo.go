@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sepipe/sepipe/internal/demo"
 	"github.com/sepipe/sepipe/load"
-	"github.com/sepipe/sepipe/pipeline"
 )
 
 // demoQuery is the example the demo runs on the warehouse it built.
@@ -59,7 +59,7 @@ Open the result with any DuckDB client, e.g.:
 			if err != nil {
 				return err
 			}
-			dr, err := pipeline.Demo(cmd.Context(), pipeline.DemoConfig{Out: out, Users: users, Seed: seed, Days: days, ShapeVariants: shape, Logger: log})
+			dr, err := demo.Run(cmd.Context(), demo.Config{Out: out, Users: users, Seed: seed, Days: days, ShapeVariants: shape, Logger: log})
 			if err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package pipeline
+package demo
 
 import (
 	"context"
@@ -9,10 +9,11 @@ import (
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/pipeline"
 )
 
-// DemoConfig sizes the demo.
-type DemoConfig struct {
+// Config sizes the demo.
+type Config struct {
 	Out   string
 	Users int
 	Seed  int64
@@ -22,30 +23,30 @@ type DemoConfig struct {
 	ShapeVariants bool
 	Logger        *slog.Logger
 	// Progress, if set, is passed to every run.
-	Progress Progress
+	Progress pipeline.Progress
 	// Now is today (default time.Now).
 	Now func() time.Time
 }
 
-// DemoResult is what the demo did.
-type DemoResult struct {
-	URL  string   // the fake tenant's base URL (closed when Demo returns)
-	Runs []Result // one per snapshot day, oldest first
+// Result is what the demo did.
+type Result struct {
+	URL  string            // the fake tenant's base URL (closed when Demo returns)
+	Runs []pipeline.Result // one per snapshot day, oldest first
 }
 
-// Demo starts the fake service on loopback and syncs its tenant into
+// Run starts the fake service on loopback and syncs its tenant into
 // cfg.Out as a real sync would, one run per day for cfg.Days days (the
 // tenant's clock advancing a day between runs), so the lake holds a short
 // history. Every report object and every collection is synced.
 //
-// The demo also shows the event side: it subscribes a receiver (Listen, on
+// The demo also shows the event side: it subscribes a receiver (pipeline.Listen, on
 // a loopback port) to COURSE_COMPLETED and shared-space-created, and while
 // the tenant's day passes it shares a few assets; the fake delivers signed
 // events, the receiver lands them in the events table, and the next sync
 // brings in the subscription and its delivery log. The receiver runs only
 // while the day passes, never during a sync, so the two never write the
 // warehouse at once.
-func Demo(ctx context.Context, cfg DemoConfig) (*DemoResult, error) {
+func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Users < 1 {
 		return nil, fmt.Errorf("demo: users must be at least 1, got %d", cfg.Users)
 	}
@@ -77,8 +78,8 @@ func Demo(ctx context.Context, cfg DemoConfig) (*DemoResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &DemoResult{URL: srv.URL}
-	act, err := newDemoActivity(ctx, client, cfg)
+	res := &Result{URL: srv.URL}
+	act, err := newActivity(ctx, client, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +90,7 @@ func Demo(ctx context.Context, cfg DemoConfig) (*DemoResult, error) {
 			}
 		}
 		day := start.Add(time.Duration(d) * 24 * time.Hour)
-		r, err := Sync(ctx, client, Config{Out: cfg.Out, Logger: cfg.Logger, Progress: cfg.Progress,
+		r, err := pipeline.Sync(ctx, client, pipeline.Config{Out: cfg.Out, Logger: cfg.Logger, Progress: cfg.Progress,
 			Now: func() time.Time { return day }})
 		if err != nil {
 			return nil, fmt.Errorf("demo day %s: %w", day.Format("2006-01-02"), err)
@@ -99,18 +100,18 @@ func Demo(ctx context.Context, cfg DemoConfig) (*DemoResult, error) {
 	return res, nil
 }
 
-// demoActivity is the demo's webhook side: a subscription to a local
+// activity is the demo's webhook side: a subscription to a local
 // receiver, and shares to produce events.
-type demoActivity struct {
+type activity struct {
 	client *extract.Client
-	cfg    DemoConfig
+	cfg    Config
 	addr   string
 	secret string
 	assets []string
 	shares int
 }
 
-func newDemoActivity(ctx context.Context, c *extract.Client, cfg DemoConfig) (*demoActivity, error) {
+func newActivity(ctx context.Context, c *extract.Client, cfg Config) (*activity, error) {
 	// Reserve a loopback port for the receiver; each day's Listen reuses it.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -125,22 +126,22 @@ func newDemoActivity(ctx context.Context, c *extract.Client, cfg DemoConfig) (*d
 	if err != nil {
 		return nil, fmt.Errorf("demo: subscribe the receiver: %w", err)
 	}
-	assets, _, _, err := listIDs(ctx, c, extract.V3List("assets"), 50)
+	assets, _, _, err := pipeline.ListIDs(ctx, c, extract.V3List("assets"), 50)
 	if err != nil {
 		return nil, fmt.Errorf("demo: list assets: %w", err)
 	}
-	return &demoActivity{client: c, cfg: cfg, addr: addr, secret: sub.SignatureKey.Reveal(), assets: assets}, nil
+	return &activity{client: c, cfg: cfg, addr: addr, secret: sub.SignatureKey.Reveal(), assets: assets}, nil
 }
 
 // passDay runs the receiver while the tenant's clock moves a day and a few
 // assets are shared, until every delivery is done and every event landed.
-func (a *demoActivity) passDay(ctx context.Context, svc *servicetest.Service) error {
+func (a *activity) passDay(ctx context.Context, svc *servicetest.Service) error {
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
 	ready := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- Listen(lctx, ListenConfig{Addr: a.addr, Out: a.cfg.Out, Secrets: []string{a.secret}, Logger: a.cfg.Logger,
+		done <- pipeline.Listen(lctx, pipeline.ListenConfig{Addr: a.addr, Out: a.cfg.Out, Secrets: []string{a.secret}, Logger: a.cfg.Logger,
 			Ready: func(net.Addr) { close(ready) }})
 	}()
 	select {

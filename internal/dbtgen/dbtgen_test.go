@@ -1,4 +1,4 @@
-package pipeline_test
+package dbtgen_test
 
 import (
 	"bytes"
@@ -17,8 +17,9 @@ import (
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/internal/dbtgen"
+	"github.com/sepipe/sepipe/internal/demo"
 	"github.com/sepipe/sepipe/load"
-	"github.com/sepipe/sepipe/pipeline"
 )
 
 // The dbt project in ../dbt is checked here the way 'dbt build' would run
@@ -173,9 +174,9 @@ func loadDBTProject(t *testing.T, dir string) *dbtProject {
 	if !strings.Contains(out.Path, "env_var(") || !strings.HasSuffix(out.Path, "dbt.duckdb") {
 		t.Errorf("profiles.yml: path %q should be dbt.duckdb in the output folder, with an env_var override", out.Path)
 	}
-	if len(out.Attach) != 1 || out.Attach[0].Alias != pipeline.DBTWarehouseAlias || !out.Attach[0].ReadOnly ||
+	if len(out.Attach) != 1 || out.Attach[0].Alias != dbtgen.WarehouseAlias || !out.Attach[0].ReadOnly ||
 		!strings.HasSuffix(out.Attach[0].Path, "/warehouse.duckdb") || !strings.Contains(out.Attach[0].Path, "env_var(") {
-		t.Errorf("profiles.yml: want one attach of the published warehouse.duckdb, alias %q, read_only: true; got %+v", pipeline.DBTWarehouseAlias, out.Attach)
+		t.Errorf("profiles.yml: want one attach of the published warehouse.duckdb, alias %q, read_only: true; got %+v", dbtgen.WarehouseAlias, out.Attach)
 	}
 	p := &dbtProject{name: proj.Name, schema: out.Schema, folders: map[string]string{},
 		models: map[string]*dbtModel{}, sources: map[string]dbtSourceTable{}, docs: map[string]string{}}
@@ -560,7 +561,7 @@ func TestDBTProjectBuildsOnDemoWarehouse(t *testing.T) {
 			}
 		}
 		t.Logf("SEPIPE_DBT_TEST_WAREHOUSE: testing a copy of %s", from)
-	} else if _, err := pipeline.Demo(ctx, pipeline.DemoConfig{Out: out, Users: 300, Seed: 1, Days: 3}); err != nil {
+	} else if _, err := demo.Run(ctx, demo.Config{Out: out, Users: 300, Seed: 1, Days: 3}); err != nil {
 		t.Fatal(err)
 	}
 	// As the shipped profile does: dbt's own file, the published warehouse
@@ -571,11 +572,11 @@ func TestDBTProjectBuildsOnDemoWarehouse(t *testing.T) {
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	if _, err := db.ExecContext(ctx, "ATTACH "+load.Literal(filepath.Join(out, "warehouse.duckdb"))+" AS "+pipeline.DBTWarehouseAlias+" (READ_ONLY)"); err != nil {
+	if _, err := db.ExecContext(ctx, "ATTACH "+load.Literal(filepath.Join(out, "warehouse.duckdb"))+" AS "+dbtgen.WarehouseAlias+" (READ_ONLY)"); err != nil {
 		t.Fatal(err)
 	}
 	// The checks below name the raw tables unqualified.
-	if _, err := db.ExecContext(ctx, "SET search_path = 'main,"+pipeline.DBTWarehouseAlias+".main'"); err != nil {
+	if _, err := db.ExecContext(ctx, "SET search_path = 'main,"+dbtgen.WarehouseAlias+".main'"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -603,7 +604,7 @@ func TestDBTProjectBuildsOnDemoWarehouse(t *testing.T) {
 		}
 		sort.Strings(deps)
 		if key == dbtSourceEvents {
-			t.Errorf("the demo warehouse has no %q table: pipeline.Demo does not produce webhook events yet "+
+			t.Errorf("the demo warehouse has no %q table: demo.Run does not produce webhook events yet "+
 				"(sepipe listen loads them; the demo is to deliver a subscription's events into it), so these models "+
 				"and their tests cannot run: %s", load.EventsTable, strings.Join(deps, ", "))
 		} else {
@@ -654,7 +655,7 @@ func TestDBTProjectBuildsOnDemoWarehouse(t *testing.T) {
 				sort.Strings(emptyUp)
 				why = fmt.Sprintf(" (empty in the demo warehouse: %s", strings.Join(emptyUp, ", "))
 				if slices.ContainsFunc(emptyUp, func(s string) bool { return strings.Contains(s, "webhook") || s == dbtSourceEvents }) {
-					why += "; pipeline.Demo does not produce webhook activity (a subscription, deliveries, events) yet"
+					why += "; demo.Run does not produce webhook activity (a subscription, deliveries, events) yet"
 				}
 				why += ")"
 			}
@@ -730,7 +731,7 @@ func TestDBTProjectBuildsOnDemoWarehouse(t *testing.T) {
 		}
 		attach := func(path, opts string) {
 			t.Helper()
-			if _, err := db.ExecContext(ctx, "DETACH "+pipeline.DBTWarehouseAlias+"; ATTACH "+load.Literal(path)+" AS "+pipeline.DBTWarehouseAlias+opts); err != nil {
+			if _, err := db.ExecContext(ctx, "DETACH "+dbtgen.WarehouseAlias+"; ATTACH "+load.Literal(path)+" AS "+dbtgen.WarehouseAlias+opts); err != nil {
 				t.Fatalf("attach %s: %v", path, err)
 			}
 		}
@@ -741,7 +742,7 @@ func TestDBTProjectBuildsOnDemoWarehouse(t *testing.T) {
 }
 
 // dbtSourceEvents is the events source of the project.
-const dbtSourceEvents = pipeline.DBTSourceName + "." + load.EventsTable
+const dbtSourceEvents = dbtgen.SourceName + "." + load.EventsTable
 
 // dbtSpotChecks compares each mart with the raw tables it summarises.
 // Each query returns the rows where mart and raw disagree.
@@ -857,7 +858,7 @@ func dbtPlantedDuplicate(t *testing.T, ctx context.Context, db *sql.DB, p *dbtPr
 		t.Fatalf("no unique test on %s.%s", on, column)
 		return dbtSchemaTest{}
 	}
-	srcUnique := find(pipeline.DBTSourceName+".course", "courseId")
+	srcUnique := find(dbtgen.SourceName+".course", "courseId")
 	stgUnique := find("stg_courses", "course_id")
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -911,7 +912,7 @@ func TestDBTSourcesMatchesCommitted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := pipeline.DBTSources(ctx, c)
+	got, err := dbtgen.Sources(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -923,7 +924,7 @@ func TestDBTSourcesMatchesCommitted(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s is not what the generator writes; run: go run ./cmd/sepipe dbt-sources --demo --out-file dbt/models/staging/sources.yml", committed)
 	}
-	again, err := pipeline.DBTSources(ctx, c)
+	again, err := dbtgen.Sources(ctx, c)
 	if err != nil || !bytes.Equal(got, again) {
 		t.Errorf("generator is not deterministic (%v)", err)
 	}
@@ -988,7 +989,7 @@ func TestDBTSourcesMatchesCommitted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	drifted, err := pipeline.DBTSources(ctx, dc)
+	drifted, err := dbtgen.Sources(ctx, dc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package pipeline
+package bench
 
 import (
 	"bufio"
@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sepipe/sepipe/service"
 	"io"
 	"log/slog"
 	"os"
@@ -22,9 +21,11 @@ import (
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
 	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/pipeline"
+	"github.com/sepipe/sepipe/service"
 )
 
-// Phases of Bench.
+// Phases of Run.
 const (
 	// PhaseSync is sepipe end to end: pipeline.Sync of one object (HTTP,
 	// decode, Arrow, Parquet, DuckDB) into a fresh output folder.
@@ -38,16 +39,16 @@ const (
 	PhaseReadJSON = "read_json"
 )
 
-// BenchObject is the object Bench reads: the fake's largest report.
-const BenchObject = "userCourseProgress"
+// Object is the object Run reads: the fake's largest report.
+const Object = "userCourseProgress"
 
 // benchRowsPerUser is about how many userCourseProgress rows the fake
 // tenant holds per user.
 const benchRowsPerUser = 12
 
-// BenchConfig says how big a benchmark to run and how.
-type BenchConfig struct {
-	// Rows is about how many rows of BenchObject the fake tenant holds
+// Config says how big a benchmark to run and how.
+type Config struct {
+	// Rows is about how many rows of Object the fake tenant holds
 	// (the fake has about 12 per user; the exact count is reported).
 	Rows int
 	// Dir is the scratch folder for the phases' output and the saved pages;
@@ -66,11 +67,11 @@ type BenchConfig struct {
 	// Phases limits the run to these phases (default all three; only the
 	// sync with RateLimit).
 	Phases []string
-	// RunPhase runs one phase and measures it. Default: RunBenchPhase in
+	// RunPhase runs one phase and measures it. Default: RunPhase in
 	// this process, where the fake service runs too, so peak memory
 	// includes the fake's. The CLI runs each phase in a child process, so
 	// that each phase has a clean high-water mark of its own.
-	RunPhase func(ctx context.Context, spec BenchPhaseSpec) (BenchPhaseResult, error)
+	RunPhase func(ctx context.Context, spec PhaseSpec) (PhaseResult, error)
 	// Logger receives progress (default: discard).
 	Logger *slog.Logger
 	// CPUProfiles, if set, is a folder where each phase run writes its CPU
@@ -87,8 +88,8 @@ type BenchConfig struct {
 	RateWindow time.Duration
 }
 
-// BenchPhaseSpec is one phase to run: everything a child process needs.
-type BenchPhaseSpec struct {
+// PhaseSpec is one phase to run: everything a child process needs.
+type PhaseSpec struct {
 	Phase       string `json:"phase"`
 	URL         string `json:"url,omitempty"`   // the fake service (sync, fetch)
 	Token       string `json:"token,omitempty"` // its access token
@@ -106,8 +107,8 @@ type BenchPhaseSpec struct {
 	Defaults bool `json:"defaults,omitempty"`
 }
 
-// BenchPhaseResult is one measured run of a phase.
-type BenchPhaseResult struct {
+// PhaseResult is one measured run of a phase.
+type PhaseResult struct {
 	Phase    string        `json:"phase"`
 	Rows     int64         `json:"rows"`
 	Pages    int           `json:"pages,omitempty"`
@@ -127,7 +128,7 @@ type BenchPhaseResult struct {
 	// until the object was staged as Parquet, before the warehouse load.
 	Staged        time.Duration `json:"staged_ns,omitempty"`
 	StagedPeakRSS int64         `json:"staged_peak_rss,omitempty"`
-	// Requests and Throttled (sync under BenchConfig.RateLimit) are the
+	// Requests and Throttled (sync under Config.RateLimit) are the
 	// data requests the rate-limited fake saw during the phase and those
 	// it answered 429; Ideal is the time the others take at exactly the
 	// limit, (Requests - Throttled) / RateLimit windows.
@@ -138,10 +139,10 @@ type BenchPhaseResult struct {
 
 // OverIdeal is the phase's time over its ideal time at the service's
 // rate limit (0 without one).
-func (r BenchPhaseResult) OverIdeal() float64 { return ratio(r.Duration, r.Ideal) }
+func (r PhaseResult) OverIdeal() float64 { return ratio(r.Duration, r.Ideal) }
 
 // ThrottledShare is the share of the phase's requests answered 429.
-func (r BenchPhaseResult) ThrottledShare() float64 {
+func (r PhaseResult) ThrottledShare() float64 {
 	if r.Requests <= 0 {
 		return 0
 	}
@@ -149,34 +150,34 @@ func (r BenchPhaseResult) ThrottledShare() float64 {
 }
 
 // RowsPerSecond is the phase's throughput.
-func (r BenchPhaseResult) RowsPerSecond() float64 {
+func (r PhaseResult) RowsPerSecond() float64 {
 	if r.Duration <= 0 {
 		return 0
 	}
 	return float64(r.Rows) / r.Duration.Seconds()
 }
 
-// BenchResult is what Bench measured: the fastest run of each phase.
-type BenchResult struct {
+// Result is what Run measured: the fastest run of each phase.
+type Result struct {
 	Rows      int64 // rows of the object on the fake
 	Pages     int
 	JSONBytes int64 // bytes of the saved pages
-	Sync      BenchPhaseResult
-	Fetch     BenchPhaseResult
-	ReadJSON  BenchPhaseResult
-	Runs      []BenchPhaseResult // every run, in order
-	Machine   string             // GOOS/GOARCH, CPUs, Go version
+	Sync      PhaseResult
+	Fetch     PhaseResult
+	ReadJSON  PhaseResult
+	Runs      []PhaseResult // every run, in order
+	Machine   string        // GOOS/GOARCH, CPUs, Go version
 	// RateLimit and RateWindow are the sync phase's service limit
-	// (BenchConfig.RateLimit; 0: none).
+	// (Config.RateLimit; 0: none).
 	RateLimit  int
 	RateWindow time.Duration
 }
 
 // SyncOverFetch is sepipe's time over the fetch-and-discard time.
-func (r *BenchResult) SyncOverFetch() float64 { return ratio(r.Sync.Duration, r.Fetch.Duration) }
+func (r *Result) SyncOverFetch() float64 { return ratio(r.Sync.Duration, r.Fetch.Duration) }
 
 // SyncOverReadJSON is sepipe's time over DuckDB read_json's.
-func (r *BenchResult) SyncOverReadJSON() float64 { return ratio(r.Sync.Duration, r.ReadJSON.Duration) }
+func (r *Result) SyncOverReadJSON() float64 { return ratio(r.Sync.Duration, r.ReadJSON.Duration) }
 
 func ratio(a, b time.Duration) float64 {
 	if b <= 0 {
@@ -185,14 +186,14 @@ func ratio(a, b time.Duration) float64 {
 	return a.Seconds() / b.Seconds()
 }
 
-// Bench starts the fake service in this process on loopback with about
-// cfg.Rows rows of BenchObject and measures, on the same pages: sepipe end
+// Run starts the fake service in this process on loopback with about
+// cfg.Rows rows of Object and measures, on the same pages: sepipe end
 // to end (PhaseSync), fetching and discarding every page (PhaseFetch), and
 // DuckDB's read_json loading the pages from local files (PhaseReadJSON;
 // saving the pages is not timed). With cfg.RateLimit, the sync reads a
 // fake that allows that many requests per window, with default settings,
 // and is measured against the ideal time at that limit.
-func Bench(ctx context.Context, cfg BenchConfig) (*BenchResult, error) {
+func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Rows < 1 {
 		return nil, fmt.Errorf("bench: rows must be at least 1, got %d", cfg.Rows)
 	}
@@ -219,7 +220,7 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchResult, error) {
 	}
 	inProcess := cfg.RunPhase == nil
 	if inProcess {
-		cfg.RunPhase = RunBenchPhase
+		cfg.RunPhase = RunPhase
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -252,9 +253,9 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchResult, error) {
 	// Save the pages for read_json first (untimed); this also tells the
 	// object's exact size.
 	pages := filepath.Join(dir, "pages")
-	res := &BenchResult{Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version()),
+	res := &Result{Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version()),
 		RateLimit: cfg.RateLimit, RateWindow: cfg.RateWindow}
-	spec := BenchPhaseSpec{URL: srv.URL, Token: srv.Service.AccessToken(), Object: BenchObject,
+	spec := PhaseSpec{URL: srv.URL, Token: srv.Service.AccessToken(), Object: Object,
 		Concurrency: cfg.Concurrency, PageSize: cfg.PageSize}
 	saved, err := savePages(ctx, spec, pages)
 	if err != nil {
@@ -271,7 +272,7 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchResult, error) {
 	default:
 		phases = []string{PhaseSync, PhaseFetch, PhaseReadJSON}
 	}
-	best := map[string]*BenchPhaseResult{PhaseSync: &res.Sync, PhaseFetch: &res.Fetch, PhaseReadJSON: &res.ReadJSON}
+	best := map[string]*PhaseResult{PhaseSync: &res.Sync, PhaseFetch: &res.Fetch, PhaseReadJSON: &res.ReadJSON}
 	for rep := range cfg.Repeat {
 		for _, phase := range phases {
 			s := spec
@@ -322,10 +323,10 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchResult, error) {
 	return res, nil
 }
 
-// RunBenchPhase runs one phase in this process and measures its time and
+// RunPhase runs one phase in this process and measures its time and
 // peak RSS. The CLI's child processes call it.
-func RunBenchPhase(ctx context.Context, spec BenchPhaseSpec) (BenchPhaseResult, error) {
-	out := BenchPhaseResult{Phase: spec.Phase}
+func RunPhase(ctx context.Context, spec PhaseSpec) (PhaseResult, error) {
+	out := PhaseResult{Phase: spec.Phase}
 	if err := os.MkdirAll(spec.Dir, 0o755); err != nil {
 		return out, err
 	}
@@ -365,7 +366,7 @@ func RunBenchPhase(ctx context.Context, spec BenchPhaseSpec) (BenchPhaseResult, 
 	return out, err
 }
 
-func benchClient(spec BenchPhaseSpec) (*extract.Client, error) {
+func benchClient(spec PhaseSpec) (*extract.Client, error) {
 	opts := []extract.Option{
 		extract.WithAccessToken(spec.Token),
 		extract.WithConcurrency(spec.Concurrency),
@@ -378,19 +379,18 @@ func benchClient(spec BenchPhaseSpec) (*extract.Client, error) {
 }
 
 // stagedHook tells the bench when an object is staged.
-type stagedHook struct {
-	noProgress
-	done func()
-}
+type stagedHook struct{ done func() }
 
-func (h stagedHook) ObjectDone(ObjectResult) { h.done() }
+func (stagedHook) ObjectStarted(string)               {}
+func (stagedHook) PageDone(string, int, int, int)     {}
+func (h stagedHook) ObjectDone(pipeline.ObjectResult) { h.done() }
 
-func benchSync(ctx context.Context, spec BenchPhaseSpec, out *BenchPhaseResult, staged func()) error {
+func benchSync(ctx context.Context, spec PhaseSpec, out *PhaseResult, staged func()) error {
 	c, err := benchClient(spec)
 	if err != nil {
 		return err
 	}
-	res, err := Sync(ctx, c, Config{Out: spec.Dir, Only: []string{spec.Object}, Progress: stagedHook{done: staged}})
+	res, err := pipeline.Sync(ctx, c, pipeline.Config{Out: spec.Dir, Only: []string{spec.Object}, Progress: stagedHook{done: staged}})
 	if err != nil {
 		return err
 	}
@@ -405,7 +405,7 @@ func benchSync(ctx context.Context, spec BenchPhaseSpec, out *BenchPhaseResult, 
 // read_json over the saved pages, unnesting the results into a table of a
 // new DuckDB file (opened, loaded and closed, so the data is on disk as in
 // sepipe's warehouse).
-func benchReadJSON(ctx context.Context, spec BenchPhaseSpec, out *BenchPhaseResult) error {
+func benchReadJSON(ctx context.Context, spec PhaseSpec, out *PhaseResult) error {
 	db, err := sql.Open("duckdb", filepath.Join(spec.Dir, "read_json.duckdb"))
 	if err != nil {
 		return err
@@ -431,7 +431,7 @@ type pageStats struct {
 // fetchPages reads every page of the object with the bench client and
 // hands its body to keep (nil: discard it). It reads only the page header,
 // which the client's paging checks need.
-func fetchPages(ctx context.Context, spec BenchPhaseSpec, keep func(n int, body []byte) error) (pageStats, error) {
+func fetchPages(ctx context.Context, spec PhaseSpec, keep func(n int, body []byte) error) (pageStats, error) {
 	c, err := benchClient(spec)
 	if err != nil {
 		return pageStats{}, err
@@ -453,7 +453,7 @@ func fetchPages(ctx context.Context, spec BenchPhaseSpec, keep func(n int, body 
 }
 
 // savePages saves every page of the object as dir/page-NNNNNN.json.
-func savePages(ctx context.Context, spec BenchPhaseSpec, dir string) (pageStats, error) {
+func savePages(ctx context.Context, spec PhaseSpec, dir string) (pageStats, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return pageStats{}, err
 	}

@@ -1,23 +1,23 @@
-package pipeline_test
+package main
 
 import (
 	"context"
 	"testing"
 
-	"github.com/sepipe/sepipe/pipeline"
+	"github.com/sepipe/sepipe/internal/bench"
 )
 
 // TestBenchSmoke runs every phase of Bench once on a small object, in this
 // process: each phase sees every row, and the figures are filled in.
 func TestBenchSmoke(t *testing.T) {
-	res, err := pipeline.Bench(context.Background(), pipeline.BenchConfig{Rows: 3000, Dir: t.TempDir(), PageSize: 500})
+	res, err := bench.Run(context.Background(), bench.Config{Rows: 3000, Dir: t.TempDir(), PageSize: 500})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Rows < 2000 || res.Pages < 4 || res.JSONBytes == 0 {
 		t.Fatalf("object: %d rows, %d pages, %d bytes", res.Rows, res.Pages, res.JSONBytes)
 	}
-	for _, p := range []pipeline.BenchPhaseResult{res.Sync, res.Fetch, res.ReadJSON} {
+	for _, p := range []bench.PhaseResult{res.Sync, res.Fetch, res.ReadJSON} {
 		if p.Rows != res.Rows || p.Duration <= 0 || p.PeakRSS <= 0 {
 			t.Errorf("phase %s: %+v (object has %d rows)", p.Phase, p, res.Rows)
 		}
@@ -25,7 +25,7 @@ func TestBenchSmoke(t *testing.T) {
 	if len(res.Runs) != 3 || res.SyncOverFetch() <= 0 || res.SyncOverReadJSON() <= 0 {
 		t.Errorf("runs %d, ratios %.2f %.2f", len(res.Runs), res.SyncOverFetch(), res.SyncOverReadJSON())
 	}
-	if _, err := pipeline.Bench(context.Background(), pipeline.BenchConfig{Rows: 10, Phases: []string{"nope"}}); err == nil {
+	if _, err := bench.Run(context.Background(), bench.Config{Rows: 10, Phases: []string{"nope"}}); err == nil {
 		t.Error("an unknown phase must be refused")
 	}
 }

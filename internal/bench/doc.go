@@ -1,0 +1,12 @@
+// Package bench measures a sync against the fake service on loopback, for
+// `sepipe bench` (docs/performance.md): sepipe end to end (pipeline.Sync
+// of one large report object), fetching and discarding the same pages
+// with the same client, and DuckDB's read_json of the pages saved as
+// files. Each phase may run in a child process of its own (RunPhase), so
+// its peak resident memory is its own; with Config.RateLimit the sync
+// reads a second fake that answers 429 beyond N requests per window, and
+// is measured against the ideal time at that limit.
+//
+// It is a command's helper, not part of a run: it is the one production
+// package besides the commands that starts the fake (extract/servicetest).
+package bench

@@ -1,0 +1,109 @@
+package layout_test
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/sepipe/sepipe"
+
+// allowed lists, for every package of the module, the packages of the
+// module its non-test code may import. DEVELOPERS.md's picture is this
+// table; change both together.
+var allowed = map[string][]string{
+	"service":             nil, // the leaf: the service's vocabulary
+	"extract/servicetest": nil, // the fake shares nothing with the client
+	"extract":             {"service"},
+	"schemas":             {"service"},
+	"transform":           {"schemas", "service"},
+	"load":                {"extract", "schemas", "service", "transform"},
+	"pipeline":            {"extract", "load", "schemas", "service", "transform"},
+	"dashboard":           {"load"},
+	"internal/bench":      {"extract", "extract/servicetest", "load", "pipeline", "service"},
+	"internal/demo":       {"extract", "extract/servicetest", "pipeline"},
+	"internal/dbtgen":     {"extract", "load", "pipeline", "schemas", "service"},
+	"internal/layout":     nil,
+	"cmd/sepipe":          {"*"},
+}
+
+// importers of the fake service outside tests: the commands that serve it.
+var fakeImporters = []string{"cmd/sepipe", "internal/bench", "internal/demo"}
+
+func TestImportGraph(t *testing.T) {
+	got := imports(t)
+	for pkg, deps := range got {
+		want, ok := allowed[pkg]
+		if !ok {
+			t.Errorf("package %s is not in the layout table (internal/layout/layout_test.go): add it with the imports it may have, and to DEVELOPERS.md", pkg)
+			continue
+		}
+		for _, d := range deps {
+			if d == "extract/servicetest" && !slices.Contains(fakeImporters, pkg) {
+				t.Errorf("%s imports the fake service (extract/servicetest): only %v may", pkg, fakeImporters)
+			}
+			if !slices.Contains(want, "*") && !slices.Contains(want, d) {
+				t.Errorf("%s imports %s: not allowed by the layout (may import %v)", pkg, d, want)
+			}
+		}
+	}
+	for pkg := range allowed {
+		if _, ok := got[pkg]; !ok {
+			t.Errorf("the layout table lists %s, which does not exist: remove it", pkg)
+		}
+	}
+}
+
+// TestNoHTTPClientBelowExtract: the schemas and the decoder reach no
+// package of the client, directly or not.
+func TestNoHTTPClientBelowExtract(t *testing.T) {
+	for _, pkg := range []string{"service", "schemas", "transform"} {
+		out := goList(t, "-deps", "-f", "{{.ImportPath}}", module+"/"+pkg)
+		for _, d := range strings.Fields(out) {
+			if d == module+"/extract" || strings.HasPrefix(d, module+"/extract/") {
+				t.Errorf("%s depends on %s", pkg, d)
+			}
+		}
+	}
+}
+
+// imports maps each package of the module (relative path) to the module
+// packages its non-test files import.
+func imports(t *testing.T) map[string][]string {
+	out := goList(t, "-f", `{{.ImportPath}}|{{join .Imports ","}}`, module+"/...")
+	m := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		pkg, deps, _ := strings.Cut(line, "|")
+		rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
+		var ours []string
+		for _, d := range strings.Split(deps, ",") {
+			if r, ok := strings.CutPrefix(d, module+"/"); ok {
+				ours = append(ours, r)
+			}
+		}
+		sort.Strings(ours)
+		m[rel] = ours
+	}
+	return m
+}
+
+func goList(t *testing.T, args ...string) string {
+	t.Helper()
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := exec.LookPath(gobin); err != nil {
+		gobin = "go"
+	}
+	cmd := exec.Command(gobin, append([]string{"list"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v\n%s", args, err, stderr.String())
+	}
+	return string(out)
+}
