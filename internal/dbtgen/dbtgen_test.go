@@ -22,7 +22,7 @@ import (
 	"github.com/sepipe/sepipe/load"
 )
 
-// The dbt project in ../dbt is checked here the way 'dbt build' would run
+// The dbt project in ../../dbt is checked here the way 'dbt build' would run
 // it, since dbt itself cannot be installed on the build machines: the test
 // parses dbt_project.yml, profiles.yml, the models and their yml files,
 // resolves the only Jinja the project may use (ref, source, config, and
@@ -30,7 +30,7 @@ import (
 // REPLACE VIEW/TABLE in a fresh demo warehouse, and runs every schema test
 // (unique, not_null, accepted_values, relationships) as dbt compiles it.
 
-const dbtDir = "../dbt"
+const dbtDir = "../../dbt"
 
 // dbtProject is what the test reads of the dbt project.
 type dbtProject struct {
