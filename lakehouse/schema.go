@@ -41,7 +41,7 @@ const fieldIDKey = "PARQUET:field_id"
 
 // dayColumnFor picks the day column of a new table for stream schema s.
 func dayColumnFor(s *arrow.Schema) string {
-	if _, ok := s.FieldsByName(DayColumn); ok && len(s.FieldIndices(DayColumn)) > 0 {
+	if len(s.FieldIndices(DayColumn)) > 0 {
 		return DayColumnAlt
 	}
 	return DayColumn
