@@ -355,3 +355,28 @@ func TestExpire(t *testing.T) {
 		t.Fatalf("reconcile after expiry: %+v, %v; want %s", rec, err, Discard)
 	}
 }
+
+// TestEmptyRuns: a run with no rows on a new day changes nothing; a rerun
+// with no rows empties its day's partition of a replace table, in one
+// snapshot carrying its run id.
+func TestEmptyRuns(t *testing.T) {
+	ctx := context.Background()
+	l := open(t, sqliteConfig(t.TempDir()))
+	spec := TableSpec{Stream: "courses", Schema: testSchema(), Mode: Replace}
+	in := stageCommit(t, l, spec, Run{ID: "run-0", Day: days[0]}, nil)
+	if len(in.Files) != 0 {
+		t.Fatalf("an empty run staged files %v", in.Files)
+	}
+	if got := runSummaries(t, l, "", "courses"); len(got) != 0 {
+		t.Fatalf("an empty run made snapshots %v", got)
+	}
+	rows := makeRows(0, 5, "one")
+	stageCommit(t, l, spec, Run{ID: "run-1", Day: days[0]}, rows)
+	stageCommit(t, l, spec, Run{ID: "run-2", Day: days[1]}, rows)
+	stageCommit(t, l, spec, Run{ID: "run-3", Day: days[0]}, nil)
+	sameRows(t, "after an empty rerun", readTable(t, l, "", "courses"), stamped(rows, days[1], "run-2"))
+	if got := runSummaries(t, l, "", "courses"); !slices.Equal(got, []string{"run-1", "run-2", "run-3"}) {
+		t.Fatalf("snapshot log %v", got)
+	}
+	_ = ctx
+}
