@@ -124,6 +124,26 @@ func TestThreeDaysS3(t *testing.T) {
 	cfg.S3 = S3Config{Endpoint: s3.Endpoint, Region: s3.Region, PathStyle: &pathStyle}
 	l := open(t, cfg, WithRowsPerFile(16))
 	threeDays(t, l)
+	// Every file the tables reference is an object of the bucket.
+	objects := map[string]bool{}
+	for _, o := range s3.Objects(t, "lake", "sepipe") {
+		objects["s3://lake/"+o] = true
+	}
+	for _, stream := range []string{"courses", "events", "users"} {
+		tbl, err := l.LoadTable(context.Background(), "", stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks, err := tbl.Scan().PlanFiles(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range tasks {
+			if p := task.File.FilePath(); !objects[p] {
+				t.Errorf("%s references %s, which is not an object of the bucket", stream, p)
+			}
+		}
+	}
 	objs := s3.Objects(t, "lake", "sepipe")
 	var data int
 	for _, o := range objs {

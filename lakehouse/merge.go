@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"path"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -194,7 +193,9 @@ func (l *Lakehouse) planMerge(ctx context.Context, tbl *table.Table, in Intent, 
 			continue
 		}
 		p.remove = append(p.remove, pth)
-		out := path.Join(path.Dir(pth), fmt.Sprintf("%s-merge-%s.parquet", in.RunID, randomTag()))
+		// Beside the old file, in its partition folder. Not path.Join: it
+		// would fold the "//" of s3:// into one slash.
+		out := pth[:strings.LastIndex(pth, "/")+1] + fmt.Sprintf("%s-merge-%s.parquet", in.RunID, randomTag())
 		kept, err := l.rewriteWithout(ctx, tbl, task, in.PrimaryKey, keys, wfs, out, outSchema)
 		if err != nil {
 			_ = wfs.Remove(out)
