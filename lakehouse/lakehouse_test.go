@@ -1,0 +1,158 @@
+package lakehouse
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/sepipe/sepipe/lakehouse/internal/testserver"
+)
+
+var days = []string{"2024-05-01", "2024-05-02", "2024-05-03"}
+
+// threeDays writes three days into a replace, an append and a merge
+// table (day 2 is synced twice: the rerun replaces the day's rows of the
+// replace and append tables, and merges again), reads every table back
+// through the catalog after each run and compares it row for row with a
+// model of what was written.
+func threeDays(t *testing.T, l *Lakehouse) {
+	ctx := context.Background()
+	specs := map[Mode]TableSpec{
+		Replace: {Stream: "courses", Schema: testSchema(), Mode: Replace, PrimaryKey: []string{"id"}},
+		Append:  {Stream: "events", Schema: testSchema(), Mode: Append},
+		Merge:   {Stream: "users", Schema: testSchema(), Mode: Merge, PrimaryKey: []string{"id"}},
+	}
+	replaceWant := map[string][]row{} // by day
+	appendWant := map[string][]row{}  // by day
+	mergeWant := map[int64]row{}      // by key
+	var runs []string
+	type sync struct{ day, run string }
+	var syncs []sync
+	for i, d := range days {
+		syncs = append(syncs, sync{d, fmt.Sprintf("run-%d", i+1)})
+		if i == 1 {
+			syncs = append(syncs, sync{d, "run-2b"}) // a rerun of day 2
+		}
+	}
+	for n, s := range syncs {
+		run := Run{ID: s.run, Day: s.day}
+		runs = append(runs, s.run)
+		// replace: 40 rows, different each sync
+		rr := makeRows(int64(n*10), 40, s.run)
+		stageCommit(t, l, specs[Replace], run, rr)
+		replaceWant[s.day] = stamped(rr, s.day, s.run)
+		// append: 25 new event rows per sync
+		ar := makeRows(int64(1000+n*25), 25, s.run)
+		stageCommit(t, l, specs[Append], run, ar)
+		appendWant[s.day] = stamped(ar, s.day, s.run)
+		// merge: ids overlap the earlier syncs' (updates) and add new ones
+		mr := makeRows(int64(n*15), 30, s.run)
+		stageCommit(t, l, specs[Merge], run, mr)
+		for _, r := range stamped(mr, s.day, s.run) {
+			mergeWant[r.ID] = r
+		}
+
+		flat := func(m map[string][]row) []row {
+			var out []row
+			for _, d := range slices.Sorted(mapsKeys(m)) {
+				out = append(out, m[d]...)
+			}
+			return out
+		}
+		sameRows(t, "replace table after "+s.run, readTable(t, l, "", "courses"), flat(replaceWant))
+		sameRows(t, "append table after "+s.run, readTable(t, l, "", "events"), flat(appendWant))
+		var mw []row
+		for _, id := range slices.Sorted(mapsKeys(mergeWant)) {
+			mw = append(mw, mergeWant[id])
+		}
+		sameRows(t, "merge table after "+s.run, readTable(t, l, "", "users"), mw)
+	}
+	// One snapshot per commit, each carrying its run id.
+	for _, stream := range []string{"courses", "events", "users"} {
+		if got := runSummaries(t, l, "", stream); !slices.Equal(got, runs) {
+			t.Errorf("%s: snapshots carry runs %v, want %v", stream, got, runs)
+		}
+	}
+	// The merge table holds each key once.
+	seen := map[int64]bool{}
+	for _, r := range readTable(t, l, "", "users") {
+		if seen[r.ID] {
+			t.Fatalf("merge table holds id %d twice", r.ID)
+		}
+		seen[r.ID] = true
+	}
+	// A replace partition's rerun removed the first run's files.
+	tbl, err := l.LoadTable(ctx, "", "courses")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := tbl.CurrentSnapshot(); s.Summary.Operation != "overwrite" && s.Summary.Operation != "append" {
+		t.Errorf("replace table's last operation is %s", s.Summary.Operation)
+	}
+}
+
+func mapsKeys[K cmp.Ordered, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func TestThreeDaysSQLiteFile(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	l := open(t, sqliteConfig(t.TempDir()), WithAllocator(mem), WithRowsPerFile(16))
+	threeDays(t, l)
+}
+
+// TestThreeDaysS3 is the same on a real S3 server (versitygw) through
+// the SQLite catalog, credentials from the standard AWS environment.
+func TestThreeDaysS3(t *testing.T) {
+	s3 := testserver.StartS3(t)
+	s3.CreateBucket(t, "lake")
+	dir := t.TempDir()
+	pathStyle := true
+	cfg := sqliteConfig(dir)
+	cfg.Warehouse = "s3://lake/sepipe"
+	cfg.S3 = S3Config{Endpoint: s3.Endpoint, Region: s3.Region, PathStyle: &pathStyle}
+	l := open(t, cfg, WithRowsPerFile(16))
+	threeDays(t, l)
+	// Every file the tables reference is an object of the bucket.
+	objects := map[string]bool{}
+	for _, o := range s3.Objects(t, "lake", "sepipe") {
+		objects["s3://lake/"+o] = true
+	}
+	for _, stream := range []string{"courses", "events", "users"} {
+		tbl, err := l.LoadTable(context.Background(), "", stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks, err := tbl.Scan().PlanFiles(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range tasks {
+			if p := task.File.FilePath(); !objects[p] {
+				t.Errorf("%s references %s, which is not an object of the bucket", stream, p)
+			}
+		}
+	}
+	objs := s3.Objects(t, "lake", "sepipe")
+	var data int
+	for _, o := range objs {
+		if slices.Contains([]string{".parquet"}, o[len(o)-8:]) {
+			data++
+		}
+	}
+	if data == 0 {
+		t.Fatalf("no data files in the bucket: %v", objs)
+	}
+	t.Logf("%d objects in the bucket, %d parquet", len(objs), data)
+}
