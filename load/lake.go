@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/sepipe/sepipe/internal/faults"
 )
 
 // Lake is the layout of an output folder:
@@ -15,9 +17,6 @@ import (
 //	<Root>/.sepipe/staging/<run>/<object>/snapshot_date=<date>/...
 type Lake struct {
 	Root string
-	// Hook, if set, is called between the steps of Publish (fault
-	// injection for the crash tests; nil in normal use).
-	Hook func(step string)
 }
 
 // LakeDir is the folder of the Parquet lake.
@@ -58,9 +57,7 @@ func (l Lake) Publish(run, object, date string) error {
 			return &WriteError{Object: object, Step: "publish (set aside old partition)", Path: final, Err: err}
 		}
 		hadOld = true
-		if l.Hook != nil {
-			l.Hook("set aside " + object)
-		}
+		faults.At(faults.SetAside, object)
 	}
 	if err := os.Rename(staged, final); err != nil {
 		if hadOld {

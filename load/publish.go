@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sepipe/sepipe/internal/faults"
 )
 
 // StorageVersion is the DuckDB storage format sepipe writes its databases
@@ -292,7 +294,7 @@ func (l Lake) publish(ctx context.Context) error {
 		os.Remove(next)
 		return fmt.Errorf("publish: the copy %s does not open: %w", next, err)
 	}
-	l.hook("publish copied")
+	faults.At(faults.PublishCopied, "")
 	if pid, prog, held := writeLockHolder(pub); held {
 		os.Remove(next)
 		return fmt.Errorf("%s: %w: PID %d (%s). Open it read-only (duckdb -readonly, read_only=True, access_mode=READ_ONLY); "+
@@ -308,17 +310,11 @@ func (l Lake) publish(ctx context.Context) error {
 		return fmt.Errorf("publish: rename %s to %s: %w", next, pub, err)
 	}
 	syncDir(l.Root)
-	l.hook("publish renamed")
+	faults.At(faults.PublishRenamed, "")
 	if err := writeFileAtomic(l.publishedMark(), []byte(stamp(fi))); err != nil {
 		return fmt.Errorf("publish: record %s: %w", l.publishedMark(), err)
 	}
 	return nil
-}
-
-func (l Lake) hook(step string) {
-	if l.Hook != nil {
-		l.Hook(step)
-	}
 }
 
 // verifyCopy opens a copied database read-only and reads its catalog.

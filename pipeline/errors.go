@@ -3,7 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -44,9 +44,11 @@ type RunError struct {
 }
 
 func (e *RunError) Error() string {
-	sort.Slice(e.Failed, func(i, j int) bool { return e.Failed[i].Object < e.Failed[j].Object })
 	var msgs []string
-	for _, f := range e.Failed {
+	// By object, without reordering e's lists: Error may be called from
+	// several goroutines.
+	byObject := func(a, b *ObjectError) int { return strings.Compare(a.Object, b.Object) }
+	for _, f := range slices.SortedFunc(slices.Values(e.Failed), byObject) {
 		msgs = append(msgs, f.Error())
 	}
 	for _, f := range e.Skipped {

@@ -3,10 +3,12 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/internal/faults"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
 )
@@ -47,11 +50,11 @@ func killConfig(out string, day time.Time) pipeline.Config {
 func childSync() int {
 	at := os.Getenv("SEPIPE_CRASH_AT")
 	committed := false
-	pipeline.SetCrashHook(func(point string) {
-		committed = committed || point == "committed"
+	faults.Set(func(point string) {
+		committed = committed || point == string(faults.Committed)
 		// The publish points come twice in a run (the start publishes what
 		// an earlier run left, if anything): the named ones are the commit's.
-		if point == at && (committed || !strings.HasPrefix(at, "publish ")) {
+		if point == at && (committed || (at != string(faults.PublishCopied) && at != string(faults.PublishRenamed))) {
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		}
 	})
@@ -243,14 +246,10 @@ func TestKilledRunsRecover(t *testing.T) {
 	sync(c3, withRun2, day3)
 	sync(c3, withoutRun2, day3)
 
-	named := map[string]bool{ // point -> the killed run had committed
-		"staged": false, "committed": true, "set aside course": true,
-		"published course": true, "published userCourseProgress": true,
-		"publish copied": true, "publish renamed": true,
-	}
+	setAside := faults.SetAside.For("course")
+	named := killedRunNamed()
 	rng := rand.New(rand.NewPCG(7, 11))
-	cases := []string{"staged", "committed", "set aside course", "published course", "published userCourseProgress",
-		"publish copied", "publish renamed"}
+	cases := killedRunPoints()
 	for i := 0; i < 12; i++ {
 		cases = append(cases, "random")
 	}
@@ -258,7 +257,7 @@ func TestKilledRunsRecover(t *testing.T) {
 		t.Run(fmt.Sprintf("%02d-%s", i, strings.ReplaceAll(at, " ", "-")), func(t *testing.T) {
 			out := t.TempDir()
 			copyDir(t, base, out)
-			if at == "set aside course" {
+			if at == setAside {
 				// Setting aside needs a partition to replace: the killed run
 				// is a same-day rerun of a clean run2, which must change
 				// nothing when it completes and nothing when it dies.
@@ -280,7 +279,7 @@ func TestKilledRunsRecover(t *testing.T) {
 				}
 			}
 			// Did the killed run commit? The working database says.
-			committed := committedRuns(t, out) > before || at == "set aside course"
+			committed := committedRuns(t, out) > before || at == setAside
 			if want, ok := named[at]; ok && want != committed {
 				t.Fatalf("killed at %q: committed = %v, want %v", at, committed, want)
 			}
@@ -288,9 +287,9 @@ func TestKilledRunsRecover(t *testing.T) {
 			// once the rename is done, the one after it.
 			pub := publishedRuns(t, out)
 			switch {
-			case at == "publish renamed" && pub != before+1:
+			case at == faults.PublishRenamed.For("") && pub != before+1:
 				t.Errorf("killed after the publish's rename: the published warehouse has %d runs, want %d", pub, before+1)
-			case at != "random" && at != "publish renamed" && at != "set aside course" && pub != before:
+			case at != "random" && at != faults.PublishRenamed.For("") && at != setAside && pub != before:
 				t.Errorf("killed at %q: the published warehouse has %d runs, want the %d before the run", at, pub, before)
 			case pub != before && pub != before+1:
 				t.Errorf("killed at %q: the published warehouse has %d runs, want %d or %d", at, pub, before, before+1)
@@ -328,3 +327,34 @@ func committedRuns(t *testing.T, out string) int64 {
 	defer wh.Close()
 	return scalar[int64](t, wh.DB(), `SELECT count(*) FROM _sepipe_runs WHERE status = 'succeeded'`)
 }
+
+// TestKillTestsCoverEveryPoint: every crash point of the run protocol is
+// one the kill tests stop a process at (TestKilledRunsRecover's named
+// points, TestListenKill9LosesNoAcknowledgedEvent's events loaded).
+func TestKillTestsCoverEveryPoint(t *testing.T) {
+	covered := map[faults.Point]bool{faults.EventsLoaded: true} // listen_test.go
+	for _, name := range killedRunPoints() {
+		for _, p := range faults.All() {
+			if name == string(p) || strings.HasPrefix(name, string(p)+" ") {
+				covered[p] = true
+			}
+		}
+	}
+	for _, p := range faults.All() {
+		if !covered[p] {
+			t.Errorf("crash point %q is not one the kill tests stop at", p)
+		}
+	}
+}
+
+// killedRunNamed maps each point TestKilledRunsRecover kills a run at to
+// whether the killed run had committed there.
+func killedRunNamed() map[string]bool {
+	return map[string]bool{
+		faults.Staged.For(""): false, faults.Committed.For(""): true, faults.SetAside.For("course"): true,
+		faults.Published.For("course"): true, faults.Published.For("userCourseProgress"): true,
+		faults.PublishCopied.For(""): true, faults.PublishRenamed.For(""): true,
+	}
+}
+
+func killedRunPoints() []string { return slices.Sorted(maps.Keys(killedRunNamed())) }

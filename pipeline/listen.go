@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/internal/faults"
 	"github.com/sepipe/sepipe/load"
 )
 
@@ -149,7 +150,7 @@ func Listen(ctx context.Context, cfg ListenConfig) (err error) {
 		return fmt.Errorf("listen: %w", err)
 	}
 	defer spool.Close()
-	lake := load.Lake{Root: cfg.Out, Hook: crash}
+	lake := load.Lake{Root: cfg.Out}
 	if ids, err := load.RecentEventIDs(ctx, lake.WarehousePath(), cfg.DedupWindow); err != nil {
 		log.Warn("listen: could not read recent event ids; redeliveries of older events are spooled again (and not loaded twice)", "error", err)
 	} else {
@@ -299,7 +300,7 @@ func (l *eventLoader) once(ctx context.Context) error {
 		return err
 	}
 	l.dirty = true
-	crash("events loaded") // loaded, not yet removed from the spool: a replay must not double them
+	faults.At(faults.EventsLoaded, "") // loaded, not yet removed from the spool: a replay must not double them
 	l.log.Debug("listen: loaded events", "events", len(evs), "new", n, "duration", time.Since(start).Round(time.Millisecond))
 	if err := l.spool.MarkLoaded(upTo); err != nil {
 		l.log.Warn("listen: spool compaction failed; loaded events will be replayed (and ignored)", "error", err)

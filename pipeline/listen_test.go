@@ -26,6 +26,7 @@ import (
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/internal/faults"
 	"github.com/sepipe/sepipe/pipeline"
 )
 
@@ -280,7 +281,7 @@ func childListen() int {
 		return 1
 	}
 	if at := os.Getenv("SEPIPE_CRASH_AT"); at != "" {
-		pipeline.SetCrashHook(func(point string) {
+		faults.Set(func(point string) {
 			if point == at {
 				syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			}
@@ -386,7 +387,7 @@ func TestListenKill9LosesNoAcknowledgedEvent(t *testing.T) {
 	}
 	round("a", "", 3000+rng.IntN(2000))
 	spooled := countSpool(t, out)
-	round("b", "events loaded", -1)
+	round("b", string(faults.EventsLoaded), -1)
 	t.Logf("spool after the first kill: %d bytes; after the second: %d bytes", spooled, countSpool(t, out))
 
 	// Restart: replay and load; redeliveries of acknowledged events are

@@ -11,7 +11,6 @@ import (
 	"maps"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -25,6 +24,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/internal/faults"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/schemas"
 	"github.com/sepipe/sepipe/service"
@@ -190,16 +190,6 @@ func NewRunID(now time.Time) string {
 	return now.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
 }
 
-// crashHook, when set (by tests), is called at the named points of a run;
-// the kill tests make it SIGKILL the process there.
-var crashHook func(point string)
-
-func crash(point string) {
-	if crashHook != nil {
-		crashHook(point)
-	}
-}
-
 // prior is what the warehouse knew before this run.
 type prior struct {
 	fields   map[string][]service.Field // effective fields per object
@@ -295,7 +285,7 @@ func recoverAndRead(ctx context.Context, lake load.Lake, objects []string, reset
 func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	cfg.setDefaults()
 	log := cfg.Logger
-	lake := load.Lake{Root: cfg.Out, Hook: crash}
+	lake := load.Lake{Root: cfg.Out}
 	if err := lake.CheckWritable(); err != nil {
 		return nil, err
 	}
@@ -388,7 +378,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	if err := context.Cause(ctx); err != nil {
 		return nil, fmt.Errorf("run %s cancelled: %w", res.RunID, err)
 	}
-	crash("staged")
+	faults.At(faults.Staged, "")
 
 	var tables []load.Table
 	runErr := &RunError{RunID: res.RunID}
@@ -457,7 +447,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		recordFailure()
 		return nil, fmt.Errorf("run %s: load warehouse: %w", res.RunID, err)
 	}
-	crash("committed")
+	faults.At(faults.Committed, "")
 
 	// Publish the lake partitions of the committed objects. A death from
 	// here on is finished by the next run (recoverAndRead).
@@ -472,7 +462,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		if err := lake.Publish(res.RunID, s.object, res.SnapshotDate); err != nil {
 			return nil, fmt.Errorf("run %s committed but publishing the lake failed (the next run finishes it): %w", res.RunID, err)
 		}
-		crash("published " + s.object)
+		faults.At(faults.Published, s.object)
 		published = append(published, s.object)
 		s.result.Files = publishedFiles(lake, s, res.SnapshotDate)
 		res.Objects = append(res.Objects, s.result)
@@ -849,10 +839,6 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, run *Result, i
 	}
 	log.Info("stream staged", "stream", id, "rows", rows, "pages", stats.Pages,
 		"requests", stats.Requests, "retries", stats.Retries, "duration", dur.Round(time.Millisecond))
-	// The stream's buffers are garbage now. Hand their memory back to the
-	// OS before the warehouse load: no Go allocation would trigger a GC
-	// while DuckDB loads, so the process would hold both at once.
-	debug.FreeOSMemory()
 	cfg.Progress.ObjectDone(so.result)
 	return so
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,13 +60,25 @@ func newFeedback(g *globals, quiet bool) (feedback, *slog.Logger, error) {
 		}
 		p := mpb.New(mpb.WithOutput(g.stderr), mpb.WithWidth(32), mpb.WithRefreshRate(150*time.Millisecond))
 		sw.set(p)
-		return &barProgress{p: p, sw: sw, stderr: g.stderr, bars: map[string]*objBar{}}, log, nil
+		return gcPolicy{&barProgress{p: p, sw: sw, stderr: g.stderr, bars: map[string]*objBar{}}}, log, nil
 	}
 	log, err := g.loggerTo(g.stderr)
 	if err != nil {
 		return nil, nil, err
 	}
-	return &logProgress{log: log, every: 2 * time.Second, objs: map[string]*objLog{}}, log, nil
+	return gcPolicy{&logProgress{log: log, every: 2 * time.Second, objs: map[string]*objLog{}}}, log, nil
+}
+
+// gcPolicy is the command's memory policy during a run: when a stream is
+// staged its buffers are garbage, and no Go allocation would trigger a GC
+// while DuckDB loads the warehouse, so the process would hold both at
+// once; it hands that memory back to the OS instead. (The library leaves
+// the garbage collector alone.)
+type gcPolicy struct{ feedback }
+
+func (g gcPolicy) ObjectDone(r pipeline.ObjectResult) {
+	debug.FreeOSMemory()
+	g.feedback.ObjectDone(r)
 }
 
 // barProgress draws one bar per stream: pages done of the total, rows and

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"sync/atomic"
@@ -381,9 +382,15 @@ func benchClient(spec PhaseSpec) (*extract.Client, error) {
 // stagedHook tells the bench when an object is staged.
 type stagedHook struct{ done func() }
 
-func (stagedHook) ObjectStarted(string)               {}
-func (stagedHook) PageDone(string, int, int, int)     {}
-func (h stagedHook) ObjectDone(pipeline.ObjectResult) { h.done() }
+func (stagedHook) ObjectStarted(string)           {}
+func (stagedHook) PageDone(string, int, int, int) {}
+
+// ObjectDone: the object is staged. The memory policy of the sync command
+// (cmd/sepipe's gcPolicy) is applied too, so the figures are the command's.
+func (h stagedHook) ObjectDone(pipeline.ObjectResult) {
+	debug.FreeOSMemory()
+	h.done()
+}
 
 func benchSync(ctx context.Context, spec PhaseSpec, out *PhaseResult, staged func()) error {
 	c, err := benchClient(spec)

@@ -22,8 +22,8 @@ var allowed = map[string][]string{
 	"extract":                       {"service"},
 	"schemas":                       {"service"},
 	"transform":                     {"schemas", "service"},
-	"load":                          {"extract", "schemas", "service", "transform"},
-	"pipeline":                      {"extract", "load", "schemas", "service", "transform"},
+	"load":                          {"extract", "internal/faults", "schemas", "service", "transform"},
+	"pipeline":                      {"extract", "internal/faults", "load", "schemas", "service", "transform"},
 	"dashboard":                     {"load"},
 	"lakehouse":                     nil, // Iceberg tables through iceberg-go; takes Arrow, knows no stage
 	"lakehouse/internal/testserver": nil,
@@ -31,6 +31,7 @@ var allowed = map[string][]string{
 	"internal/demo":                 {"extract", "extract/servicetest", "pipeline"},
 	"internal/dbtgen":               {"extract", "load", "pipeline", "schemas", "service"},
 	"internal/layout":               nil,
+	"internal/faults":               nil, // the run protocol\'s crash points and the tests\' hook
 	"cmd/sepipe":                    {"*"},
 }
 

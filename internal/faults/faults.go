@@ -1,0 +1,68 @@
+// Package faults names the points of sepipe's run protocol where a crash
+// test stops the process (SIGKILL), and is how the protocol's code marks
+// them. In normal use no hook is set and At does nothing.
+//
+// It is internal: the hook is a seam for the module's own tests (the kill
+// tests in pipeline), never part of sepipe's API.
+package faults
+
+import "sync/atomic"
+
+// Point is a named step of the run protocol.
+type Point string
+
+// The points, in the order a run passes them.
+const (
+	// Staged: every stream is staged as Parquet; nothing is committed.
+	Staged Point = "staged"
+	// Committed: the working database's transaction committed the run.
+	Committed Point = "committed"
+	// SetAside: the lake partition an object's new one replaces was moved
+	// aside (per object).
+	SetAside Point = "set aside"
+	// Published: an object's new lake partition is in place (per object).
+	Published Point = "published"
+	// PublishCopied: the working database's copy is beside the published
+	// warehouse, not yet renamed over it.
+	PublishCopied Point = "publish copied"
+	// PublishRenamed: the copy replaced the published warehouse; the
+	// publish is not yet recorded.
+	PublishRenamed Point = "publish renamed"
+	// EventsLoaded: webhook events are in the working database and still
+	// in the spool.
+	EventsLoaded Point = "events loaded"
+)
+
+// All lists every point; the kill tests cover each.
+func All() []Point {
+	return []Point{Staged, Committed, SetAside, Published, PublishCopied, PublishRenamed, EventsLoaded}
+}
+
+// For names the point for one object, as hooks receive it: "published
+// course".
+func (p Point) For(object string) string {
+	if object == "" {
+		return string(p)
+	}
+	return string(p) + " " + object
+}
+
+var hook atomic.Pointer[func(name string)]
+
+// Set installs f, called at every point with the point's name (Point.For);
+// nil removes it. Tests only.
+func Set(f func(name string)) {
+	if f == nil {
+		hook.Store(nil)
+		return
+	}
+	hook.Store(&f)
+}
+
+// At marks that the protocol reached p (for object, "" when the point is
+// not per object).
+func At(p Point, object string) {
+	if f := hook.Load(); f != nil {
+		(*f)(p.For(object))
+	}
+}
