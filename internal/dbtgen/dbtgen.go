@@ -216,7 +216,11 @@ func Sources(ctx context.Context, src extract.Source) ([]byte, error) {
 			Columns:     cols,
 		})
 	}
-	tables = append(tables, staticTables()...)
+	own, err := staticTables(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tables = append(tables, own...)
 
 	f := dbtFile{Version: 2, Sources: []dbtSource{{
 		Name: SourceName,
@@ -370,81 +374,88 @@ var collectionDescriptions = map[string]string{
 	pipeline.StreamDeliveryLogs:  "Webhook delivery attempts from each subscription's log (the service keeps the newest 10 000 per subscription).",
 }
 
-// staticTables are the tables sepipe itself defines: the webhook events
-// 'sepipe listen' receives and the run bookkeeping.
-func staticTables() []dbtTable {
-	col := func(name, typ, desc string, tests ...any) dbtColumn {
-		return dbtColumn{Name: name, DataType: typ, Description: desc, DataTests: tests}
+// ownTableDocs documents the tables sepipe itself defines: the webhook
+// events 'sepipe listen' receives and the run bookkeeping. Their columns
+// and types are load's DDL's (load.OwnTables); here are only the words and
+// the tests beyond not-null and unique keys. A column the DDL has and this
+// does not describe fails the generation.
+var ownTableDocs = []struct {
+	name, desc string
+	cols       map[string]string // column -> description
+	tests      map[string][]any  // column -> extra tests
+	tableTests []any
+}{
+	{name: load.EventsTable, desc: "Webhook events received by 'sepipe listen', one row per event id (redeliveries are not loaded twice).",
+		cols: map[string]string{"id": "Event ID", "type": "Event type", "time": "Event time (tenant clock)",
+			"received_at": "Received at (receiver clock)", "subscription": "The delivery URL's ?subscription= value",
+			"raw": "The event as received: {type, specversion, id, time, data}"},
+		tests: map[string][]any{"type": {dbtTest("accepted_values", map[string]any{"values": webhookEventTypes})}}},
+	{name: "_sepipe_runs", desc: "One row per sepipe run.",
+		cols: map[string]string{"run_id": "Run ID", "started_at": "Started", "finished_at": "Finished", "status": "Run status",
+			"snapshot_date": "Snapshot day", "rows_per_object": "Rows loaded per object", "error": "Errors of the objects that failed",
+			"published": "Lake partitions published"},
+		tests: map[string][]any{"status": {dbtTest("accepted_values", map[string]any{"values": []string{"succeeded", "partial", "failed"}})}}},
+	{name: "_sepipe_run_objects", desc: "One row per run and object: rows, rejects, pages, requests, retries, duration.",
+		cols: map[string]string{"run_id": "Run ID", "object": "Object or collection", "rows": "Rows loaded", "rejected_rows": "Rows rejected",
+			"pages": "Pages read", "requests": "Requests sent", "retries": "Retries", "duration_ms": "Duration (ms)",
+			"schema_version": "Schema version (hash of the describe)", "files": "Parquet files",
+			"status": "committed, failed, skipped (not entitled) or deferred (quota)", "reason": "Why a stream did not commit"},
+		tests: map[string][]any{"run_id": {dbtTest("relationships", map[string]any{
+			"to": fmt.Sprintf("source('%s', '_sepipe_runs')", SourceName), "field": "run_id"})}}},
+	{name: "_sepipe_rejects", desc: "Values that did not fit their field's type, with the whole raw row.",
+		cols: map[string]string{"run_id": "Run ID", "object": "Object", "page": "Page", "row_in_page": "Row in page", "field": "Field",
+			"raw_value": "Raw value", "reason": "Reason", "raw_row": "Raw row (JSON text)",
+			"raw_row_bytes": "The raw row's exact bytes when they are not valid UTF-8"}},
+	{name: "_sepipe_state", desc: "Incremental streams: cursor field and watermark.",
+		cols: map[string]string{"stream": "Stream", "cursor_field": "Cursor field", "watermark": "Watermark", "run_id": "Run that set it",
+			"updated_at": "Updated", "snapshot_date": "Snapshot day", "prior_watermark": "Watermark before that run"}},
+	{name: "_sepipe_schemas", desc: "Every schema version seen per object: describe and effective schema.",
+		cols: map[string]string{"object": "Object", "version": "Schema version", "describe_json": "Describe result",
+			"effective_json": "Effective schema", "first_run_id": "First run", "first_seen_at": "First seen",
+			"last_run_id": "Last run", "last_seen_at": "Last seen"}},
+}
+
+// staticTables are the dbt source tables of sepipe's own tables: columns
+// and types from load's DDL, not-null tests where the DDL says NOT NULL,
+// a unique test on the primary key.
+func staticTables(ctx context.Context) ([]dbtTable, error) {
+	own, err := load.OwnTables(ctx)
+	if err != nil {
+		return nil, err
 	}
-	unique, notNull := dbtTest("unique", nil), dbtTest("not_null", nil)
-	return []dbtTable{
-		{Name: load.EventsTable, Description: "Webhook events received by 'sepipe listen', one row per event id (redeliveries are not loaded twice).",
-			Columns: []dbtColumn{
-				col("id", "varchar", "Event ID", unique, notNull),
-				col("type", "varchar", "Event type", notNull, dbtTest("accepted_values", map[string]any{"values": webhookEventTypes})),
-				col("time", "timestamp with time zone", "Event time (tenant clock)"),
-				col("received_at", "timestamp with time zone", "Received at (receiver clock)", notNull),
-				col("subscription", "varchar", "The delivery URL's ?subscription= value"),
-				col("raw", "json", "The event as received: {type, specversion, id, time, data}", notNull),
-			}},
-		{Name: "_sepipe_runs", Description: "One row per sepipe run.",
-			Columns: []dbtColumn{
-				col("run_id", "varchar", "Run ID", unique, notNull),
-				col("started_at", "timestamp with time zone", "Started", notNull),
-				col("finished_at", "timestamp with time zone", "Finished"),
-				col("status", "varchar", "Run status", notNull, dbtTest("accepted_values", map[string]any{"values": []string{"succeeded", "partial", "failed"}})),
-				col("snapshot_date", "date", "Snapshot day"),
-				col("rows_per_object", "json", "Rows loaded per object"),
-				col("error", "varchar", "Errors of the objects that failed"),
-				col("published", "boolean", "Lake partitions published"),
-			}},
-		{Name: "_sepipe_run_objects", Description: "One row per run and object: rows, rejects, pages, requests, retries, duration.",
-			DataTests: []any{dbtTest("unique", map[string]any{"column_name": "concat_ws('|', run_id, object)"})},
-			Columns: []dbtColumn{
-				col("run_id", "varchar", "Run ID", notNull, dbtTest("relationships", map[string]any{
-					"to": fmt.Sprintf("source('%s', '_sepipe_runs')", SourceName), "field": "run_id"})),
-				col("object", "varchar", "Object or collection", notNull),
-				col("rows", "bigint", "Rows loaded", notNull),
-				col("rejected_rows", "bigint", "Rows rejected", notNull),
-				col("pages", "integer", "Pages read"),
-				col("requests", "integer", "Requests sent"),
-				col("retries", "integer", "Retries"),
-				col("duration_ms", "bigint", "Duration (ms)"),
-				col("schema_version", "varchar", "Schema version (hash of the describe)"),
-				col("files", "integer", "Parquet files"),
-			}},
-		{Name: "_sepipe_rejects", Description: "Values that did not fit their field's type, with the whole raw row.",
-			Columns: []dbtColumn{
-				col("run_id", "varchar", "Run ID", notNull),
-				col("object", "varchar", "Object", notNull),
-				col("page", "integer", "Page"),
-				col("row_in_page", "integer", "Row in page"),
-				col("field", "varchar", "Field"),
-				col("raw_value", "varchar", "Raw value"),
-				col("reason", "varchar", "Reason"),
-				col("raw_row", "varchar", "Raw row (JSON text)"),
-			}},
-		{Name: "_sepipe_state", Description: "Incremental streams: cursor field and watermark.",
-			Columns: []dbtColumn{
-				col("stream", "varchar", "Stream", unique, notNull),
-				col("cursor_field", "varchar", "Cursor field", notNull),
-				col("watermark", "varchar", "Watermark", notNull),
-				col("run_id", "varchar", "Run that set it", notNull),
-				col("updated_at", "timestamp with time zone", "Updated", notNull),
-				col("snapshot_date", "date", "Snapshot day", notNull),
-				col("prior_watermark", "varchar", "Watermark before that run"),
-			}},
-		{Name: "_sepipe_schemas", Description: "Every schema version seen per object: describe and effective schema.",
-			DataTests: []any{dbtTest("unique", map[string]any{"column_name": "concat_ws('|', object, version)"})},
-			Columns: []dbtColumn{
-				col("object", "varchar", "Object", notNull),
-				col("version", "varchar", "Schema version", notNull),
-				col("describe_json", "json", "Describe result"),
-				col("effective_json", "json", "Effective schema"),
-				col("first_run_id", "varchar", "First run"),
-				col("first_seen_at", "timestamp with time zone", "First seen"),
-				col("last_run_id", "varchar", "Last run"),
-				col("last_seen_at", "timestamp with time zone", "Last seen"),
-			}},
+	notNull := dbtTest("not_null", nil)
+	var out []dbtTable
+	for _, d := range ownTableDocs {
+		cols, ok := own[d.name]
+		if !ok {
+			return nil, fmt.Errorf("dbt sources: sepipe's DDL has no table %s", d.name)
+		}
+		t := dbtTable{Name: d.name, Description: d.desc}
+		var key []string
+		for _, c := range cols {
+			if c.Key {
+				key = append(key, c.Name)
+			}
+		}
+		if len(key) > 1 {
+			t.DataTests = []any{dbtTest("unique", map[string]any{"column_name": "concat_ws('|', " + strings.Join(key, ", ") + ")"})}
+		}
+		for _, c := range cols {
+			desc, ok := d.cols[c.Name]
+			if !ok {
+				return nil, fmt.Errorf("dbt sources: column %s.%s of sepipe's DDL has no description (internal/dbtgen ownTableDocs)", d.name, c.Name)
+			}
+			var tests []any
+			if len(key) == 1 && c.Key {
+				tests = append(tests, dbtTest("unique", nil))
+			}
+			if c.NotNull {
+				tests = append(tests, notNull)
+			}
+			tests = append(tests, d.tests[c.Name]...)
+			t.Columns = append(t.Columns, dbtColumn{Name: c.Name, DataType: c.Type, Description: desc, DataTests: tests})
+		}
+		out = append(out, t)
 	}
+	return out, nil
 }
