@@ -148,14 +148,6 @@ func (l Lake) DiscardAll() error { return os.RemoveAll(l.stagingRoot()) }
 // ObjectDir is the folder of all of an object's partitions.
 func (l Lake) ObjectDir(object string) string { return filepath.Join(l.LakeDir(), object) }
 
-func absGlob(dir string) (string, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(abs, "*", "*.parquet"), nil
-}
-
 // Staged reports whether a run's staging for an object and date exists.
 func (l Lake) Staged(run, object, date string) bool {
 	_, err := os.Stat(l.StagingDir(run, object, date))

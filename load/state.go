@@ -47,13 +47,6 @@ func (w *Warehouse) State(ctx context.Context, stream string) (State, bool, erro
 	return stateOf(ctx, w.db, stream)
 }
 
-// ResetState forgets a stream's position (for a full refresh). It is a
-// separate, immediate change: the next run of the stream reads everything.
-func (w *Warehouse) ResetState(ctx context.Context, stream string) error {
-	_, err := w.db.ExecContext(ctx, `DELETE FROM _sepipe_state WHERE stream = ?`, stream)
-	return err
-}
-
 // StoredFields returns the fields an object's table was last loaded with
 // (the effective schema of its latest recorded version), or nil when the
 // object was never loaded.

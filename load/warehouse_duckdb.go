@@ -368,15 +368,6 @@ func columnDefs(object string, s *arrow.Schema, mode WriteMode) ([]string, error
 	return defs, nil
 }
 
-// CreateTableSQL is the DDL of an object's table in Replace mode.
-func CreateTableSQL(object string, s *arrow.Schema) (string, error) {
-	defs, err := columnDefs(object, s, Replace)
-	if err != nil {
-		return "", err
-	}
-	return "CREATE OR REPLACE TABLE " + Ident(object) + " (" + strings.Join(defs, ", ") + ")", nil
-}
-
 // Commit loads every table of a run, moves the incremental state, records
 // the schema versions, the rejects and the run, all in one transaction:
 // either all of it is in the warehouse or none of it. The run is recorded
