@@ -588,12 +588,6 @@ func (c *Config) SetDefaults() {
 	}
 }
 
-// filterArity is how many values each operator takes (-1: one or more).
-var filterArity = map[string]int{
-	"eq": 1, "ne": 1, "co": 1, "bw": 1, "nc": 1, "in": -1,
-	"lt": 1, "le": 1, "gt": 1, "ge": 1, "be": 2, "nb": 2,
-}
-
 // Validate checks the config without the network. Filters are checked
 // against the live describe at run time (checkFilters).
 func (c *Config) Validate() error {
@@ -649,35 +643,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	for _, id := range sortedKeys(c.Streams) {
-		s := c.Streams[id]
-		key := "streams." + id
-		if _, err := load.ParseWriteMode(s.Mode); err != nil {
-			return c.errf(key+".mode", "%v", err)
-		}
-		if s.Mode == string(load.Merge) && len(s.PrimaryKey) == 0 {
-			return c.errf(key+".primary_key", "write mode merge needs a primary key (the fields that identify a row)")
-		}
-		if _, err := schemas.ParseContract(s.Contract); err != nil {
-			return c.errf(key+".contract", "%v", err)
-		}
-		if s.Lookback != 0 && s.Cursor == "" {
-			return c.errf(key+".lookback", "needs a cursor: lookback only applies to incremental streams")
-		}
-		for i, f := range s.Filters {
-			fk := fmt.Sprintf("%s.filters[%d]", key, i)
-			if f.Field == "" {
-				return c.errf(fk+".field", "is required")
-			}
-			n, ok := filterArity[f.Operator]
-			if !ok {
-				return c.errf(fk+".operator", "unknown operator %q (want eq, ne, co, bw, nc, in, lt, le, gt, ge, be or nb)", f.Operator)
-			}
-			switch {
-			case n == -1 && len(f.Values) == 0:
-				return c.errf(fk+".values", "operator in needs at least one value")
-			case n > 0 && len(f.Values) != n:
-				return c.errf(fk+".values", "operator %s takes %d value(s), got %d", f.Operator, n, len(f.Values))
-			}
+		if err := c.Streams[id].pipeline().Validate(id); err != nil {
+			return c.streamErr(id, err)
 		}
 	}
 	r := c.Requests
@@ -748,18 +715,42 @@ func parseCron(spec string) (cron.Schedule, error) {
 func (c *Config) streams() map[string]pipeline.StreamConfig {
 	out := make(map[string]pipeline.StreamConfig, len(c.Streams))
 	for id, s := range c.Streams {
-		mode, _ := load.ParseWriteMode(s.Mode)
-		contract, _ := schemas.ParseContract(s.Contract)
-		ps := pipeline.StreamConfig{
-			Mode: mode, PrimaryKey: s.PrimaryKey, Cursor: s.Cursor,
-			Lookback: time.Duration(s.Lookback), Contract: contract,
-		}
-		for _, f := range s.Filters {
-			ps.Filters = append(ps.Filters, extract.Filter{Field: f.Field, Operator: f.Operator, Values: f.Values})
-		}
+		ps := s.pipeline()
+		ps.Mode, _ = load.ParseWriteMode(s.Mode)
+		ps.Contract, _ = schemas.ParseContract(s.Contract)
 		out[id] = ps
 	}
 	return out
+}
+
+// pipeline is s as pipeline.Sync takes it, mode and contract as written.
+func (s StreamConfig) pipeline() pipeline.StreamConfig {
+	ps := pipeline.StreamConfig{
+		Mode: load.WriteMode(s.Mode), PrimaryKey: s.PrimaryKey, Cursor: s.Cursor,
+		Lookback: time.Duration(s.Lookback), Contract: schemas.Contract(s.Contract),
+	}
+	for _, f := range s.Filters {
+		ps.Filters = append(ps.Filters, extract.Filter{Field: f.Field, Operator: f.Operator, Values: f.Values})
+	}
+	return ps
+}
+
+// streamErr names the key of a stream's fault found by
+// pipeline.StreamConfig.Validate.
+func (c *Config) streamErr(id string, err error) error {
+	key := "streams." + id
+	var se *pipeline.StreamConfigError
+	if !errors.As(err, &se) {
+		return c.errf(key, "%v", err)
+	}
+	var fe *extract.FilterError
+	if se.Field == "Filters" && errors.As(se.Err, &fe) {
+		return c.errf(fmt.Sprintf("%s.filters[%d].%s", key, se.Filter, fe.Part), "%s", fe.Reason)
+	}
+	if field, ok := map[string]string{"Mode": "mode", "PrimaryKey": "primary_key", "Cursor": "cursor", "Lookback": "lookback", "Contract": "contract"}[se.Field]; ok {
+		key += "." + field
+	}
+	return c.errf(key, "%v", se.Err)
 }
 
 // clientOptions are the extract options the config asks for.
