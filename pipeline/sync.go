@@ -602,16 +602,7 @@ func checkStreams(cfg Config, ids []string) error {
 		if len(cfg.Only) == 0 && !slices.Contains(ids, name) && !isCollection(name) {
 			return fmt.Errorf("stream %q: %w (the service has: %v)", name, ErrUnknownObject, ids)
 		}
-		if sc.Mode == load.Merge && len(sc.PrimaryKey) == 0 && !isCollection(name) {
-			return &ObjectError{Object: name, Step: "config", Err: errors.New("write mode merge needs a primary key")}
-		}
-		if isCollection(name) && sc.Cursor != "" {
-			return &ObjectError{Object: name, Step: "config", Err: errors.New("a collection cannot be read incrementally (its lists have no cursor filter)")}
-		}
-		if _, err := load.ParseWriteMode(string(sc.Mode)); err != nil {
-			return &ObjectError{Object: name, Step: "config", Err: err}
-		}
-		if _, err := schemas.ParseContract(string(sc.Contract)); err != nil {
+		if err := sc.Validate(name); err != nil {
 			return &ObjectError{Object: name, Step: "config", Err: err}
 		}
 	}

@@ -273,9 +273,20 @@ func parseConfig(file string, b []byte) (*Config, error) {
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return c, nil // empty file
 	}
-	d := &decoder{c: c}
-	if err := d.decode(doc.Content[0], reflect.ValueOf(c).Elem(), ""); err != nil {
+	root := doc.Content[0]
+	p := &prepass{c: c, paths: map[*yaml.Node]string{}, done: map[*yaml.Node]bool{}}
+	if err := p.walk(root, reflect.TypeFor[Config](), ""); err != nil {
 		return nil, err
+	}
+	// yaml.Node.Decode has no KnownFields option; the walk has checked
+	// every key and every kind, so what is left to yaml.v3 is setting the
+	// values, and the custom types' own errors (a bad duration).
+	if err := root.Decode(c); err != nil {
+		var ne *nodeError
+		if errors.As(err, &ne) {
+			return nil, p.fail(ne.node, p.paths[ne.node], "%s", ne.msg)
+		}
+		return nil, usageError{&ConfigError{File: file, Msg: err.Error()}}
 	}
 	return c, nil
 }
@@ -290,10 +301,31 @@ func yamlErrorLine(err error) (int, string) {
 	return 0, strings.TrimPrefix(err.Error(), "yaml: ")
 }
 
-// decoder decodes a yaml.Node into the config struct by reflection, so that
-// every message names the line and the key path, and unknown keys are
-// errors.
-type decoder struct{ c *Config }
+// nodeError is what the custom types' UnmarshalYAML return: parseConfig
+// names the key of the node.
+type nodeError struct {
+	node *yaml.Node
+	msg  string
+}
+
+func (e *nodeError) Error() string { return fmt.Sprintf("line %d: %s", e.node.Line, e.msg) }
+
+// UnmarshalYAML reads a duration such as 90m, 6h or 7d.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	dur, err := ParseDuration(n.Value)
+	if err != nil {
+		return &nodeError{n, err.Error()}
+	}
+	*d = Duration(dur)
+	return nil
+}
+
+// UnmarshalYAML keeps the reference as written and expands it; an unset
+// variable leaves the value empty (the commands that need it say so).
+func (s *Secret) UnmarshalYAML(n *yaml.Node) error {
+	*s = Secret{Ref: n.Value, Value: extract.Secret(expandEnv(n.Value))}
+	return nil
+}
 
 var (
 	durationType = reflect.TypeFor[Duration]()
@@ -310,20 +342,37 @@ func expandEnv(s string) string {
 	return envRef.ReplaceAllStringFunc(s, func(m string) string { return os.Getenv(m[2 : len(m)-1]) })
 }
 
-// expand expands the ${VAR} references of a value that is not a
-// credential: an unset variable is an error naming the key and the
-// variable, never an empty string (${DATA}/sepipe must not become /sepipe).
-func (d *decoder) expand(n *yaml.Node, path, s string) (string, error) {
-	for _, m := range envRef.FindAllStringSubmatch(s, -1) {
-		if _, ok := os.LookupEnv(m[1]); !ok {
-			return "", d.fail(n, path, "${%s} is not set (export it, or write the value)", m[1])
-		}
-	}
-	return expandEnv(s), nil
+// prepass readies the document for yaml.v3, the config's types in hand,
+// before any value is set: it records the line of every key (for
+// Validate's messages), refuses unknown keys, keys given twice and values
+// of the wrong kind with the key path, expands the ${VAR} references of
+// every value but a credential (Secret expands its own), warns of literal
+// secrets, and turns "include: course" into a list of one.
+type prepass struct {
+	c     *Config
+	paths map[*yaml.Node]string // node -> key path, for nodeError
+	done  map[*yaml.Node]bool   // scalars already expanded (an alias visits its anchor again)
 }
 
-func (d *decoder) fail(n *yaml.Node, key, format string, a ...any) error {
-	return usageError{&ConfigError{File: d.c.file, Line: n.Line, Key: key, Msg: fmt.Sprintf(format, a...)}}
+func (p *prepass) fail(n *yaml.Node, key, format string, a ...any) error {
+	return usageError{&ConfigError{File: p.c.file, Line: n.Line, Key: key, Msg: fmt.Sprintf(format, a...)}}
+}
+
+// expand expands the ${VAR} references of n in place: an unset variable
+// is an error naming the key and the variable, never an empty string
+// (${DATA}/sepipe must not become /sepipe).
+func (p *prepass) expand(n *yaml.Node, path string) error {
+	if p.done[n] {
+		return nil
+	}
+	p.done[n] = true
+	for _, m := range envRef.FindAllStringSubmatch(n.Value, -1) {
+		if _, ok := os.LookupEnv(m[1]); !ok {
+			return p.fail(n, path, "${%s} is not set (export it, or write the value)", m[1])
+		}
+	}
+	n.Value = expandEnv(n.Value)
+	return nil
 }
 
 func kindName(n *yaml.Node) string {
@@ -345,165 +394,128 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
+// yamlKeys lists the keys of a config struct, in field order.
+func yamlKeys(t reflect.Type) (keys []string, fields map[string]reflect.Type) {
+	fields = map[string]reflect.Type{}
+	for f := range t.Fields() {
+		tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if tag == "" || tag == "-" {
+			continue
+		}
+		keys = append(keys, tag)
+		fields[tag] = f.Type
+	}
+	return keys, fields
+}
+
+func (p *prepass) walk(n *yaml.Node, t reflect.Type, path string) error {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
 	if path != "" {
-		if _, ok := d.c.lines[path]; !ok {
-			d.c.lines[path] = n.Line
+		if _, ok := p.c.lines[path]; !ok {
+			p.c.lines[path] = n.Line
 		}
 	}
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+	p.paths[n] = path
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
 		return nil // key: (nothing) leaves the default
 	}
-	switch v.Type() {
+	switch t {
 	case durationType:
 		if n.Kind != yaml.ScalarNode {
-			return d.fail(n, path, "want a duration such as 90m, 6h or 7d, got %s", kindName(n))
+			return p.fail(n, path, "want a duration such as 90m, 6h or 7d, got %s", kindName(n))
 		}
-		raw, err := d.expand(n, path, n.Value)
-		if err != nil {
-			return err
-		}
-		dur, err := ParseDuration(raw)
-		if err != nil {
-			return d.fail(n, path, "%v", err)
-		}
-		v.SetInt(int64(dur))
-		return nil
+		n.Tag = "!!str"
+		return p.expand(n, path)
 	case secretType:
 		if n.Kind != yaml.ScalarNode {
-			return d.fail(n, path, "want a ${ENV_VAR} reference, got %s", kindName(n))
+			return p.fail(n, path, "want a ${ENV_VAR} reference, got %s", kindName(n))
 		}
-		s := Secret{Ref: n.Value, Value: extract.Secret(expandEnv(n.Value))}
-		if !strings.Contains(n.Value, "${") && n.Value != "" {
-			d.c.warns = append(d.c.warns, fmt.Sprintf("%s:%d: %s holds a literal secret; write a ${ENV_VAR} reference instead and keep the value out of the file", d.c.file, n.Line, path))
+		n.Tag = "!!str"
+		if !strings.Contains(n.Value, "${") && n.Value != "" && !p.done[n] {
+			p.c.warns = append(p.c.warns, fmt.Sprintf("%s:%d: %s holds a literal secret; write a ${ENV_VAR} reference instead and keep the value out of the file", p.c.file, n.Line, path))
 		}
-		v.Set(reflect.ValueOf(s))
+		p.done[n] = true
 		return nil
 	}
-	switch v.Kind() {
-	case reflect.Struct:
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
 		if n.Kind != yaml.MappingNode {
-			return d.fail(n, path, "want a mapping of keys, got %s", kindName(n))
-		}
-		t := v.Type()
-		var known []string
-		byName := map[string]int{}
-		for i := range t.NumField() {
-			tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
-			if tag == "" || tag == "-" {
-				continue
+			if t.Kind() == reflect.Struct {
+				return p.fail(n, path, "want a mapping of keys, got %s", kindName(n))
 			}
-			known = append(known, tag)
-			byName[tag] = i
+			return p.fail(n, path, "want a mapping, got %s", kindName(n))
+		}
+		var known []string
+		var fields map[string]reflect.Type
+		if t.Kind() == reflect.Struct {
+			known, fields = yamlKeys(t)
 		}
 		seen := map[string]bool{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
+			k, v := n.Content[i], n.Content[i+1]
 			key := join(path, k.Value)
-			idx, ok := byName[k.Value]
-			if !ok {
-				return d.fail(k, key, "unknown key %q (want %s)", k.Value, strings.Join(known, ", "))
+			var vt reflect.Type
+			if fields == nil {
+				vt = t.Elem() // a map: any key
+			} else if vt = fields[k.Value]; vt == nil {
+				return p.fail(k, key, "unknown key %q (want %s)", k.Value, strings.Join(known, ", "))
 			}
 			if seen[k.Value] {
-				return d.fail(k, key, "given twice")
+				return p.fail(k, key, "given twice")
 			}
 			seen[k.Value] = true
-			d.c.lines[key] = k.Line
-			if err := d.decode(val, v.Field(idx), key); err != nil {
+			p.c.lines[key] = k.Line
+			if err := p.walk(v, vt, key); err != nil {
 				return err
 			}
-		}
-		return nil
-	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			return d.fail(n, path, "want a mapping, got %s", kindName(n))
-		}
-		if v.IsNil() {
-			v.Set(reflect.MakeMap(v.Type()))
-		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
-			key := join(path, k.Value)
-			if v.MapIndex(reflect.ValueOf(k.Value)).IsValid() {
-				return d.fail(k, key, "given twice")
-			}
-			d.c.lines[key] = k.Line
-			ev := reflect.New(v.Type().Elem()).Elem()
-			if err := d.decode(val, ev, key); err != nil {
-				return err
-			}
-			v.SetMapIndex(reflect.ValueOf(k.Value), ev)
 		}
 		return nil
 	case reflect.Slice:
-		if n.Kind == yaml.ScalarNode && v.Type().Elem().Kind() == reflect.String {
+		if n.Kind == yaml.ScalarNode && t.Elem().Kind() == reflect.String {
 			// include: course  is a list of one.
-			n = &yaml.Node{Kind: yaml.SequenceNode, Line: n.Line, Content: []*yaml.Node{n}}
+			e := *n
+			*n = yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: e.Line, Column: e.Column, Content: []*yaml.Node{&e}}
 		}
 		if n.Kind != yaml.SequenceNode {
-			return d.fail(n, path, "want a list, got %s", kindName(n))
+			return p.fail(n, path, "want a list, got %s", kindName(n))
 		}
-		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 		for i, e := range n.Content {
 			key := fmt.Sprintf("%s[%d]", path, i)
-			d.c.lines[key] = e.Line
-			if err := d.decode(e, s.Index(i), key); err != nil {
+			p.c.lines[key] = e.Line
+			if err := p.walk(e, t.Elem(), key); err != nil {
 				return err
 			}
 		}
-		v.Set(s)
-		return nil
-	case reflect.Interface:
-		if n.Kind != yaml.ScalarNode {
-			return d.fail(n, path, "want a single value, got %s", kindName(n))
-		}
-		var x any
-		if err := n.Decode(&x); err != nil {
-			return d.fail(n, path, "%v", err)
-		}
-		if s, ok := x.(string); ok {
-			e, err := d.expand(n, path, s)
-			if err != nil {
-				return err
-			}
-			x = e
-		}
-		v.Set(reflect.ValueOf(x))
 		return nil
 	}
 	if n.Kind != yaml.ScalarNode {
-		return d.fail(n, path, "want a single value, got %s", kindName(n))
+		return p.fail(n, path, "want a single value, got %s", kindName(n))
 	}
-	raw, err := d.expand(n, path, n.Value)
-	if err != nil {
+	raw := n.Value
+	switch t.Kind() {
+	case reflect.Interface: // a filter value: a string is expanded, a number stays one
+		if n.ShortTag() != "!!str" {
+			return nil
+		}
+		n.Tag = "!!str"
+		return p.expand(n, path)
+	case reflect.String:
+		n.Tag = "!!str"
+		return p.expand(n, path)
+	}
+	if err := p.expand(n, path); err != nil {
 		return err
 	}
-	switch v.Kind() {
-	case reflect.String:
-		v.SetString(raw)
-	case reflect.Int:
-		x, err := strconv.Atoi(raw)
-		if err != nil {
-			return d.fail(n, path, "want a whole number, got %q", n.Value)
-		}
-		v.SetInt(int64(x))
-	case reflect.Float64:
-		x, err := strconv.ParseFloat(raw, 64)
-		if err != nil {
-			return d.fail(n, path, "want a number, got %q", n.Value)
-		}
-		v.SetFloat(x)
-	case reflect.Bool:
-		x, err := strconv.ParseBool(raw)
-		if err != nil {
-			return d.fail(n, path, "want true or false, got %q", n.Value)
-		}
-		v.SetBool(x)
-	default:
-		return d.fail(n, path, "cannot hold a value of kind %s", v.Kind())
+	n.Tag, n.Style = "", 0 // "100" and ${N} are numbers too
+	switch tag := n.ShortTag(); {
+	case t.Kind() == reflect.Int && tag != "!!int":
+		return p.fail(n, path, "want a whole number, got %q", raw)
+	case t.Kind() == reflect.Float64 && tag != "!!int" && tag != "!!float":
+		return p.fail(n, path, "want a number, got %q", raw)
+	case t.Kind() != reflect.Int && t.Kind() != reflect.Float64:
+		return p.fail(n, path, "cannot hold a value of kind %s", t.Kind())
 	}
 	return nil
 }
@@ -576,12 +588,6 @@ func (c *Config) SetDefaults() {
 	}
 }
 
-// filterArity is how many values each operator takes (-1: one or more).
-var filterArity = map[string]int{
-	"eq": 1, "ne": 1, "co": 1, "bw": 1, "nc": 1, "in": -1,
-	"lt": 1, "le": 1, "gt": 1, "ge": 1, "be": 2, "nb": 2,
-}
-
 // Validate checks the config without the network. Filters are checked
 // against the live describe at run time (checkFilters).
 func (c *Config) Validate() error {
@@ -637,35 +643,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	for _, id := range sortedKeys(c.Streams) {
-		s := c.Streams[id]
-		key := "streams." + id
-		if _, err := load.ParseWriteMode(s.Mode); err != nil {
-			return c.errf(key+".mode", "%v", err)
-		}
-		if s.Mode == string(load.Merge) && len(s.PrimaryKey) == 0 {
-			return c.errf(key+".primary_key", "write mode merge needs a primary key (the fields that identify a row)")
-		}
-		if _, err := schemas.ParseContract(s.Contract); err != nil {
-			return c.errf(key+".contract", "%v", err)
-		}
-		if s.Lookback != 0 && s.Cursor == "" {
-			return c.errf(key+".lookback", "needs a cursor: lookback only applies to incremental streams")
-		}
-		for i, f := range s.Filters {
-			fk := fmt.Sprintf("%s.filters[%d]", key, i)
-			if f.Field == "" {
-				return c.errf(fk+".field", "is required")
-			}
-			n, ok := filterArity[f.Operator]
-			if !ok {
-				return c.errf(fk+".operator", "unknown operator %q (want eq, ne, co, bw, nc, in, lt, le, gt, ge, be or nb)", f.Operator)
-			}
-			switch {
-			case n == -1 && len(f.Values) == 0:
-				return c.errf(fk+".values", "operator in needs at least one value")
-			case n > 0 && len(f.Values) != n:
-				return c.errf(fk+".values", "operator %s takes %d value(s), got %d", f.Operator, n, len(f.Values))
-			}
+		if err := c.Streams[id].pipeline().Validate(id); err != nil {
+			return c.streamErr(id, err)
 		}
 	}
 	r := c.Requests
@@ -736,18 +715,42 @@ func parseCron(spec string) (cron.Schedule, error) {
 func (c *Config) streams() map[string]pipeline.StreamConfig {
 	out := make(map[string]pipeline.StreamConfig, len(c.Streams))
 	for id, s := range c.Streams {
-		mode, _ := load.ParseWriteMode(s.Mode)
-		contract, _ := schemas.ParseContract(s.Contract)
-		ps := pipeline.StreamConfig{
-			Mode: mode, PrimaryKey: s.PrimaryKey, Cursor: s.Cursor,
-			Lookback: time.Duration(s.Lookback), Contract: contract,
-		}
-		for _, f := range s.Filters {
-			ps.Filters = append(ps.Filters, extract.Filter{Field: f.Field, Operator: f.Operator, Values: f.Values})
-		}
+		ps := s.pipeline()
+		ps.Mode, _ = load.ParseWriteMode(s.Mode)
+		ps.Contract, _ = schemas.ParseContract(s.Contract)
 		out[id] = ps
 	}
 	return out
+}
+
+// pipeline is s as pipeline.Sync takes it, mode and contract as written.
+func (s StreamConfig) pipeline() pipeline.StreamConfig {
+	ps := pipeline.StreamConfig{
+		Mode: load.WriteMode(s.Mode), PrimaryKey: s.PrimaryKey, Cursor: s.Cursor,
+		Lookback: time.Duration(s.Lookback), Contract: schemas.Contract(s.Contract),
+	}
+	for _, f := range s.Filters {
+		ps.Filters = append(ps.Filters, extract.Filter{Field: f.Field, Operator: f.Operator, Values: f.Values})
+	}
+	return ps
+}
+
+// streamErr names the key of a stream's fault found by
+// pipeline.StreamConfig.Validate.
+func (c *Config) streamErr(id string, err error) error {
+	key := "streams." + id
+	var se *pipeline.StreamConfigError
+	if !errors.As(err, &se) {
+		return c.errf(key, "%v", err)
+	}
+	var fe *extract.FilterError
+	if se.Field == "Filters" && errors.As(se.Err, &fe) {
+		return c.errf(fmt.Sprintf("%s.filters[%d].%s", key, se.Filter, fe.Part), "%s", fe.Reason)
+	}
+	if field, ok := map[string]string{"Mode": "mode", "PrimaryKey": "primary_key", "Cursor": "cursor", "Lookback": "lookback", "Contract": "contract"}[se.Field]; ok {
+		key += "." + field
+	}
+	return c.errf(key, "%v", se.Err)
 }
 
 // clientOptions are the extract options the config asks for.
