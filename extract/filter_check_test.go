@@ -4,6 +4,8 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/sepipe/sepipe/service"
 )
 
 func TestCheckFilter(t *testing.T) {
@@ -42,9 +44,9 @@ func TestCheckFilter(t *testing.T) {
 // TestCheckFilterAgreesWithValidate: a filter CheckFilter passes fails
 // Query.Validate only for what needs the describe.
 func TestCheckFilterAgreesWithValidate(t *testing.T) {
-	fields := []Field{{ID: "n", Type: TypeInt}}
+	fields := []service.Field{{ID: "n", Type: service.TypeInt}}
 	for op, rule := range operators {
-		if !slices.Contains(rule.types, TypeInt) {
+		if !slices.Contains(rule.types, service.TypeInt) {
 			continue
 		}
 		for n := 0; n <= 3; n++ {
