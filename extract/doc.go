@@ -41,9 +41,9 @@
 //     RateLimit-* headers and a 429 body's meta.rateLimit; it never sends
 //     past the quota, waits for a reset within the retry budget's wait, and
 //     fails with ErrQuotaExhausted otherwise; a report object's read
-//     reserves the requests for its remaining pages first;
-//   - receives webhook deliveries (Receiver): signature, timestamp and size
-//     checks, then an EventSink.
+//     reserves the requests for its remaining pages first.
+//
+// Receiving webhook deliveries is the webhooks package's job.
 //
 // What it does not do:
 //   - it does not decode report rows or map field types (schemas and

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/sepipe/sepipe/internal/flock"
 )
 
 // StoredToken is what a TokenStore keeps: the newest refresh token, the
@@ -124,7 +126,7 @@ func (s *FileTokenStore) Lock(ctx context.Context) (func(), error) {
 	if err := os.MkdirAll(filepath.Dir(s.Path), 0o700); err != nil {
 		return nil, fmt.Errorf("token store %s: %w", s.Path, err)
 	}
-	return lockWait(ctx, s.Path+".lock")
+	return flock.Lock(ctx, s.Path+".lock", flock.Options{Wait: -1, Perm: 0o600})
 }
 
 func syncDir(dir string) error {

@@ -29,8 +29,8 @@
 // opens the current file. An output folder an earlier release wrote in
 // place is adopted by OpenState.
 //
-// The webhook spool (spool.go) keeps acknowledged events on disk until
-// LoadEvents has them in the working database.
+// LoadEvents (events.go) puts webhook events into the working database's
+// events table; the webhooks package receives and spools them.
 //
 // Names (names.go) is the one owner of the names sepipe builds from service
 // ids: every stream's table and lake folder name is safe (no separators,

@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/service"
 )
 
 // EventsTable is the warehouse table of webhook events.
@@ -36,7 +36,7 @@ const eventsChunk = 100
 // redelivery) is not loaded twice. It returns how many rows were new. When
 // another sepipe process holds the state lock longer than the wait, the
 // error wraps ErrWarehouseLocked and nothing is loaded.
-func LoadEvents(ctx context.Context, lake Lake, evs []extract.Event, opts ...OpenOption) (inserted int64, err error) {
+func LoadEvents(ctx context.Context, lake Lake, evs []service.Event, opts ...OpenOption) (inserted int64, err error) {
 	if len(evs) == 0 {
 		return 0, nil
 	}

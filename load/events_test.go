@@ -9,17 +9,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/internal/webhooktest"
 	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/service"
 )
 
 func TestEventsLoadIsIdempotentAndClosesTheWarehouse(t *testing.T) {
 	ctx := context.Background()
 	lake := load.Lake{Root: t.TempDir()}
 	path := lake.WarehousePath()
-	var evs []extract.Event
+	var evs []service.Event
 	for i := range 250 {
-		evs = append(evs, *spoolEvent(i))
+		evs = append(evs, *webhooktest.Received(i))
 	}
 	evs[1].Subscription = ""
 	if ids, err := load.RecentEventIDs(ctx, path, 10); err != nil || len(ids) != 0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/internal/warehousetest"
 	"github.com/sepipe/sepipe/pipeline"
 )
 
@@ -41,7 +42,7 @@ func TestCollectionsLand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := openWH(t, out)
+	db := warehousetest.Open(t, out)
 	counts := objectCounts(t, out)
 	for _, name := range pipeline.Collections {
 		if counts[name] == 0 {
@@ -51,17 +52,17 @@ func TestCollectionsLand(t *testing.T) {
 			t.Errorf("%s failed", name)
 		}
 	}
-	if n := scalar[int64](t, db, `SELECT count(*) FROM themes WHERE isGlobal AND division__id IS NULL`); n != 1 {
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM themes WHERE isGlobal AND division__id IS NULL`); n != 1 {
 		t.Errorf("global themes = %d, want exactly one", n)
 	}
-	if n := scalar[int64](t, db, `SELECT count(*) FROM assets WHERE stats__views IS NULL OR json_array_length(tags) IS NULL`); n != 0 {
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM assets WHERE stats__views IS NULL OR json_array_length(tags) IS NULL`); n != 0 {
 		t.Errorf("%d assets lack typed stats or tags", n)
 	}
-	if n := scalar[int64](t, db, `SELECT count(*) FROM webhook_delivery_logs WHERE subscriptionId = ? AND outcome = 'delivered' AND response__status = 200`, sub.ID); n != got.Load() || n == 0 {
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM webhook_delivery_logs WHERE subscriptionId = ? AND outcome = 'delivered' AND response__status = 200`, sub.ID); n != got.Load() || n == 0 {
 		t.Errorf("delivered log rows = %d, receiver got %d", n, got.Load())
 	}
-	dump := scalar[string](t, db, `SELECT string_agg(CAST(s AS VARCHAR), '|') FROM webhook_subscriptions s`) +
-		scalar[string](t, db, `SELECT string_agg(CAST(l AS VARCHAR), '|') FROM webhook_delivery_logs l`)
+	dump := warehousetest.Scalar[string](t, db, `SELECT string_agg(CAST(s AS VARCHAR), '|') FROM webhook_subscriptions s`) +
+		warehousetest.Scalar[string](t, db, `SELECT string_agg(CAST(l AS VARCHAR), '|') FROM webhook_delivery_logs l`)
 	for _, secret := range []string{"hunter2-secret", "very-secret-value", srv.Service.APIToken()} {
 		if strings.Contains(dump, secret) {
 			t.Errorf("the warehouse holds the secret %q", secret)

@@ -34,10 +34,8 @@
 // warehouse and lake as they were. One run at a time may use an output
 // folder (a lock file says who holds it).
 //
-// Listen receives webhook deliveries into a spool, loads them into the
-// working database in batches and publishes them at most every
-// ListenConfig.PublishInterval; it runs beside a sync on the same folder.
 // Plan is Sync's dry run. What serves other commands lives elsewhere:
+// webhooks (`sepipe listen`, which runs beside a sync on the same folder),
 // internal/demo (`sepipe demo`), internal/bench (`sepipe bench`) and
 // internal/dbtgen (`sepipe dbt-sources`); pipeline never imports the fake
 // service.

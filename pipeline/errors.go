@@ -13,9 +13,6 @@ var ErrUnknownObject = errors.New("unknown report object")
 // ErrBusy is wrapped when another run holds the output folder.
 var ErrBusy = errors.New("another sepipe run is using this output folder")
 
-// ErrListening is wrapped when another listener holds the event spool.
-var ErrListening = errors.New("another sepipe listen is using this output folder's event spool")
-
 // ObjectError is one object's failure in a run, naming the step.
 type ObjectError struct {
 	Object string

@@ -14,8 +14,11 @@ import (
 	"time"
 
 	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/internal/warehousetest"
+	"github.com/sepipe/sepipe/internal/webhooktest"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
+	"github.com/sepipe/sepipe/webhooks"
 )
 
 // oddTenant serves one report object, "odd", whose rows carry text that is
@@ -67,11 +70,11 @@ func TestInvalidUTF8NeverFailsARun(t *testing.T) {
 	if o.Rows != 2 || o.RejectedRows != 1 || o.RepairedValues != 2 {
 		t.Fatalf("rows %d, rejected %d, repaired %d; want 2, 1, 2", o.Rows, o.RejectedRows, o.RepairedValues)
 	}
-	db := openWH(t, out)
-	if got := scalar[string](t, db, `SELECT name FROM odd WHERE id = 2`); got != "bad \uFFFD bytes" {
+	db := warehousetest.Open(t, out)
+	if got := warehousetest.Scalar[string](t, db, `SELECT name FROM odd WHERE id = 2`); got != "bad \uFFFD bytes" {
 		t.Errorf("stored %q", got)
 	}
-	raw := scalar[[]byte](t, db, `SELECT raw_row_bytes FROM _sepipe_rejects WHERE object = 'odd' AND field = 'n'`)
+	raw := warehousetest.Scalar[[]byte](t, db, `SELECT raw_row_bytes FROM _sepipe_rejects WHERE object = 'odd' AND field = 'n'`)
 	if string(raw) != "{\"id\":3,\"name\":\"also \xc3\x28 bad\",\"n\":\"not a number\"}" {
 		t.Errorf("raw bytes of the rejected row: %q", raw)
 	}
@@ -135,20 +138,20 @@ func TestHostileIDsStayInTheirPlace(t *testing.T) {
 	if len(ents) != 1 || ents[0].Name() != "out" {
 		t.Fatalf("the parent holds %v", ents)
 	}
-	db := openWH(t, out)
+	db := warehousetest.Open(t, out)
 	for i, id := range ids {
-		name := scalar[string](t, db, `SELECT name FROM _sepipe_names WHERE id = ?`, id)
-		if n := scalar[int64](t, db, `SELECT count(*) FROM `+load.Ident(name)); n != int64(i+1) {
+		name := warehousetest.Scalar[string](t, db, `SELECT name FROM _sepipe_names WHERE id = ?`, id)
+		if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM `+load.Ident(name)); n != int64(i+1) {
 			t.Errorf("%q (table %s): %d rows, want %d", id, name, n, i+1)
 		}
-		if got := scalar[string](t, db, `SELECT min(snapshot_date) FROM `+load.Ident(name)); got != "theirs" {
+		if got := warehousetest.Scalar[string](t, db, `SELECT min(snapshot_date) FROM `+load.Ident(name)); got != "theirs" {
 			t.Errorf("%q: snapshot_date %q, want the service's own", id, got)
 		}
 	}
-	if n := scalar[int64](t, db, `SELECT count(*) FROM _sepipe_runs WHERE status = 'succeeded'`); n != 2 {
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM _sepipe_runs WHERE status = 'succeeded'`); n != 2 {
 		t.Errorf("run ledger holds %d succeeded runs, want 2", n)
 	}
-	if n := scalar[int64](t, db, `SELECT count(DISTINCT lower(name)) FROM _sepipe_names WHERE name NOT IN ('themes', 'assets')`); n != int64(len(ids)) {
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(DISTINCT lower(name)) FROM _sepipe_names WHERE name NOT IN ('themes', 'assets')`); n != int64(len(ids)) {
 		t.Errorf("%d distinct names for %d ids", n, len(ids))
 	}
 }
@@ -180,12 +183,12 @@ func TestFieldIDsDuckDBCannotHoldGetColumnsOfTheirOwn(t *testing.T) {
 			t.Fatalf("run %d: %v", run+1, err)
 		}
 	}
-	db := openWH(t, out)
-	got := scalar[string](t, db, `SELECT string_agg("Name" || '/' || "name_2" || '/' || "a_b" || '/' || "field_sepipe_run_id", ',' ORDER BY "a_b") FROM odd`)
+	db := warehousetest.Open(t, out)
+	got := warehousetest.Scalar[string](t, db, `SELECT string_agg("Name" || '/' || "name_2" || '/' || "a_b" || '/' || "field_sepipe_run_id", ',' ORDER BY "a_b") FROM odd`)
 	if got != "upper/lower/1/theirs,UPPER/LOWER/2/theirs too" {
 		t.Fatalf("rows %q", got)
 	}
-	if n := scalar[int64](t, db, `SELECT count(*) FROM odd`); n != 2 {
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM odd`); n != 2 {
 		t.Fatalf("merge on the renamed key left %d rows, want 2", n)
 	}
 }
@@ -224,33 +227,33 @@ func TestHostileTenant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := openWH(t, out)
+	db := warehousetest.Open(t, out)
 	for k, id := range servicetest.HostileObjectIDs() {
-		name := scalar[string](t, db, `SELECT name FROM _sepipe_names WHERE id = ?`, id)
-		if n := scalar[int64](t, db, `SELECT count(*) FROM `+load.Ident(name)); n != int64(k+3) {
+		name := warehousetest.Scalar[string](t, db, `SELECT name FROM _sepipe_names WHERE id = ?`, id)
+		if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM `+load.Ident(name)); n != int64(k+3) {
 			t.Errorf("%q (table %s): %d rows, want %d", id, name, n, k+3)
 		}
-		if got := scalar[string](t, db, `SELECT min(snapshot_date) || '/' || min("Name") || '/' || count(DISTINCT "name_2") FROM `+load.Ident(name)); !strings.HasPrefix(got, "theirs/upper") {
+		if got := warehousetest.Scalar[string](t, db, `SELECT min(snapshot_date) || '/' || min("Name") || '/' || count(DISTINCT "name_2") FROM `+load.Ident(name)); !strings.HasPrefix(got, "theirs/upper") {
 			t.Errorf("%q: %q", id, got)
 		}
 	}
-	if n := scalar[int64](t, db, `SELECT count(*) FROM _sepipe_runs WHERE status = 'succeeded'`); n != 2 {
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM _sepipe_runs WHERE status = 'succeeded'`); n != 2 {
 		t.Errorf("run ledger: %d succeeded runs, want 2", n)
 	}
-	if n := scalar[int64](t, db, `SELECT count(*) FROM "user"`); n != 10 {
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM "user"`); n != 10 {
 		t.Errorf("user: %d rows, want the fake's 10 (not User's)", n)
 	}
 	db.Close()
 
 	// Events land in the same warehouse afterwards.
-	url, stop := startListen(t, pipeline.ListenConfig{Out: out, Secrets: []string{"c2lnbmluZy1rZXktb25lLXRoaXJ0eS10d28tYnl0ZXM="}})
-	if st := deliver(http.DefaultClient, url, testEvent("hostile-1"), "c2lnbmluZy1rZXktb25lLXRoaXJ0eS10d28tYnl0ZXM=", 0); st != 200 {
+	url, stop := webhooktest.StartListen(t, webhooks.ListenConfig{Out: out, Secrets: []string{"c2lnbmluZy1rZXktb25lLXRoaXJ0eS10d28tYnl0ZXM="}})
+	if st := webhooktest.Deliver(http.DefaultClient, url, webhooktest.Event("hostile-1"), "c2lnbmluZy1rZXktb25lLXRoaXJ0eS10d28tYnl0ZXM=", 0); st != 200 {
 		t.Fatalf("delivery: %d", st)
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	if n := scalar[int64](t, openWH(t, out), `SELECT count(*) FROM events WHERE id = 'hostile-1'`); n != 1 {
+	if n := warehousetest.Scalar[int64](t, warehousetest.Open(t, out), `SELECT count(*) FROM events WHERE id = 'hostile-1'`); n != 1 {
 		t.Fatalf("events holds %d of the delivered event", n)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/internal/warehousetest"
 	"github.com/sepipe/sepipe/pipeline"
 )
 
@@ -60,8 +61,8 @@ func (w *wireRun) failedAlone(t *testing.T) {
 	if counts["course"] == 0 || len(counts) != 1 {
 		t.Errorf("tables %v, want course alone, committed", counts)
 	}
-	db := openWH(t, w.out)
-	if st := scalar[string](t, db, `SELECT status FROM _sepipe_runs`); st != "partial" {
+	db := warehousetest.Open(t, w.out)
+	if st := warehousetest.Scalar[string](t, db, `SELECT status FROM _sepipe_runs`); st != "partial" {
 		t.Errorf("run status %s, want partial", st)
 	}
 	filepath.WalkDir(filepath.Join(w.out, "lake"), func(p string, d fs.DirEntry, err error) error {

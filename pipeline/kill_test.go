@@ -17,6 +17,7 @@ import (
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
 	"github.com/sepipe/sepipe/internal/faults"
+	"github.com/sepipe/sepipe/internal/warehousetest"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
 )
@@ -27,9 +28,6 @@ import (
 func TestMain(m *testing.M) {
 	if os.Getenv("SEPIPE_KILL_CHILD") != "" {
 		os.Exit(childSync())
-	}
-	if os.Getenv("SEPIPE_LISTEN_CHILD") != "" { // the receiver of listen_test.go
-		os.Exit(childListen())
 	}
 	if os.Getenv("SEPIPE_READER_CHILD") != "" { // the BI tool of readers_test.go
 		os.Exit(childReader())
@@ -115,7 +113,7 @@ func copyDir(t *testing.T, from, to string) {
 // leftovers of a dead run.
 func sameOutput(t *testing.T, want, got string) {
 	t.Helper()
-	db := openWH(t, got)
+	db := warehousetest.Open(t, got)
 	if _, err := db.Exec("ATTACH " + load.Literal(filepath.Join(want, "warehouse.duckdb")) + " AS ref (READ_ONLY)"); err != nil {
 		t.Fatal(err)
 	}
@@ -162,18 +160,18 @@ func sameOutput(t *testing.T, want, got string) {
 		a, b := "ref.main."+load.Ident(tb), "warehouse.main."+load.Ident(tb)
 		for _, pair := range [][2]string{{a, b}, {b, a}} {
 			q := fmt.Sprintf("SELECT count(*) FROM (SELECT %s FROM %s EXCEPT ALL SELECT %s FROM %s)", sel, pair[0], sel, pair[1])
-			if n := scalar[int64](t, db, q); n != 0 {
+			if n := warehousetest.Scalar[int64](t, db, q); n != 0 {
 				t.Errorf("table %s: %d rows of %s are not in %s", tb, n, pair[0], pair[1])
 			}
 		}
 	}
 	stateQ := func(cat string) string {
-		return scalar[string](t, db, `SELECT coalesce(string_agg(stream || '=' || cursor_field || '@' || watermark, ',' ORDER BY stream), '') FROM `+cat+`._sepipe_state`)
+		return warehousetest.Scalar[string](t, db, `SELECT coalesce(string_agg(stream || '=' || cursor_field || '@' || watermark, ',' ORDER BY stream), '') FROM `+cat+`._sepipe_state`)
 	}
 	if w, g := stateQ("ref"), stateQ("warehouse"); w != g {
 		t.Errorf("state %q, want %q", g, w)
 	}
-	if n := scalar[int64](t, db, `SELECT count(*) FROM warehouse._sepipe_runs WHERE status IN ('succeeded', 'partial') AND NOT published`); n != 0 {
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM warehouse._sepipe_runs WHERE status IN ('succeeded', 'partial') AND NOT published`); n != 0 {
 		t.Errorf("%d committed runs are not published", n)
 	}
 	for _, tb := range wantTables {
@@ -192,7 +190,7 @@ func sameOutput(t *testing.T, want, got string) {
 		}
 		for _, pair := range [][2]string{{src(want), src(got)}, {src(got), src(want)}} {
 			q := fmt.Sprintf("SELECT count(*) FROM (SELECT %s FROM %s EXCEPT ALL SELECT %s FROM %s)", compared[tb], pair[0], compared[tb], pair[1])
-			if n := scalar[int64](t, db, q); n != 0 {
+			if n := warehousetest.Scalar[int64](t, db, q); n != 0 {
 				t.Errorf("lake %s: %d rows differ", tb, n)
 			}
 		}
@@ -313,7 +311,7 @@ func publishedRuns(t *testing.T, out string) int64 {
 		t.Fatalf("the published warehouse does not open: %v", err)
 	}
 	defer wh.Close()
-	return scalar[int64](t, wh.DB(), `SELECT count(*) FROM _sepipe_runs WHERE status = 'succeeded'`)
+	return warehousetest.Scalar[int64](t, wh.DB(), `SELECT count(*) FROM _sepipe_runs WHERE status = 'succeeded'`)
 }
 
 // committedRuns counts the succeeded runs the working database of out
@@ -325,14 +323,14 @@ func committedRuns(t *testing.T, out string) int64 {
 		t.Fatal(err)
 	}
 	defer wh.Close()
-	return scalar[int64](t, wh.DB(), `SELECT count(*) FROM _sepipe_runs WHERE status = 'succeeded'`)
+	return warehousetest.Scalar[int64](t, wh.DB(), `SELECT count(*) FROM _sepipe_runs WHERE status = 'succeeded'`)
 }
 
 // TestKillTestsCoverEveryPoint: every crash point of the run protocol is
 // one the kill tests stop a process at (TestKilledRunsRecover's named
 // points, TestListenKill9LosesNoAcknowledgedEvent's events loaded).
 func TestKillTestsCoverEveryPoint(t *testing.T) {
-	covered := map[faults.Point]bool{faults.EventsLoaded: true} // listen_test.go
+	covered := map[faults.Point]bool{faults.EventsLoaded: true} // webhooks/listen_test.go
 	for _, name := range killedRunPoints() {
 		for _, p := range faults.All() {
 			if name == string(p) || strings.HasPrefix(name, string(p)+" ") {

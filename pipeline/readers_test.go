@@ -16,8 +16,11 @@ import (
 	"time"
 
 	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/internal/warehousetest"
+	"github.com/sepipe/sepipe/internal/webhooktest"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
+	"github.com/sepipe/sepipe/webhooks"
 )
 
 // childReader is a BI tool in another process: it opens the published
@@ -115,11 +118,11 @@ func TestSyncsBesideAReader(t *testing.T) {
 		if n := r.ask(t, `SELECT count(*) FROM userCourseProgress`); n != progress {
 			t.Errorf("the held connection's table changed: %d rows, was %d", n, progress)
 		}
-		db := openWH(t, out)
-		if n := scalar[int64](t, db, succeededRuns); n != int64(i+2) {
+		db := warehousetest.Open(t, out)
+		if n := warehousetest.Scalar[int64](t, db, succeededRuns); n != int64(i+2) {
 			t.Errorf("a new connection sees %d runs, want %d", n, i+2)
 		}
-		if n := scalar[int64](t, db, `SELECT count(DISTINCT snapshot_date) FROM userCourseProgress_history`); n != int64(i+2) {
+		if n := warehousetest.Scalar[int64](t, db, `SELECT count(DISTINCT snapshot_date) FROM userCourseProgress_history`); n != int64(i+2) {
 			t.Errorf("a new connection sees %d days of history, want %d", n, i+2)
 		}
 	}
@@ -139,14 +142,14 @@ func TestListenAndSyncBesideAReader(t *testing.T) {
 	}
 	r := startReader(t, filepath.Join(out, "warehouse.duckdb"))
 	const publishEvery = 2 * time.Second
-	url, stop := startListen(t, pipeline.ListenConfig{Out: out, Secrets: []string{listenSecret},
+	url, stop := webhooktest.StartListen(t, webhooks.ListenConfig{Out: out, Secrets: []string{webhooktest.Secret},
 		BatchInterval: 200 * time.Millisecond, PublishInterval: publishEvery})
 	hc := &http.Client{Timeout: 10 * time.Second}
 	visible := func(want int64, within time.Duration) {
 		t.Helper()
 		deadline := time.Now().Add(within)
 		for {
-			db := openWH(t, out)
+			db := warehousetest.Open(t, out)
 			var n int64
 			if err := db.QueryRow(`SELECT count(*) FROM events`).Scan(&n); err == nil && n == want {
 				return
@@ -161,7 +164,7 @@ func TestListenAndSyncBesideAReader(t *testing.T) {
 	// for a slow machine.
 	bound := 200*time.Millisecond + publishEvery + 5*time.Second
 	for i := range 50 {
-		if code := deliver(hc, url, testEvent(fmt.Sprintf("ev-a-%02d", i)), listenSecret, 0); code != http.StatusOK {
+		if code := webhooktest.Deliver(hc, url, webhooktest.Event(fmt.Sprintf("ev-a-%02d", i)), webhooktest.Secret, 0); code != http.StatusOK {
 			t.Fatalf("delivery %d: %d", i, code)
 		}
 	}
@@ -174,7 +177,7 @@ func TestListenAndSyncBesideAReader(t *testing.T) {
 		done <- err
 	}()
 	for i := range 50 {
-		if code := deliver(hc, url, testEvent(fmt.Sprintf("ev-b-%02d", i)), listenSecret, 0); code != http.StatusOK {
+		if code := webhooktest.Deliver(hc, url, webhooktest.Event(fmt.Sprintf("ev-b-%02d", i)), webhooktest.Secret, 0); code != http.StatusOK {
 			t.Fatalf("delivery %d during a sync: %d", i, code)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -183,7 +186,7 @@ func TestListenAndSyncBesideAReader(t *testing.T) {
 		t.Fatalf("a sync beside listen and a reader: %v", err)
 	}
 	visible(100, bound)
-	if n := scalar[int64](t, openWH(t, out), succeededRuns); n != 2 {
+	if n := warehousetest.Scalar[int64](t, warehousetest.Open(t, out), succeededRuns); n != 2 {
 		t.Errorf("a new connection sees %d runs, want 2", n)
 	}
 	if n := r.ask(t, `SELECT count(*) FROM _sepipe_runs`); n != 1 {
@@ -233,7 +236,7 @@ func TestOutputFolderMoves(t *testing.T) {
 // warehouse of out, opened read-only.
 func relationCounts(t *testing.T, out string) map[string]int64 {
 	t.Helper()
-	db := openWH(t, out)
+	db := warehousetest.Open(t, out)
 	rows, err := db.Query(`SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()
 		UNION ALL SELECT view_name FROM duckdb_views() WHERE database_name = current_database() AND NOT internal`)
 	if err != nil {
@@ -267,7 +270,7 @@ func TestPublishedFileFormat(t *testing.T) {
 	if _, err := pipeline.Sync(context.Background(), client(t, srv.URL, srv.Service.AccessToken()), pipeline.Config{Out: out, Now: clock(day1)}); err != nil {
 		t.Fatal(err)
 	}
-	tags := scalar[string](t, openWH(t, out), `SELECT tags::VARCHAR FROM duckdb_databases() WHERE database_name = current_database()`)
+	tags := warehousetest.Scalar[string](t, warehousetest.Open(t, out), `SELECT tags::VARCHAR FROM duckdb_databases() WHERE database_name = current_database()`)
 	// DuckDB names the oldest release that reads the file.
 	if want := "storage_version=" + load.StorageVersion + "+"; !strings.Contains(tags, want) {
 		t.Errorf("published warehouse tags %s, want %s", tags, want)
@@ -325,7 +328,7 @@ func TestAdoptsAnEarlierReleasesWarehouse(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := relationCounts(t, out)
-	kinds := scalar[int64](t, openWH(t, out), `SELECT count(*) FROM duckdb_views() WHERE database_name = current_database() AND NOT internal`)
+	kinds := warehousetest.Scalar[int64](t, warehousetest.Open(t, out), `SELECT count(*) FROM duckdb_views() WHERE database_name = current_database() AND NOT internal`)
 	if kinds != 0 {
 		t.Errorf("%d views left; the history views should have become tables", kinds)
 	}
@@ -341,7 +344,7 @@ func TestAdoptsAnEarlierReleasesWarehouse(t *testing.T) {
 			}
 		}
 	}
-	if days := scalar[int64](t, openWH(t, out), `SELECT count(DISTINCT snapshot_date) FROM course_history`); days != 3 {
+	if days := warehousetest.Scalar[int64](t, warehousetest.Open(t, out), `SELECT count(DISTINCT snapshot_date) FROM course_history`); days != 3 {
 		t.Errorf("course_history holds %d days, want 3", days)
 	}
 }

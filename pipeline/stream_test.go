@@ -11,6 +11,7 @@ import (
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/internal/warehousetest"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
 	"github.com/sepipe/sepipe/schemas"
@@ -32,7 +33,7 @@ func objectResult(t *testing.T, res *pipeline.Result, id string) pipeline.Object
 // sameTable compares a table of two warehouses on the given columns.
 func sameTable(t *testing.T, outA, outB, table string, cols []string) {
 	t.Helper()
-	db := openWH(t, outA)
+	db := warehousetest.Open(t, outA)
 	if _, err := db.Exec("ATTACH " + load.Literal(outB+"/warehouse.duckdb") + " AS other (READ_ONLY)"); err != nil {
 		t.Fatal(err)
 	}
@@ -44,12 +45,12 @@ func sameTable(t *testing.T, outA, outB, table string, cols []string) {
 	sel := strings.Join(q, ", ")
 	a, b := "warehouse.main."+load.Ident(table), "other.main."+load.Ident(table)
 	for _, pair := range [][2]string{{a, b}, {b, a}} {
-		n := scalar[int64](t, db, fmt.Sprintf("SELECT count(*) FROM (SELECT %s FROM %s EXCEPT ALL SELECT %s FROM %s)", sel, pair[0], sel, pair[1]))
+		n := warehousetest.Scalar[int64](t, db, fmt.Sprintf("SELECT count(*) FROM (SELECT %s FROM %s EXCEPT ALL SELECT %s FROM %s)", sel, pair[0], sel, pair[1]))
 		if n != 0 {
 			t.Errorf("%s: %d rows of %s are not in %s", table, n, pair[0], pair[1])
 		}
 	}
-	if na, nb := scalar[int64](t, db, "SELECT count(*) FROM "+a), scalar[int64](t, db, "SELECT count(*) FROM "+b); na != nb {
+	if na, nb := warehousetest.Scalar[int64](t, db, "SELECT count(*) FROM "+a), warehousetest.Scalar[int64](t, db, "SELECT count(*) FROM "+b); na != nb {
 		t.Errorf("%s: %d rows vs %d", table, na, nb)
 	}
 }
@@ -111,8 +112,8 @@ func TestIncrementalMergeEqualsFullRefresh(t *testing.T) {
 	sameTable(t, out, ref, "course", fieldIDs(t, c, "course"))
 
 	// The watermark moved with the data.
-	db := openWH(t, out)
-	wm := scalar[string](t, db, `SELECT watermark FROM _sepipe_state WHERE stream = 'userCourseProgress'`)
+	db := warehousetest.Open(t, out)
+	wm := warehousetest.Scalar[string](t, db, `SELECT watermark FROM _sepipe_state WHERE stream = 'userCourseProgress'`)
 	if want := svc.Now().UTC().Format("2006-01-02T15:04:05"); !strings.HasPrefix(wm, want) {
 		t.Errorf("watermark %s, want the tenant's clock %s", wm, want)
 	}
@@ -154,12 +155,12 @@ func TestAppendSameDayReplacesTheDay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	db := openWH(t, out)
-	got := scalar[string](t, db, `SELECT string_agg(_sepipe_snapshot_date || '=' || n, ',' ORDER BY 1) FROM (SELECT _sepipe_snapshot_date, count(*) AS n FROM "user" GROUP BY 1)`)
+	db := warehousetest.Open(t, out)
+	got := warehousetest.Scalar[string](t, db, `SELECT string_agg(_sepipe_snapshot_date || '=' || n, ',' ORDER BY 1) FROM (SELECT _sepipe_snapshot_date, count(*) AS n FROM "user" GROUP BY 1)`)
 	if got != "2026-11-23=30,2026-11-24=30" {
 		t.Errorf("rows per day = %s", got)
 	}
-	if n := scalar[int64](t, db, `SELECT count(*) FROM user_history`); n != 60 {
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM user_history`); n != 60 {
 		t.Errorf("history view rows = %d, want 60", n)
 	}
 }
@@ -183,8 +184,8 @@ func TestSchemaDriftContracts(t *testing.T) {
 		return svc, c, out, streams
 	}
 	columns := func(t *testing.T, out, table string) string {
-		db := openWH(t, out)
-		return scalar[string](t, db, `SELECT string_agg(column_name || ':' || data_type, ',' ORDER BY column_index) FROM duckdb_columns() WHERE table_name = ?`, table)
+		db := warehousetest.Open(t, out)
+		return warehousetest.Scalar[string](t, db, `SELECT string_agg(column_name || ':' || data_type, ',' ORDER BY column_index) FROM duckdb_columns() WHERE table_name = ?`, table)
 	}
 
 	t.Run("evolve", func(t *testing.T) {
@@ -212,15 +213,15 @@ func TestSchemaDriftContracts(t *testing.T) {
 		if _, err := pipeline.Sync(context.Background(), c, pipeline.Config{Out: out, Streams: streams, FullRefresh: []string{"userCourseProgress"}, Now: clock(day1.Add(24 * time.Hour))}); err != nil {
 			t.Fatal(err)
 		}
-		db := openWH(t, out)
-		if n := scalar[int64](t, db, `SELECT count(certificateId) FROM "userCourseProgress" WHERE status = 'Completed'`); n == 0 {
+		db := warehousetest.Open(t, out)
+		if n := warehousetest.Scalar[int64](t, db, `SELECT count(certificateId) FROM "userCourseProgress" WHERE status = 'Completed'`); n == 0 {
 			t.Error("the new column was not loaded")
 		}
-		if n := scalar[int64](t, db, `SELECT count(*) FROM _sepipe_schemas WHERE object = 'userCourseProgress'`); n != 2 {
+		if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM _sepipe_schemas WHERE object = 'userCourseProgress'`); n != 2 {
 			t.Errorf("schema versions recorded = %d, want 2", n)
 		}
 		// Both snapshots read together, old partitions without the column.
-		if n := scalar[int64](t, db, `SELECT count(DISTINCT snapshot_date) FROM "userCourseProgress_history" WHERE certificateId IS NULL`); n != 2 {
+		if n := warehousetest.Scalar[int64](t, db, `SELECT count(DISTINCT snapshot_date) FROM "userCourseProgress_history" WHERE certificateId IS NULL`); n != 2 {
 			t.Errorf("history over two schema versions: %d snapshot days with null certificateId", n)
 		}
 	})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/internal/warehousetest"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
 	"github.com/sepipe/sepipe/service"
@@ -36,26 +37,6 @@ func client(t *testing.T, url, token string, opts ...extract.Option) *extract.Cl
 		t.Fatal(err)
 	}
 	return c
-}
-
-// openWH opens the published warehouse of out read-only, as a reader does.
-func openWH(t *testing.T, out string) *sql.DB {
-	t.Helper()
-	wh, err := load.OpenReadOnly(context.Background(), filepath.Join(out, "warehouse.duckdb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { wh.Close() })
-	return wh.DB()
-}
-
-func scalar[T any](t *testing.T, db *sql.DB, q string, args ...any) T {
-	t.Helper()
-	var v T
-	if err := db.QueryRow(q, args...).Scan(&v); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return v
 }
 
 // fetchRawPages is what a user would do with curl: GET every page of an
@@ -109,7 +90,7 @@ func TestSyncMatchesReadJSONOracle(t *testing.T) {
 		}
 	}
 
-	db := openWH(t, out)
+	db := warehousetest.Open(t, out)
 	pagesDir := t.TempDir()
 	c := client(t, srv.URL, srv.Service.AccessToken())
 	for _, o := range res.Objects {
@@ -135,14 +116,14 @@ func TestSyncMatchesReadJSONOracle(t *testing.T) {
 			table := load.Ident(o.Object)
 			lake := fmt.Sprintf("read_parquet(%s, hive_partitioning = true)", load.Literal(filepath.Join(out, "lake", o.Object, "*", "*.parquet")))
 
-			n := scalar[int64](t, db, "SELECT count(*) FROM "+table)
+			n := warehousetest.Scalar[int64](t, db, "SELECT count(*) FROM "+table)
 			if n != o.Rows || n == 0 {
 				t.Errorf("table has %d rows, run reported %d", n, o.Rows)
 			}
-			if on := scalar[int64](t, db, "SELECT count(*) FROM "+load.Ident(oracle)); on != n {
+			if on := warehousetest.Scalar[int64](t, db, "SELECT count(*) FROM "+load.Ident(oracle)); on != n {
 				t.Errorf("read_json oracle has %d rows, table %d", on, n)
 			}
-			if ln := scalar[int64](t, db, "SELECT count(*) FROM "+lake+" WHERE snapshot_date = DATE '2026-11-23'"); ln != n {
+			if ln := warehousetest.Scalar[int64](t, db, "SELECT count(*) FROM "+lake+" WHERE snapshot_date = DATE '2026-11-23'"); ln != n {
 				t.Errorf("lake has %d rows, table %d", ln, n)
 			}
 			var norm []string // one comparable expression per column
@@ -152,8 +133,8 @@ func TestSyncMatchesReadJSONOracle(t *testing.T) {
 				switch f.Type {
 				case service.TypeInt, service.TypeFloat, service.TypePercent:
 					expr = "CAST(" + col + " AS DOUBLE)"
-					a := scalar[sql.NullFloat64](t, db, "SELECT sum("+expr+") FROM "+table)
-					b := scalar[sql.NullFloat64](t, db, "SELECT sum("+expr+") FROM "+load.Ident(oracle))
+					a := warehousetest.Scalar[sql.NullFloat64](t, db, "SELECT sum("+expr+") FROM "+table)
+					b := warehousetest.Scalar[sql.NullFloat64](t, db, "SELECT sum("+expr+") FROM "+load.Ident(oracle))
 					if a.Valid != b.Valid || math.Abs(a.Float64-b.Float64) > 1e-6*math.Max(1, math.Abs(b.Float64)) {
 						t.Errorf("column %s: sum %v, oracle %v", f.ID, a, b)
 					}
@@ -164,8 +145,8 @@ func TestSyncMatchesReadJSONOracle(t *testing.T) {
 				}
 				norm = append(norm, expr+" AS "+col)
 				for _, agg := range []string{"count(DISTINCT " + expr + ")", "count(" + expr + ")"} {
-					a := scalar[int64](t, db, "SELECT "+agg+" FROM "+table)
-					b := scalar[int64](t, db, "SELECT "+agg+" FROM "+load.Ident(oracle))
+					a := warehousetest.Scalar[int64](t, db, "SELECT "+agg+" FROM "+table)
+					b := warehousetest.Scalar[int64](t, db, "SELECT "+agg+" FROM "+load.Ident(oracle))
 					if a != b {
 						t.Errorf("column %s: %s = %d, oracle %d", f.ID, agg, a, b)
 					}
@@ -174,7 +155,7 @@ func TestSyncMatchesReadJSONOracle(t *testing.T) {
 			sel := strings.Join(norm, ", ")
 			for _, pair := range [][2]string{{table, load.Ident(oracle)}, {load.Ident(oracle), table}, {table, lake}, {lake, table}} {
 				q := fmt.Sprintf("SELECT count(*) FROM (SELECT %s FROM %s EXCEPT ALL SELECT %s FROM %s)", sel, pair[0], sel, pair[1])
-				if d := scalar[int64](t, db, q); d != 0 {
+				if d := warehousetest.Scalar[int64](t, db, q); d != 0 {
 					t.Errorf("%d rows of %s are not in %s", d, pair[0], pair[1])
 				}
 			}
@@ -182,18 +163,18 @@ func TestSyncMatchesReadJSONOracle(t *testing.T) {
 	}
 
 	// Every field type and some nulls made it through.
-	types := scalar[string](t, db, `SELECT string_agg(DISTINCT data_type, ',' ORDER BY data_type) FROM information_schema.columns WHERE table_name IN ('course','path','curriculum','user','userCourseProgress')`)
+	types := warehousetest.Scalar[string](t, db, `SELECT string_agg(DISTINCT data_type, ',' ORDER BY data_type) FROM information_schema.columns WHERE table_name IN ('course','path','curriculum','user','userCourseProgress')`)
 	if types != "BIGINT,DOUBLE,TIMESTAMP WITH TIME ZONE,VARCHAR" {
 		t.Errorf("column types = %s", types)
 	}
-	if nulls := scalar[int64](t, db, `SELECT count(*) FROM "userCourseProgress" WHERE completedDate IS NULL`); nulls == 0 {
+	if nulls := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM "userCourseProgress" WHERE completedDate IS NULL`); nulls == 0 {
 		t.Error("no nulls in userCourseProgress.completedDate")
 	}
-	cols := scalar[string](t, db, `SELECT string_agg(column_name, ',' ORDER BY column_index) FROM duckdb_columns() WHERE table_name = 'curriculum'`)
+	cols := warehousetest.Scalar[string](t, db, `SELECT string_agg(column_name, ',' ORDER BY column_index) FROM duckdb_columns() WHERE table_name = 'curriculum'`)
 	if cols != "curriculumTitle,courseCount,userCount,startCount,startPercentage,testAverage,pitchAverage" {
 		t.Errorf("curriculum columns = %s", cols)
 	}
-	if st := scalar[string](t, db, `SELECT status FROM _sepipe_runs WHERE run_id = ?`, res.RunID); st != "succeeded" {
+	if st := warehousetest.Scalar[string](t, db, `SELECT status FROM _sepipe_runs WHERE run_id = ?`, res.RunID); st != "succeeded" {
 		t.Errorf("run status %s", st)
 	}
 }
@@ -226,7 +207,7 @@ func collectionOracle(t *testing.T, db *sql.DB, base, token string, o pipeline.O
 			t.Fatal(err)
 		}
 		files = append(files, load.Literal(f))
-		if n := scalar[int64](t, db, fmt.Sprintf(`SELECT json_array_length(json_extract(content::JSON, '%s')) FROM read_text(%s)`, items, load.Literal(f))); n < 1000 {
+		if n := warehousetest.Scalar[int64](t, db, fmt.Sprintf(`SELECT json_array_length(json_extract(content::JSON, '%s')) FROM read_text(%s)`, items, load.Literal(f))); n < 1000 {
 			break
 		}
 	}
@@ -253,8 +234,8 @@ func collectionOracle(t *testing.T, db *sql.DB, base, token string, o pipeline.O
 		t.Fatalf("%s has %d columns: the items' fields did not become columns", o.Object, len(cols))
 	}
 	table := load.Ident(o.Object)
-	n := scalar[int64](t, db, "SELECT count(*) FROM "+table)
-	if on := scalar[int64](t, db, "SELECT count(*) FROM "+oracle); on != n || n != o.Rows || n == 0 {
+	n := warehousetest.Scalar[int64](t, db, "SELECT count(*) FROM "+table)
+	if on := warehousetest.Scalar[int64](t, db, "SELECT count(*) FROM "+oracle); on != n || n != o.Rows || n == 0 {
 		t.Errorf("table %d rows, run %d, oracle %d", n, o.Rows, on)
 	}
 	var mine, theirs []string
@@ -269,8 +250,8 @@ func collectionOracle(t *testing.T, db *sql.DB, base, token string, o pipeline.O
 		switch c.typ {
 		case "BIGINT", "DOUBLE":
 			a, b = "CAST("+id+" AS DOUBLE)", "TRY_CAST(json_extract_string(j, "+jp+") AS DOUBLE)"
-			x := scalar[sql.NullFloat64](t, db, "SELECT sum("+a+") FROM "+table)
-			y := scalar[sql.NullFloat64](t, db, "SELECT sum("+b+") FROM "+oracle)
+			x := warehousetest.Scalar[sql.NullFloat64](t, db, "SELECT sum("+a+") FROM "+table)
+			y := warehousetest.Scalar[sql.NullFloat64](t, db, "SELECT sum("+b+") FROM "+oracle)
 			if x.Valid != y.Valid || math.Abs(x.Float64-y.Float64) > 1e-6*math.Max(1, math.Abs(y.Float64)) {
 				t.Errorf("column %s: sum %v, oracle %v", c.name, x, y)
 			}
@@ -282,8 +263,8 @@ func collectionOracle(t *testing.T, db *sql.DB, base, token string, o pipeline.O
 			a, b = "CAST("+id+" AS VARCHAR)", "json_extract_string(j, "+jp+")"
 		}
 		for _, agg := range []string{"count(DISTINCT %s)", "count(%s)"} {
-			x := scalar[int64](t, db, "SELECT "+fmt.Sprintf(agg, a)+" FROM "+table)
-			y := scalar[int64](t, db, "SELECT "+fmt.Sprintf(agg, b)+" FROM "+oracle)
+			x := warehousetest.Scalar[int64](t, db, "SELECT "+fmt.Sprintf(agg, a)+" FROM "+table)
+			y := warehousetest.Scalar[int64](t, db, "SELECT "+fmt.Sprintf(agg, b)+" FROM "+oracle)
 			if x != y {
 				t.Errorf("column %s: %s = %d, oracle %d", c.name, fmt.Sprintf(agg, "·"), x, y)
 			}
@@ -294,7 +275,7 @@ func collectionOracle(t *testing.T, db *sql.DB, base, token string, o pipeline.O
 		fmt.Sprintf("SELECT count(*) FROM (SELECT %s FROM %s EXCEPT ALL SELECT %s FROM %s)", strings.Join(mine, ", "), table, strings.Join(theirs, ", "), oracle),
 		fmt.Sprintf("SELECT count(*) FROM (SELECT %s FROM %s EXCEPT ALL SELECT %s FROM %s)", strings.Join(theirs, ", "), oracle, strings.Join(mine, ", "), table),
 	} {
-		if d := scalar[int64](t, db, q); d != 0 {
+		if d := warehousetest.Scalar[int64](t, db, q); d != 0 {
 			t.Errorf("%d rows differ between the table and the read_json oracle", d)
 		}
 	}
@@ -304,7 +285,7 @@ func collectionOracle(t *testing.T, db *sql.DB, base, token string, o pipeline.O
 // aside).
 func objectCounts(t *testing.T, out string) map[string]int64 {
 	t.Helper()
-	db := openWH(t, out)
+	db := warehousetest.Open(t, out)
 	rows, err := db.Query(`SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()
 		AND NOT starts_with(table_name, '_sepipe') AND NOT suffix(table_name, '_history') ORDER BY 1`)
 	if err != nil {
@@ -319,7 +300,7 @@ func objectCounts(t *testing.T, out string) map[string]int64 {
 	rows.Close()
 	m := map[string]int64{}
 	for _, n := range names {
-		m[n] = scalar[int64](t, db, "SELECT count(*) FROM "+load.Ident(n))
+		m[n] = warehousetest.Scalar[int64](t, db, "SELECT count(*) FROM "+load.Ident(n))
 	}
 	return m
 }
@@ -351,18 +332,18 @@ func TestRerunSameDayReplacesAndNextDayKeepsHistory(t *testing.T) {
 	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out, Now: clock(day1.Add(24 * time.Hour))}); err != nil {
 		t.Fatal(err)
 	}
-	db := openWH(t, out)
+	db := warehousetest.Open(t, out)
 	for obj, n := range first {
 		parts, _ := lake.Partitions(obj)
 		if len(parts) != 2 {
 			t.Errorf("%s: partitions %v after the next day's run", obj, parts)
 		}
 		q := fmt.Sprintf("SELECT count(*) FROM read_parquet(%s, hive_partitioning = true)", load.Literal(filepath.Join(out, "lake", obj, "*", "*.parquet")))
-		if got := scalar[int64](t, db, q); got != 2*n {
+		if got := warehousetest.Scalar[int64](t, db, q); got != 2*n {
 			t.Errorf("%s: lake holds %d rows over two days, want %d", obj, got, 2*n)
 		}
 	}
-	if runs := scalar[int64](t, db, `SELECT count(*) FROM _sepipe_runs WHERE status = 'succeeded'`); runs != 3 {
+	if runs := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM _sepipe_runs WHERE status = 'succeeded'`); runs != 3 {
 		t.Errorf("runs recorded = %d", runs)
 	}
 	if _, err := os.Stat(filepath.Join(out, ".sepipe", "staging")); err == nil {
@@ -409,19 +390,19 @@ func TestRejectsAreRecordedNotDropped(t *testing.T) {
 	if o := objectResult(t, res, "thing"); o.Rows != 2 || o.RejectedRows != 2 {
 		t.Errorf("rows %d rejected %d, want 2 and 2", o.Rows, o.RejectedRows)
 	}
-	db := openWH(t, out)
-	if n := scalar[int64](t, db, `SELECT count(*) FROM thing`); n != 2 {
+	db := warehousetest.Open(t, out)
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM thing`); n != 2 {
 		t.Errorf("table rows = %d", n)
 	}
-	got := scalar[string](t, db, `SELECT string_agg(object || '/' || page || '/' || row_in_page || '/' || field || '/' || raw_value || '/' || reason, ' | ' ORDER BY row_in_page) FROM _sepipe_rejects`)
+	got := warehousetest.Scalar[string](t, db, `SELECT string_agg(object || '/' || page || '/' || row_in_page || '/' || field || '/' || raw_value || '/' || reason, ' | ' ORDER BY row_in_page) FROM _sepipe_rejects`)
 	want := `thing/2/0/score/"high"/text is not a number | thing/2/1/at/"yesterday"/not an ISO 8601 date or date-time`
 	if got != want {
 		t.Errorf("rejects:\n got %s\nwant %s", got, want)
 	}
-	if raw := scalar[string](t, db, `SELECT raw_row FROM _sepipe_rejects WHERE field = 'score'`); raw != `{"id":3,"score":"high","at":"2026-01-01T00:00:00Z"}` {
+	if raw := warehousetest.Scalar[string](t, db, `SELECT raw_row FROM _sepipe_rejects WHERE field = 'score'`); raw != `{"id":3,"score":"high","at":"2026-01-01T00:00:00Z"}` {
 		t.Errorf("raw row = %s", raw)
 	}
-	if n := scalar[int64](t, db, `SELECT rejected_rows FROM _sepipe_run_objects WHERE object = 'thing'`); n != 2 {
+	if n := warehousetest.Scalar[int64](t, db, `SELECT rejected_rows FROM _sepipe_run_objects WHERE object = 'thing'`); n != 2 {
 		t.Errorf("run objects rejected_rows = %d", n)
 	}
 }
@@ -504,8 +485,8 @@ func TestOneObjectFailingCommitsTheOthers(t *testing.T) {
 	if _, ok := counts["path"]; ok || len(counts) != 6 {
 		t.Errorf("tables = %v, want the six that succeeded (four report objects, themes, assets)", counts)
 	}
-	db := openWH(t, out)
-	if st := scalar[string](t, db, `SELECT status FROM _sepipe_runs`); st != "partial" {
+	db := warehousetest.Open(t, out)
+	if st := warehousetest.Scalar[string](t, db, `SELECT status FROM _sepipe_runs`); st != "partial" {
 		t.Errorf("run status %s", st)
 	}
 }

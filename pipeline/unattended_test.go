@@ -10,6 +10,7 @@ import (
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/internal/warehousetest"
 	"github.com/sepipe/sepipe/pipeline"
 )
 
@@ -20,9 +21,9 @@ var reportObjects = []string{"course", "path", "curriculum", "user", "userCourse
 
 func statusOf(t *testing.T, out, run, object string) (status, reason string) {
 	t.Helper()
-	db := openWH(t, out)
-	status = scalar[string](t, db, `SELECT status FROM _sepipe_run_objects WHERE run_id = ? AND object = ?`, run, object)
-	reason = scalar[string](t, db, `SELECT coalesce(reason, '') FROM _sepipe_run_objects WHERE run_id = ? AND object = ?`, run, object)
+	db := warehousetest.Open(t, out)
+	status = warehousetest.Scalar[string](t, db, `SELECT status FROM _sepipe_run_objects WHERE run_id = ? AND object = ?`, run, object)
+	reason = warehousetest.Scalar[string](t, db, `SELECT coalesce(reason, '') FROM _sepipe_run_objects WHERE run_id = ? AND object = ?`, run, object)
 	return status, reason
 }
 
@@ -39,7 +40,7 @@ func TestLimitedTokenSyncsWhatTheTenantMay(t *testing.T) {
 	if _, err := pipeline.Sync(ctx, client(t, srv.URL, srv.Service.AccessToken(), api), pipeline.Config{Out: out, Now: clock(day1)}); err != nil {
 		t.Fatal(err)
 	}
-	coursesBefore := scalar[int64](t, openWH(t, out), `SELECT count(*) FROM course`)
+	coursesBefore := warehousetest.Scalar[int64](t, warehousetest.Open(t, out), `SELECT count(*) FROM course`)
 
 	res, err := pipeline.Sync(ctx, client(t, srv.URL, srv.Service.LimitedToken(), api), pipeline.Config{Out: out, Now: clock(day1.Add(24 * time.Hour))})
 	var re *pipeline.RunError
@@ -69,11 +70,11 @@ func TestLimitedTokenSyncsWhatTheTenantMay(t *testing.T) {
 			t.Errorf("%s recorded as %q (%s), want skipped naming the 403 and the Coach licence", o, s, reason)
 		}
 	}
-	db := openWH(t, out)
-	if n := scalar[int64](t, db, `SELECT count(*) FROM course`); n != coursesBefore || n == 0 {
+	db := warehousetest.Open(t, out)
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM course`); n != coursesBefore || n == 0 {
 		t.Errorf("course holds %d rows after the skipped run, want its last good %d", n, coursesBefore)
 	}
-	if s := scalar[string](t, db, `SELECT status FROM _sepipe_runs WHERE run_id = ?`, res.RunID); s != "partial" {
+	if s := warehousetest.Scalar[string](t, db, `SELECT status FROM _sepipe_runs WHERE run_id = ?`, res.RunID); s != "partial" {
 		t.Errorf("run status %q, want partial", s)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/internal/warehousetest"
 	"github.com/sepipe/sepipe/pipeline"
 	"github.com/sepipe/sepipe/schemas"
 	"github.com/sepipe/sepipe/service"
@@ -269,15 +270,15 @@ func TestShapeVariantsLoseNothing(t *testing.T) {
 	if len(assets) < 100 || objectResult(t, res, pipeline.StreamAssets).Pages < 3 {
 		t.Fatalf("%d assets in %d pages: too few to test widening after the first page", len(assets), objectResult(t, res, pipeline.StreamAssets).Pages)
 	}
-	db := openWH(t, out)
+	db := warehousetest.Open(t, out)
 	everyLeafStored(t, db, "assets", assets)
 	everyLeafStored(t, db, "themes", themes)
-	if n := scalar[int64](t, db, `SELECT count(*) FROM _sepipe_rejects WHERE object IN ('assets', 'themes')`); n != 0 {
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM _sepipe_rejects WHERE object IN ('assets', 'themes')`); n != 0 {
 		t.Errorf("%d rejects under evolve: the schema should have widened to hold every value", n)
 	}
 	// The variants widened their columns: a field sent as an array on some
 	// items and an object on others is one json column.
-	if ty := scalar[string](t, db, `SELECT data_type FROM information_schema.columns WHERE table_name = 'assets' AND column_name = 'tags'`); ty != "JSON" {
+	if ty := warehousetest.Scalar[string](t, db, `SELECT data_type FROM information_schema.columns WHERE table_name = 'assets' AND column_name = 'tags'`); ty != "JSON" {
 		t.Errorf("assets.tags is %s, want JSON", ty)
 	}
 	db.Close()
@@ -292,14 +293,14 @@ func TestShapeVariantsLoseNothing(t *testing.T) {
 		pipeline.Config{Out: frozen, Only: []string{pipeline.StreamAssets}, Streams: streams, Now: clock(day1)}); err != nil {
 		t.Fatal(err)
 	}
-	colsBefore := scalar[int64](t, openWH(t, frozen), `SELECT count(*) FROM information_schema.columns WHERE table_name = 'assets'`)
+	colsBefore := warehousetest.Scalar[int64](t, warehousetest.Open(t, frozen), `SELECT count(*) FROM information_schema.columns WHERE table_name = 'assets'`)
 	res, err = pipeline.Sync(ctx, c, pipeline.Config{Out: frozen, Only: []string{pipeline.StreamAssets}, Streams: streams, Now: clock(day1.Add(24 * time.Hour))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	db = openWH(t, frozen)
+	db = warehousetest.Open(t, frozen)
 	defer db.Close()
-	if n := scalar[int64](t, db, `SELECT count(*) FROM information_schema.columns WHERE table_name = 'assets'`); n != colsBefore {
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM information_schema.columns WHERE table_name = 'assets'`); n != colsBefore {
 		t.Errorf("the frozen table went from %d to %d columns", colsBefore, n)
 	}
 	if rejected := everyLeafStored(t, db, "assets", assets); rejected == 0 {

@@ -9,6 +9,7 @@ import (
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
+	"github.com/sepipe/sepipe/webhooks"
 )
 
 // hint returns one line telling the user what to do about err, or "".
@@ -22,7 +23,7 @@ func hint(err error) string {
 		return "check SEPIPE_API_TOKEN (or credentials.api_token): the webhooks API refused the developer API token"
 	}
 	switch {
-	case errors.Is(err, pipeline.ErrListening):
+	case errors.Is(err, webhooks.ErrListening):
 		return "another 'sepipe listen' is receiving into this folder; stop it or use another --out"
 	case errors.Is(err, extract.ErrUnauthorized):
 		return "check SEPIPE_ACCESS_TOKEN: the service refused it (missing, wrong or expired)"

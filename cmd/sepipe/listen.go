@@ -8,15 +8,14 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sepipe/sepipe/extract"
-	"github.com/sepipe/sepipe/pipeline"
+	"github.com/sepipe/sepipe/webhooks"
 )
 
 func init() { register(newListenCmd) }
 
 func newListenCmd(g *globals) *cobra.Command {
 	var (
-		cfg        pipeline.ListenConfig
+		cfg        webhooks.ListenConfig
 		secrets    []string
 		configPath string
 	)
@@ -99,14 +98,14 @@ The subscription column holds the ?subscription= value of the delivery URL
 				return err
 			}
 			cfg.Logger = log
-			return pipeline.Listen(cmd.Context(), cfg)
+			return webhooks.Listen(cmd.Context(), cfg)
 		},
 	}
 	cmd.Flags().StringVar(&configPath, "config", "", "config file (default ./sepipe.yaml when it exists)")
 	cmd.Flags().StringVar(&cfg.Addr, "addr", "127.0.0.1:8787", "HOST:PORT to listen on; overrides webhooks.listen")
 	cmd.Flags().StringVar(&cfg.Out, "out", "./sepipe-data", "output folder holding warehouse.duckdb (and the spool in .sepipe/events); overrides output.dir")
 	cmd.Flags().StringArrayVar(&secrets, "secret", nil, "signing secret (repeatable), besides SEPIPE_WEBHOOK_SECRET and webhooks.secrets")
-	cmd.Flags().Int64Var(&cfg.MaxBody, "max-body", extract.DefaultMaxDeliveryBody, "largest delivery accepted, bytes")
+	cmd.Flags().Int64Var(&cfg.MaxBody, "max-body", webhooks.DefaultMaxDeliveryBody, "largest delivery accepted, bytes")
 	cmd.Flags().IntVar(&cfg.BatchSize, "batch-size", 500, "load as soon as this many events wait")
 	cmd.Flags().DurationVar(&cfg.BatchInterval, "batch-interval", time.Second, "load waiting events at least this often")
 	cmd.Flags().DurationVar(&cfg.PublishInterval, "publish-interval", 10*time.Second, "publish loaded events to warehouse.duckdb at most this often; overrides webhooks.publish_interval")

@@ -10,6 +10,7 @@ import (
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
 	"github.com/sepipe/sepipe/pipeline"
+	"github.com/sepipe/sepipe/webhooks"
 )
 
 // Config sizes the demo.
@@ -39,7 +40,7 @@ type Result struct {
 // tenant's clock advancing a day between runs), so the lake holds a short
 // history. Every report object and every collection is synced.
 //
-// The demo also shows the event side: it subscribes a receiver (pipeline.Listen, on
+// The demo also shows the event side: it subscribes a receiver (webhooks.Listen, on
 // a loopback port) to COURSE_COMPLETED and shared-space-created, and while
 // the tenant's day passes it shares a few assets; the fake delivers signed
 // events, the receiver lands them in the events table, and the next sync
@@ -141,7 +142,7 @@ func (a *activity) passDay(ctx context.Context, svc *servicetest.Service) error 
 	ready := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- pipeline.Listen(lctx, pipeline.ListenConfig{Addr: a.addr, Out: a.cfg.Out, Secrets: []string{a.secret}, Logger: a.cfg.Logger,
+		done <- webhooks.Listen(lctx, webhooks.ListenConfig{Addr: a.addr, Out: a.cfg.Out, Secrets: []string{a.secret}, Logger: a.cfg.Logger,
 			Ready: func(net.Addr) { close(ready) }})
 	}()
 	select {

@@ -1,7 +1,7 @@
 // Package demo builds `sepipe demo`'s output folder: it starts the fake
 // service on loopback and syncs its tenant one run per day for a few days
 // (the tenant's clock advancing between runs), with a webhook receiver
-// (pipeline.Listen) subscribed while each day passes, so the lake, the
+// (webhooks.Listen) subscribed while each day passes, so the lake, the
 // warehouse, the history tables and the events table hold a short,
 // realistic history. Tests use it to get a warehouse like a user's.
 //

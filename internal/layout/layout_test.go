@@ -19,19 +19,23 @@ const module = "github.com/sepipe/sepipe"
 var allowed = map[string][]string{
 	"service":                       nil, // the leaf: the service's vocabulary
 	"extract/servicetest":           nil, // the fake shares nothing with the client
-	"extract":                       {"service"},
+	"extract":                       {"internal/flock", "service"},
 	"schemas":                       {"service"},
 	"transform":                     {"schemas", "service"},
-	"load":                          {"extract", "internal/faults", "schemas", "service", "transform"},
-	"pipeline":                      {"extract", "internal/faults", "load", "schemas", "service", "transform"},
+	"load":                          {"internal/faults", "internal/flock", "schemas", "service", "transform"},
+	"pipeline":                      {"extract", "internal/faults", "internal/flock", "load", "schemas", "service", "transform"},
 	"dashboard":                     {"load"},
 	"lakehouse":                     nil, // Iceberg tables through iceberg-go; takes Arrow, knows no stage
 	"lakehouse/internal/testserver": nil,
 	"internal/bench":                {"extract", "extract/servicetest", "load", "pipeline", "service"},
-	"internal/demo":                 {"extract", "extract/servicetest", "pipeline"},
+	"internal/demo":                 {"extract", "extract/servicetest", "pipeline", "webhooks"},
 	"internal/dbtgen":               {"extract", "load", "pipeline", "schemas", "service"},
 	"internal/layout":               nil,
-	"internal/faults":               nil, // the run protocol\'s crash points and the tests\' hook
+	"internal/faults":               nil,                                                      // the run protocol\'s crash points and the tests\' hook
+	"internal/flock":                nil,                                                      // the output folder\'s advisory locks
+	"internal/webhooktest":          {"service", "webhooks"},                                  // tests only: deliver signed events to a listener
+	"internal/warehousetest":        {"load"},                                                 // tests only: open the published warehouse as a reader does
+	"webhooks":                      {"internal/faults", "internal/flock", "load", "service"}, // receiver, spool, listen loop
 	"cmd/sepipe":                    {"*"},
 }
 

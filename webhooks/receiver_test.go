@@ -1,4 +1,4 @@
-package extract_test
+package webhooks_test
 
 import (
 	"bufio"
@@ -24,18 +24,20 @@ import (
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/service"
+	"github.com/sepipe/sepipe/webhooks"
 )
 
 // memSink is an EventSink in memory, deduplicating by id.
 type memSink struct {
 	mu   sync.Mutex
-	evs  map[string]extract.Event
+	evs  map[string]service.Event
 	fail error
 }
 
-func newMemSink() *memSink { return &memSink{evs: map[string]extract.Event{}} }
+func newMemSink() *memSink { return &memSink{evs: map[string]service.Event{}} }
 
-func (s *memSink) Accept(_ context.Context, ev *extract.Event) (bool, error) {
+func (s *memSink) Accept(_ context.Context, ev *service.Event) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail != nil {
@@ -54,7 +56,7 @@ func (s *memSink) len() int {
 	return len(s.evs)
 }
 
-func (s *memSink) get(id string) (extract.Event, bool) {
+func (s *memSink) get(id string) (service.Event, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ev, ok := s.evs[id]
@@ -122,8 +124,8 @@ func TestReceiverStatuses(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			sink := newMemSink()
-			rc, err := extract.NewReceiver(sink, []string{rKey, " " + rOldKey + " "}, extract.WithMaxBody(1024),
-				extract.WithReceiverClock(func() time.Time { return rNow }))
+			rc, err := webhooks.NewReceiver(sink, []string{rKey, " " + rOldKey + " "}, webhooks.WithMaxBody(1024),
+				webhooks.WithReceiverClock(func() time.Time { return rNow }))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,10 +138,10 @@ func TestReceiverStatuses(t *testing.T) {
 				req.ContentLength = -1
 			}
 			if tc.sig != "" {
-				req.Header.Set(extract.SignatureHeader, tc.sig)
+				req.Header.Set(webhooks.SignatureHeader, tc.sig)
 			}
 			if tc.ts != "" {
-				req.Header.Set(extract.SignatureTimestampHeader, tc.ts)
+				req.Header.Set(webhooks.SignatureTimestampHeader, tc.ts)
 			}
 			w := httptest.NewRecorder()
 			rc.ServeHTTP(w, req)
@@ -182,12 +184,12 @@ func signStr(key string, raw []byte, ts string) string {
 
 func TestReceiverDuplicateAndSinkFailure(t *testing.T) {
 	sink := newMemSink()
-	rc, _ := extract.NewReceiver(sink, []string{rKey}, extract.WithReceiverClock(func() time.Time { return rNow }))
+	rc, _ := webhooks.NewReceiver(sink, []string{rKey}, webhooks.WithReceiverClock(func() time.Time { return rNow }))
 	body := eventBody("ev-dup")
 	send := func() *httptest.ResponseRecorder {
 		req := httptest.NewRequest("POST", "/", bytes.NewReader(body))
-		req.Header.Set(extract.SignatureHeader, sign(rKey, body, rNow.Unix()))
-		req.Header.Set(extract.SignatureTimestampHeader, fmt.Sprint(rNow.Unix()))
+		req.Header.Set(webhooks.SignatureHeader, sign(rKey, body, rNow.Unix()))
+		req.Header.Set(webhooks.SignatureTimestampHeader, fmt.Sprint(rNow.Unix()))
 		w := httptest.NewRecorder()
 		rc.ServeHTTP(w, req)
 		return w
@@ -206,20 +208,20 @@ func TestReceiverDuplicateAndSinkFailure(t *testing.T) {
 }
 
 func TestReceiverOptionsValidated(t *testing.T) {
-	if _, err := extract.NewReceiver(newMemSink(), []string{" ", ""}); err == nil {
+	if _, err := webhooks.NewReceiver(newMemSink(), []string{" ", ""}); err == nil {
 		t.Error("no secret accepted")
 	}
-	if _, err := extract.NewReceiver(nil, []string{"k"}); err == nil {
+	if _, err := webhooks.NewReceiver(nil, []string{"k"}); err == nil {
 		t.Error("nil sink accepted")
 	}
-	if _, err := extract.NewReceiver(newMemSink(), []string{"k"}, extract.WithMaxBody(0)); err == nil {
+	if _, err := webhooks.NewReceiver(newMemSink(), []string{"k"}, webhooks.WithMaxBody(0)); err == nil {
 		t.Error("max body 0 accepted")
 	}
 }
 
 func TestReceiverConcurrent(t *testing.T) {
 	sink := newMemSink()
-	rc, _ := extract.NewReceiver(sink, []string{rKey})
+	rc, _ := webhooks.NewReceiver(sink, []string{rKey})
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
 	var wg sync.WaitGroup
@@ -231,8 +233,8 @@ func TestReceiverConcurrent(t *testing.T) {
 				body := eventBody(fmt.Sprintf("ev-%d-%d", i, j%2)) // every event twice
 				req, _ := http.NewRequest("POST", srv.URL, bytes.NewReader(body))
 				ts := time.Now().Unix()
-				req.Header.Set(extract.SignatureHeader, sign(rKey, body, ts))
-				req.Header.Set(extract.SignatureTimestampHeader, fmt.Sprint(ts))
+				req.Header.Set(webhooks.SignatureHeader, sign(rKey, body, ts))
+				req.Header.Set(webhooks.SignatureTimestampHeader, fmt.Sprint(ts))
 				resp, err := srv.Client().Do(req)
 				if err != nil {
 					t.Error(err)
@@ -266,7 +268,7 @@ func TestReceiverAgainstFake(t *testing.T) {
 	var subs []*extract.Subscription
 	for _, method := range []string{"POST", "GET"} {
 		sinks[method] = newMemSink()
-		var rc atomic.Pointer[extract.Receiver] // known once the subscription's secret is
+		var rc atomic.Pointer[webhooks.Receiver] // known once the subscription's secret is
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { rc.Load().ServeHTTP(w, r) }))
 		defer srv.Close()
 		s, err := c.CreateSubscription(ctx, extract.SubscriptionRequest{Name: "rx-" + method, URL: srv.URL + "/in?subscription=rx-" + method,
@@ -274,7 +276,7 @@ func TestReceiverAgainstFake(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := extract.NewReceiver(sinks[method], []string{"previous-key", s.SignatureKey.Reveal()})
+		r, err := webhooks.NewReceiver(sinks[method], []string{"previous-key", s.SignatureKey.Reveal()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -317,7 +319,7 @@ func TestReceiverAgainstFake(t *testing.T) {
 func TestOversizedDeliveryGets413NotAReset(t *testing.T) {
 	for _, chunked := range []bool{false, true} {
 		t.Run(fmt.Sprintf("chunked=%v", chunked), func(t *testing.T) {
-			rc, err := extract.NewReceiver(newMemSink(), []string{rKey})
+			rc, err := webhooks.NewReceiver(newMemSink(), []string{rKey})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -388,10 +390,10 @@ func TestUnstorableEventsAreRefusedBeforeTheyAreAcknowledged(t *testing.T) {
 // postSigned delivers body, signed with rKey at ts, to a new receiver.
 func postSigned(body []byte, ts int64) (*httptest.ResponseRecorder, *memSink) {
 	sink := newMemSink()
-	rc, _ := extract.NewReceiver(sink, []string{rKey}, extract.WithReceiverClock(func() time.Time { return rNow }))
+	rc, _ := webhooks.NewReceiver(sink, []string{rKey}, webhooks.WithReceiverClock(func() time.Time { return rNow }))
 	req := httptest.NewRequest("POST", "/hook", bytes.NewReader(body))
-	req.Header.Set(extract.SignatureHeader, sign(rKey, body, ts))
-	req.Header.Set(extract.SignatureTimestampHeader, fmt.Sprint(ts))
+	req.Header.Set(webhooks.SignatureHeader, sign(rKey, body, ts))
+	req.Header.Set(webhooks.SignatureTimestampHeader, fmt.Sprint(ts))
 	w := httptest.NewRecorder()
 	rc.ServeHTTP(w, req)
 	return w, sink

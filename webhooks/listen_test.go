@@ -1,15 +1,11 @@
-package pipeline_test
+package webhooks_test
 
 import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -27,72 +23,18 @@ import (
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
 	"github.com/sepipe/sepipe/internal/faults"
-	"github.com/sepipe/sepipe/pipeline"
+	"github.com/sepipe/sepipe/internal/warehousetest"
+	"github.com/sepipe/sepipe/internal/webhooktest"
+	"github.com/sepipe/sepipe/webhooks"
 )
 
-const listenSecret = "bGlzdGVuLXRlc3Qtc2VjcmV0LTMyLWJ5dGVzLWxvbmc="
-
-// startListen runs pipeline.Listen on a free local port until the returned
-// stop is called; stop returns Listen's error.
-func startListen(t *testing.T, cfg pipeline.ListenConfig) (url string, stop func() error) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// TestMain re-runs this test binary as the receiver the kill test
+// SIGKILLs (SEPIPE_LISTEN_CHILD set).
+func TestMain(m *testing.M) {
+	if os.Getenv("SEPIPE_LISTEN_CHILD") != "" {
+		os.Exit(childListen())
 	}
-	cfg.Listener = ln
-	ready := make(chan struct{})
-	cfg.Ready = func(net.Addr) { close(ready) }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- pipeline.Listen(ctx, cfg) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		cancel()
-		t.Fatalf("listen did not start: %v", err)
-	}
-	var once sync.Once
-	var lerr error
-	stop = func() error {
-		once.Do(func() { cancel(); lerr = <-done })
-		return lerr
-	}
-	t.Cleanup(func() { stop() })
-	return "http://" + ln.Addr().String(), stop
-}
-
-func signBody(key string, raw []byte, ts int64) string {
-	m := hmac.New(sha256.New, []byte(key))
-	m.Write(raw)
-	m.Write([]byte("." + strconv.FormatInt(ts, 10)))
-	return base64.StdEncoding.EncodeToString(m.Sum(nil))
-}
-
-func testEvent(id string) []byte {
-	return []byte(`{"type":"COURSE_COMPLETED","specversion":1,"id":"` + id + `","time":"2026-11-23T04:00:00Z","data":{"userId":10042}}`)
-}
-
-// deliver POSTs body signed at ts (now when zero) and returns the status,
-// or 0 when there was no answer.
-func deliver(hc *http.Client, url string, body []byte, key string, ts int64) int {
-	if ts == 0 {
-		ts = time.Now().Unix()
-	}
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(extract.SignatureHeader, signBody(key, body, ts))
-	req.Header.Set(extract.SignatureTimestampHeader, strconv.FormatInt(ts, 10))
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode
+	os.Exit(m.Run())
 }
 
 // TestListenAgainstFakeEndToEnd subscribes the receiver to the fake
@@ -123,7 +65,7 @@ func TestListenAgainstFakeEndToEnd(t *testing.T) {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
-		done <- pipeline.Listen(lctx, pipeline.ListenConfig{Listener: ln, Out: out, BatchInterval: 100 * time.Millisecond,
+		done <- webhooks.Listen(lctx, webhooks.ListenConfig{Listener: ln, Out: out, BatchInterval: 100 * time.Millisecond,
 			Secrets: []string{"an-old-rotated-secret", sub.SignatureKey.Reveal()}})
 	}()
 
@@ -161,17 +103,17 @@ func TestListenAgainstFakeEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	db := openWH(t, out)
-	if n := scalar[int64](t, db, `SELECT count(*) FROM events`); n != int64(nPost+nGet) {
+	db := warehousetest.Open(t, out)
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM events`); n != int64(nPost+nGet) {
 		t.Errorf("events has %d rows, want %d (%d by POST, %d by GET)", n, nPost+nGet, nPost, nGet)
 	}
-	if n := scalar[int64](t, db, `SELECT count(*) FROM events WHERE subscription = 'lms-post'`); n != int64(nPost) {
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM events WHERE subscription = 'lms-post'`); n != int64(nPost) {
 		t.Errorf("%d events by POST, want %d", n, nPost)
 	}
-	if n := scalar[int64](t, db, `SELECT count(*) FROM events WHERE subscription = 'lms-get'`); n != int64(nGet) {
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM events WHERE subscription = 'lms-get'`); n != int64(nGet) {
 		t.Errorf("%d events by GET, want %d", n, nGet)
 	}
-	bad := scalar[int64](t, db, `SELECT count(*) FROM events WHERE type <> 'COURSE_COMPLETED' OR time IS NULL
+	bad := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM events WHERE type <> 'COURSE_COMPLETED' OR time IS NULL
 		OR json_extract_string(raw, '$.id') <> id OR CAST(json_extract_string(raw, '$.data.userId') AS BIGINT) < 10001 OR received_at IS NULL`)
 	if bad != 0 {
 		t.Errorf("%d events are not what the fake sent", bad)
@@ -184,7 +126,7 @@ func TestListenAgainstFakeEndToEnd(t *testing.T) {
 // countSpool returns the bytes of every spool segment.
 func countSpool(t *testing.T, out string) int64 {
 	t.Helper()
-	segs, _ := filepath.Glob(filepath.Join(pipeline.SpoolDir(out), "*.seg"))
+	segs, _ := filepath.Glob(filepath.Join(webhooks.SpoolDir(out), "*.seg"))
 	var n int64
 	for _, s := range segs {
 		if fi, err := os.Stat(s); err == nil {
@@ -199,32 +141,36 @@ func countSpool(t *testing.T, out string) int64 {
 // of the refused ones is stored.
 func TestListenRefusesBadDeliveries(t *testing.T) {
 	out := t.TempDir()
-	url, stop := startListen(t, pipeline.ListenConfig{Out: out, Secrets: []string{listenSecret}, MaxBody: 4096})
+	url, stop := webhooktest.StartListen(t, webhooks.ListenConfig{Out: out, Secrets: []string{webhooktest.Secret}, MaxBody: 4096})
 	hc := &http.Client{Timeout: 10 * time.Second}
 	now := time.Now().Unix()
-	good := testEvent("good-1")
+	good := webhooktest.Event("good-1")
 	cases := []struct {
 		name   string
 		do     func() int
 		status int
 	}{
-		{"good", func() int { return deliver(hc, url, good, listenSecret, 0) }, 200},
-		{"replayed", func() int { return deliver(hc, url, good, listenSecret, 0) }, 200},
-		{"forged", func() int { return deliver(hc, url, testEvent("forged"), "guessed-secret", 0) }, 401},
+		{"good", func() int { return webhooktest.Deliver(hc, url, good, webhooktest.Secret, 0) }, 200},
+		{"replayed", func() int { return webhooktest.Deliver(hc, url, good, webhooktest.Secret, 0) }, 200},
+		{"forged", func() int { return webhooktest.Deliver(hc, url, webhooktest.Event("forged"), "guessed-secret", 0) }, 401},
 		{"unsigned", func() int {
-			resp, err := hc.Post(url, "application/json", bytes.NewReader(testEvent("unsigned")))
+			resp, err := hc.Post(url, "application/json", bytes.NewReader(webhooktest.Event("unsigned")))
 			if err != nil {
 				return 0
 			}
 			resp.Body.Close()
 			return resp.StatusCode
 		}, 401},
-		{"stale", func() int { return deliver(hc, url, testEvent("stale"), listenSecret, now-6*60) }, 400},
-		{"future", func() int { return deliver(hc, url, testEvent("future"), listenSecret, now+6*60) }, 400},
-		{"malformed", func() int { return deliver(hc, url, []byte(`{"id":"no-type"}`), listenSecret, 0) }, 400},
+		{"stale", func() int {
+			return webhooktest.Deliver(hc, url, webhooktest.Event("stale"), webhooktest.Secret, now-6*60)
+		}, 400},
+		{"future", func() int {
+			return webhooktest.Deliver(hc, url, webhooktest.Event("future"), webhooktest.Secret, now+6*60)
+		}, 400},
+		{"malformed", func() int { return webhooktest.Deliver(hc, url, []byte(`{"id":"no-type"}`), webhooktest.Secret, 0) }, 400},
 		{"oversized", func() int {
-			big := append(testEvent("big")[:0:0], `{"type":"x","id":"big","data":"`+strings.Repeat("x", 5000)+`"}`...)
-			return deliver(hc, url, big, listenSecret, 0)
+			big := append(webhooktest.Event("big")[:0:0], `{"type":"x","id":"big","data":"`+strings.Repeat("x", 5000)+`"}`...)
+			return webhooktest.Deliver(hc, url, big, webhooktest.Secret, 0)
 		}, 413},
 		{"put", func() int {
 			req, _ := http.NewRequest(http.MethodPut, url, bytes.NewReader(good))
@@ -239,8 +185,8 @@ func TestListenRefusesBadDeliveries(t *testing.T) {
 			q := "subscription=s1&type=content-viewed&specversion=1&id=good-2&time=2026-11-23T04%3A00%3A00Z&data=%7B%22a%22%3A1%7D"
 			req, _ := http.NewRequest(http.MethodGet, url+"/hook?"+q, nil)
 			ts := time.Now().Unix()
-			req.Header.Set(extract.SignatureHeader, signBody(listenSecret, []byte(q), ts))
-			req.Header.Set(extract.SignatureTimestampHeader, strconv.FormatInt(ts, 10))
+			req.Header.Set(webhooks.SignatureHeader, webhooktest.Sign(webhooktest.Secret, []byte(q), ts))
+			req.Header.Set(webhooks.SignatureTimestampHeader, strconv.FormatInt(ts, 10))
 			resp, err := hc.Do(req)
 			if err != nil {
 				return 0
@@ -257,17 +203,17 @@ func TestListenRefusesBadDeliveries(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	db := openWH(t, out)
-	if got := scalar[string](t, db, `SELECT string_agg(id || ':' || coalesce(subscription, '-'), ',' ORDER BY id) FROM events`); got != "good-1:-,good-2:s1" {
+	db := warehousetest.Open(t, out)
+	if got := warehousetest.Scalar[string](t, db, `SELECT string_agg(id || ':' || coalesce(subscription, '-'), ',' ORDER BY id) FROM events`); got != "good-1:-,good-2:s1" {
 		t.Errorf("events %q, want only the two good ones", got)
 	}
 }
 
 func TestListenSecondListenerIsBusy(t *testing.T) {
 	out := t.TempDir()
-	startListen(t, pipeline.ListenConfig{Out: out, Secrets: []string{listenSecret}})
-	err := pipeline.Listen(context.Background(), pipeline.ListenConfig{Out: out, Addr: "127.0.0.1:0", Secrets: []string{listenSecret}})
-	if !errors.Is(err, pipeline.ErrListening) {
+	webhooktest.StartListen(t, webhooks.ListenConfig{Out: out, Secrets: []string{webhooktest.Secret}})
+	err := webhooks.Listen(context.Background(), webhooks.ListenConfig{Out: out, Addr: "127.0.0.1:0", Secrets: []string{webhooktest.Secret}})
+	if !errors.Is(err, webhooks.ErrListening) {
 		t.Fatalf("second listener on one spool: %v, want ErrListening", err)
 	}
 }
@@ -287,8 +233,8 @@ func childListen() int {
 			}
 		})
 	}
-	err = pipeline.Listen(context.Background(), pipeline.ListenConfig{Listener: ln, Out: os.Getenv("SEPIPE_OUT"),
-		Secrets: []string{listenSecret}, BatchInterval: 50 * time.Millisecond,
+	err = webhooks.Listen(context.Background(), webhooks.ListenConfig{Listener: ln, Out: os.Getenv("SEPIPE_OUT"),
+		Secrets: []string{webhooktest.Secret}, BatchInterval: 50 * time.Millisecond,
 		Ready: func(a net.Addr) { fmt.Printf("ADDR %s\n", a) }})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -357,7 +303,7 @@ func TestListenKill9LosesNoAcknowledgedEvent(t *testing.T) {
 						id = fmt.Sprintf("%s-s%03d-%05d", prefix, s, k-5) // a redelivery
 					}
 					sent.Add(1)
-					st := deliver(hc, url, testEvent(id), listenSecret, 0)
+					st := webhooktest.Deliver(hc, url, webhooktest.Event(id), webhooktest.Secret, 0)
 					switch {
 					case st >= 200 && st < 300:
 						mu.Lock()
@@ -392,7 +338,7 @@ func TestListenKill9LosesNoAcknowledgedEvent(t *testing.T) {
 
 	// Restart: replay and load; redeliveries of acknowledged events are
 	// answered 200 and store nothing.
-	url, stop := startListen(t, pipeline.ListenConfig{Out: out, Secrets: []string{listenSecret}})
+	url, stop := webhooktest.StartListen(t, webhooks.ListenConfig{Out: out, Secrets: []string{webhooktest.Secret}})
 	hc := &http.Client{Timeout: 10 * time.Second}
 	mu.Lock()
 	var some []string
@@ -403,7 +349,7 @@ func TestListenKill9LosesNoAcknowledgedEvent(t *testing.T) {
 	}
 	mu.Unlock()
 	for _, id := range some {
-		if st := deliver(hc, url, testEvent(id), listenSecret, 0); st != 200 {
+		if st := webhooktest.Deliver(hc, url, webhooktest.Event(id), webhooktest.Secret, 0); st != 200 {
 			t.Errorf("redelivery of %s after restart: %d", id, st)
 		}
 	}
@@ -411,7 +357,7 @@ func TestListenKill9LosesNoAcknowledgedEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	db := openWH(t, out)
+	db := warehousetest.Open(t, out)
 	counts := map[string]int{}
 	rows, err := db.Query(`SELECT id, count(*) FROM events GROUP BY id`)
 	if err != nil {

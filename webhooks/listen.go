@@ -1,4 +1,4 @@
-package pipeline
+package webhooks
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/internal/faults"
+	"github.com/sepipe/sepipe/internal/flock"
 	"github.com/sepipe/sepipe/load"
 )
 
@@ -33,10 +33,10 @@ type ListenConfig struct {
 	// Secrets are the subscriptions' signing secrets; a delivery signed
 	// with any of them is accepted (several allow rotation).
 	Secrets []string
-	// MaxBody bounds a delivery (default extract.DefaultMaxDeliveryBody).
+	// MaxBody bounds a delivery (default DefaultMaxDeliveryBody).
 	MaxBody int64
 	// Tolerance is the signed timestamp window, either way (default
-	// extract.DefaultSignatureTolerance).
+	// DefaultSignatureTolerance).
 	Tolerance time.Duration
 	// BatchSize starts a load as soon as this many events wait (default
 	// 500); BatchInterval loads whatever waits at least this often
@@ -56,7 +56,7 @@ type ListenConfig struct {
 	LockWait time.Duration
 	// DedupWindow is how many recent event ids answer redeliveries as
 	// duplicates without touching the warehouse (default
-	// load.DefaultDedupWindow).
+	// DefaultDedupWindow).
 	DedupWindow int
 	// ShutdownTimeout bounds the wait for deliveries in flight once ctx
 	// is done (default 10 s).
@@ -69,10 +69,10 @@ type ListenConfig struct {
 
 func (c *ListenConfig) setDefaults() {
 	if c.MaxBody <= 0 {
-		c.MaxBody = extract.DefaultMaxDeliveryBody
+		c.MaxBody = DefaultMaxDeliveryBody
 	}
 	if c.Tolerance <= 0 {
-		c.Tolerance = extract.DefaultSignatureTolerance
+		c.Tolerance = DefaultSignatureTolerance
 	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = 500
@@ -90,7 +90,7 @@ func (c *ListenConfig) setDefaults() {
 		c.MaxBatch = max(20_000, c.BatchSize)
 	}
 	if c.DedupWindow <= 0 {
-		c.DedupWindow = load.DefaultDedupWindow
+		c.DedupWindow = DefaultDedupWindow
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 10 * time.Second
@@ -109,7 +109,7 @@ func SpoolDir(out string) string { return filepath.Join(out, ".sepipe", "events"
 //  1. lock the spool (a second receiver on the same folder fails with
 //     ErrBusy), replay it (cutting off a torn last record) and load what
 //     it holds;
-//  2. serve deliveries (extract.Receiver): each accepted event is
+//  2. serve deliveries (Receiver): each accepted event is
 //     appended to the spool and fsynced (group commit) before the 2xx;
 //  3. every BatchInterval, or as soon as BatchSize events wait, open the
 //     working database, INSERT OR IGNORE the waiting events into events in
@@ -140,12 +140,12 @@ func Listen(ctx context.Context, cfg ListenConfig) (err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("listen: spool %s: %w", dir, err)
 	}
-	unlock, err := lockFile(filepath.Join(dir, "lock"), ErrListening)
+	unlock, err := flock.TryLock(filepath.Join(dir, "lock"), ErrListening)
 	if err != nil {
 		return fmt.Errorf("listen: spool %s: %w", dir, err)
 	}
 	defer unlock()
-	spool, err := load.OpenSpool(dir, load.WithDedupWindow(cfg.DedupWindow), load.WithSpoolLogger(log))
+	spool, err := OpenSpool(dir, WithDedupWindow(cfg.DedupWindow), WithSpoolLogger(log))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -160,8 +160,8 @@ func Listen(ctx context.Context, cfg ListenConfig) (err error) {
 		log.Info("listen: replaying spooled events", "events", n)
 	}
 
-	rc, err := extract.NewReceiver(spool, cfg.Secrets, extract.WithMaxBody(cfg.MaxBody),
-		extract.WithSignatureTolerance(cfg.Tolerance), extract.WithReceiverLogger(log))
+	rc, err := NewReceiver(spool, cfg.Secrets, WithMaxBody(cfg.MaxBody),
+		WithSignatureTolerance(cfg.Tolerance), WithReceiverLogger(log))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -227,7 +227,7 @@ func Listen(ctx context.Context, cfg ListenConfig) (err error) {
 // eventLoader moves spooled events into the working database and
 // publishes them.
 type eventLoader struct {
-	spool    *load.Spool
+	spool    *Spool
 	lake     load.Lake
 	log      *slog.Logger
 	max      int

@@ -1,4 +1,4 @@
-package extract
+package webhooks
 
 import (
 	"bytes"
@@ -18,6 +18,8 @@ import (
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/sepipe/sepipe/service"
 )
 
 // The receiving end of webhook deliveries (section D): the service pushes
@@ -53,36 +55,21 @@ const (
 var (
 	// ErrBadSignature: the signature or its timestamp is missing, or no
 	// signature matches any secret (401).
-	ErrBadSignature = errors.New("extract: webhook delivery: bad or missing signature")
+	ErrBadSignature = errors.New("webhooks: delivery: bad or missing signature")
 	// ErrStaleDelivery: the signed timestamp is outside the tolerance,
 	// in the past or in the future (400).
-	ErrStaleDelivery = errors.New("extract: webhook delivery: timestamp outside the accepted window")
+	ErrStaleDelivery = errors.New("webhooks: delivery: timestamp outside the accepted window")
 	// ErrMalformedDelivery: the event is not a JSON event with an id and a
 	// type (400).
-	ErrMalformedDelivery = errors.New("extract: webhook delivery: malformed event")
+	ErrMalformedDelivery = errors.New("webhooks: delivery: malformed event")
 )
-
-// Event is one webhook event as received.
-type Event struct {
-	ID          string
-	Type        string
-	SpecVersion int
-	Time        time.Time // zero when the event has none
-	Data        json.RawMessage
-	// Raw is the event's JSON: the body as received for POST; for GET, an
-	// object rebuilt from the query parameters in the body's shape.
-	Raw []byte
-	// Subscription is the delivery URL's ?subscription= value, or "".
-	Subscription string
-	ReceivedAt   time.Time
-}
 
 // EventSink takes accepted events. The Receiver answers 2xx only after
 // Accept returned nil, so Accept must not return before ev is durable.
 // duplicate reports that ev.ID was accepted before (nothing new is
 // stored). Accept is called from many goroutines at once.
 type EventSink interface {
-	Accept(ctx context.Context, ev *Event) (duplicate bool, err error)
+	Accept(ctx context.Context, ev *service.Event) (duplicate bool, err error)
 }
 
 // VerifySignature checks a delivery signature: sigHeader holds one or more
@@ -233,7 +220,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rc.refuse(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
-	var ev *Event
+	var ev *service.Event
 	if r.Method == http.MethodPost {
 		ev, err = parseEventJSON(signed)
 	} else {
@@ -298,7 +285,7 @@ type wireEvent struct {
 }
 
 // parseEventJSON reads a POST body.
-func parseEventJSON(raw []byte) (*Event, error) {
+func parseEventJSON(raw []byte) (*service.Event, error) {
 	var w wireEvent
 	if err := json.Unmarshal(raw, &w); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformedDelivery, err)
@@ -308,7 +295,7 @@ func parseEventJSON(raw []byte) (*Event, error) {
 
 // parseEventQuery reads a GET delivery's query. The event's parameters are
 // appended after the URL's own, so the last value of each one counts.
-func parseEventQuery(rawQuery string) (*Event, error) {
+func parseEventQuery(rawQuery string) (*service.Event, error) {
 	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
 		return nil, fmt.Errorf("%w: query: %v", ErrMalformedDelivery, err)
@@ -340,14 +327,14 @@ func parseEventQuery(rawQuery string) (*Event, error) {
 	return w.event(raw)
 }
 
-func (w wireEvent) event(raw []byte) (*Event, error) {
+func (w wireEvent) event(raw []byte) (*service.Event, error) {
 	if w.ID == "" || w.Type == "" {
 		return nil, fmt.Errorf("%w: want an id and a type", ErrMalformedDelivery)
 	}
 	if len(w.ID) > 256 || len(w.Type) > 256 {
 		return nil, fmt.Errorf("%w: id or type longer than 256 bytes", ErrMalformedDelivery)
 	}
-	ev := &Event{ID: w.ID, Type: w.Type, Data: w.Data, Raw: raw}
+	ev := &service.Event{ID: w.ID, Type: w.Type, Data: w.Data, Raw: raw}
 	_ = json.Unmarshal(w.SpecVersion, &ev.SpecVersion) // 1 as sent; another form ("1.0") stays in Raw
 	if w.Time != "" {
 		t, err := time.Parse(time.RFC3339Nano, w.Time)
@@ -362,7 +349,7 @@ func (w wireEvent) event(raw []byte) (*Event, error) {
 // storableText reports text of an event that the warehouse cannot store:
 // bytes that are not UTF-8, NUL characters, and JSON escapes of lone
 // UTF-16 surrogates (DuckDB's JSON type refuses them).
-func storableText(ev *Event) error {
+func storableText(ev *service.Event) error {
 	for _, f := range []struct {
 		name string
 		v    []byte

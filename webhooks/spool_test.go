@@ -1,4 +1,4 @@
-package load_test
+package webhooks_test
 
 import (
 	"context"
@@ -9,26 +9,15 @@ import (
 	"sort"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/sepipe/sepipe/extract"
-	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/internal/webhooktest"
+	"github.com/sepipe/sepipe/service"
+	"github.com/sepipe/sepipe/webhooks"
 )
 
-func spoolEvent(i int) *extract.Event {
-	id := fmt.Sprintf("ev-%05d", i)
-	ev := &extract.Event{ID: id, Type: "COURSE_COMPLETED", Subscription: "lms",
-		Raw:        []byte(`{"type":"COURSE_COMPLETED","specversion":1,"id":"` + id + `","data":{"n":` + fmt.Sprint(i) + `}}`),
-		ReceivedAt: time.Date(2026, 11, 23, 4, 5, 6, 0, time.UTC).Add(time.Duration(i) * time.Millisecond)}
-	if i%3 != 0 {
-		ev.Time = time.Date(2026, 11, 23, 4, 0, i%60, 0, time.UTC)
-	}
-	return ev
-}
-
-func openSpool(t *testing.T, dir string, opts ...load.SpoolOption) *load.Spool {
+func openSpool(t *testing.T, dir string, opts ...webhooks.SpoolOption) *webhooks.Spool {
 	t.Helper()
-	s, err := load.OpenSpool(dir, opts...)
+	s, err := webhooks.OpenSpool(dir, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +33,7 @@ func segments(t *testing.T, dir string) []string {
 
 func TestSpoolGroupCommitReplayAndDedup(t *testing.T) {
 	dir := t.TempDir()
-	s := openSpool(t, dir, load.WithSegmentSize(4096))
+	s := openSpool(t, dir, webhooks.WithSegmentSize(4096))
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	dups := make([]bool, 400)
@@ -52,7 +41,7 @@ func TestSpoolGroupCommitReplayAndDedup(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			dup, err := s.Accept(ctx, spoolEvent(i%200)) // every event twice, concurrently
+			dup, err := s.Accept(ctx, webhooktest.Received(i%200)) // every event twice, concurrently
 			if err != nil {
 				t.Error(err)
 			}
@@ -75,7 +64,7 @@ func TestSpoolGroupCommitReplayAndDedup(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Accept(ctx, spoolEvent(999)); err == nil {
+	if _, err := s.Accept(ctx, webhooktest.Received(999)); err == nil {
 		t.Error("accepted after Close")
 	}
 
@@ -89,14 +78,14 @@ func TestSpoolGroupCommitReplayAndDedup(t *testing.T) {
 	for _, ev := range evs {
 		var i int
 		fmt.Sscanf(ev.ID, "ev-%05d", &i)
-		want := spoolEvent(i)
+		want := webhooktest.Received(i)
 		if seen[ev.ID] || string(ev.Raw) != string(want.Raw) || !ev.Time.Equal(want.Time) || !ev.ReceivedAt.Equal(want.ReceivedAt) ||
 			ev.Subscription != "lms" || ev.Type != want.Type {
 			t.Fatalf("replayed %+v, want %+v", ev, want)
 		}
 		seen[ev.ID] = true
 	}
-	if dup, err := s.Accept(ctx, spoolEvent(7)); err != nil || !dup {
+	if dup, err := s.Accept(ctx, webhooktest.Received(7)); err != nil || !dup {
 		t.Errorf("redelivery after replay: dup %v, %v", dup, err)
 	}
 	if err := s.MarkLoaded(upTo); err != nil {
@@ -112,10 +101,10 @@ func TestSpoolGroupCommitReplayAndDedup(t *testing.T) {
 
 func TestSpoolMarkLoadedKeepsTheRest(t *testing.T) {
 	dir := t.TempDir()
-	s := openSpool(t, dir, load.WithSegmentSize(1))
+	s := openSpool(t, dir, webhooks.WithSegmentSize(1))
 	ctx := context.Background()
 	for i := range 10 {
-		if _, err := s.Accept(ctx, spoolEvent(i)); err != nil {
+		if _, err := s.Accept(ctx, webhooktest.Received(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -142,7 +131,7 @@ func TestSpoolTornTail(t *testing.T) {
 	base := t.TempDir()
 	s := openSpool(t, base)
 	for i := range 3 {
-		if _, err := s.Accept(context.Background(), spoolEvent(i)); err != nil {
+		if _, err := s.Accept(context.Background(), webhooktest.Received(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -177,7 +166,7 @@ func TestSpoolTornTail(t *testing.T) {
 			if fi, _ := os.Stat(path); fi.Size() != int64(two) {
 				t.Errorf("torn tail not truncated: %d bytes, want %d", fi.Size(), two)
 			}
-			if dup, err := s.Accept(context.Background(), spoolEvent(2)); err != nil || dup {
+			if dup, err := s.Accept(context.Background(), webhooktest.Received(2)); err != nil || dup {
 				t.Fatalf("the torn event must be accepted anew: dup %v %v", dup, err)
 			}
 			s.Close()
@@ -191,22 +180,22 @@ func TestSpoolTornTail(t *testing.T) {
 }
 
 func TestSpoolRemember(t *testing.T) {
-	s := openSpool(t, t.TempDir(), load.WithDedupWindow(2))
+	s := openSpool(t, t.TempDir(), webhooks.WithDedupWindow(2))
 	defer s.Close()
 	s.Remember("a", "b")
 	ctx := context.Background()
-	if dup, _ := s.Accept(ctx, &extract.Event{ID: "a", Type: "x"}); !dup {
+	if dup, _ := s.Accept(ctx, &service.Event{ID: "a", Type: "x"}); !dup {
 		t.Error("a remembered id is not a duplicate")
 	}
-	s.Accept(ctx, &extract.Event{ID: "c", Type: "x"}) // evicts a
-	s.Accept(ctx, &extract.Event{ID: "d", Type: "x"}) // evicts b
-	if dup, _ := s.Accept(ctx, &extract.Event{ID: "a", Type: "x"}); dup {
+	s.Accept(ctx, &service.Event{ID: "c", Type: "x"}) // evicts a
+	s.Accept(ctx, &service.Event{ID: "d", Type: "x"}) // evicts b
+	if dup, _ := s.Accept(ctx, &service.Event{ID: "a", Type: "x"}); dup {
 		t.Error("an id out of the window is still a duplicate")
 	}
 }
 
 func BenchmarkSpoolAcceptParallel(b *testing.B) {
-	s, err := load.OpenSpool(b.TempDir())
+	s, err := webhooks.OpenSpool(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -218,7 +207,7 @@ func BenchmarkSpoolAcceptParallel(b *testing.B) {
 		for pb.Next() {
 			n.Lock()
 			i++
-			ev := spoolEvent(i)
+			ev := webhooktest.Received(i)
 			n.Unlock()
 			if _, err := s.Accept(context.Background(), ev); err != nil {
 				b.Error(err)

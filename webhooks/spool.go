@@ -1,4 +1,4 @@
-package load
+package webhooks
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/service"
 )
 
 // The spool is where webhook events become durable before the receiver
@@ -45,8 +45,11 @@ import (
 // The spool does not lock its folder; its owner makes sure one process
 // uses it (pipeline.Listen holds a lock file).
 
+// ErrListening is wrapped when another listener holds the event spool.
+var ErrListening = errors.New("another sepipe listen is using this output folder's event spool")
+
 // ErrSpoolClosed is returned by Accept after Close.
-var ErrSpoolClosed = errors.New("load: spool closed")
+var ErrSpoolClosed = errors.New("webhooks: spool closed")
 
 // Spool defaults.
 const (
@@ -75,7 +78,7 @@ func WithDedupWindow(n int) SpoolOption { return func(s *Spool) { s.window = n }
 func WithSpoolLogger(l *slog.Logger) SpoolOption { return func(s *Spool) { s.log = l } }
 
 // Spool is the durable queue of accepted webhook events. It implements
-// extract.EventSink. Its methods are safe for concurrent use.
+// EventSink. Its methods are safe for concurrent use.
 type Spool struct {
 	dir    string
 	segMax int64
@@ -109,7 +112,7 @@ type segment struct {
 
 type spooled struct {
 	seq uint64
-	ev  extract.Event
+	ev  service.Event
 }
 
 // commit is one group commit: the records one write and one fsync cover.
@@ -121,7 +124,7 @@ type commit struct {
 	err     error
 }
 
-var _ extract.EventSink = (*Spool)(nil)
+var _ EventSink = (*Spool)(nil)
 
 // OpenSpool opens (creating if needed) the spool in dir and replays it.
 func OpenSpool(dir string, opts ...SpoolOption) (*Spool, error) {
@@ -212,7 +215,7 @@ func (s *Spool) replay() error {
 
 // readSegment returns the events of the whole records of a segment and
 // the length of the prefix they fill.
-func readSegment(path string) (evs []extract.Event, good, size int64, err error) {
+func readSegment(path string) (evs []service.Event, good, size int64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, 0, 0, err
@@ -326,7 +329,7 @@ func (s *Spool) Remember(ids ...string) {
 // for an id already in the dedup window. A failed write or fsync fails
 // every Accept from then on: the files can no longer be trusted to say
 // what was acknowledged.
-func (s *Spool) Accept(ctx context.Context, ev *extract.Event) (duplicate bool, err error) {
+func (s *Spool) Accept(ctx context.Context, ev *service.Event) (duplicate bool, err error) {
 	rec := encodeRecord(ev)
 	s.mu.Lock()
 	if s.closed {
@@ -453,14 +456,14 @@ func (s *Spool) Pending() int {
 // Unloaded returns up to max durable events not yet marked loaded, oldest
 // first, and the position to pass to MarkLoaded once they are in the
 // warehouse (0 when there are none).
-func (s *Spool) Unloaded(max int) (evs []extract.Event, upTo uint64) {
+func (s *Spool) Unloaded(max int) (evs []service.Event, upTo uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := min(max, len(s.unloaded))
 	if n <= 0 {
 		return nil, 0
 	}
-	evs = make([]extract.Event, n)
+	evs = make([]service.Event, n)
 	for i := range n {
 		evs[i] = s.unloaded[i].ev
 	}
@@ -530,7 +533,7 @@ func (s *Spool) Close() error {
 }
 
 // encodeRecord frames ev as a spool record.
-func encodeRecord(ev *extract.Event) []byte {
+func encodeRecord(ev *service.Event) []byte {
 	payload := make([]byte, 0, len(ev.Raw)+len(ev.ID)+len(ev.Type)+len(ev.Subscription)+32)
 	for _, b := range [][]byte{[]byte(ev.ID), []byte(ev.Type), []byte(ev.Subscription), ev.Raw} {
 		payload = binary.AppendUvarint(payload, uint64(len(b)))
@@ -550,26 +553,26 @@ func encodeRecord(ev *extract.Event) []byte {
 
 var errBadPayload = errors.New("bad spool payload")
 
-func decodeEvent(p []byte) (extract.Event, error) {
+func decodeEvent(p []byte) (service.Event, error) {
 	var fields [4][]byte
 	for i := range fields {
 		n, k := binary.Uvarint(p)
 		if k <= 0 || n > uint64(len(p)-k) {
-			return extract.Event{}, errBadPayload
+			return service.Event{}, errBadPayload
 		}
 		fields[i] = p[k : k+int(n)]
 		p = p[k+int(n):]
 	}
 	t, k := binary.Varint(p)
 	if k <= 0 {
-		return extract.Event{}, errBadPayload
+		return service.Event{}, errBadPayload
 	}
 	p = p[k:]
 	recv, k := binary.Varint(p)
 	if k <= 0 || k != len(p) {
-		return extract.Event{}, errBadPayload
+		return service.Event{}, errBadPayload
 	}
-	ev := extract.Event{ID: string(fields[0]), Type: string(fields[1]), Subscription: string(fields[2]),
+	ev := service.Event{ID: string(fields[0]), Type: string(fields[1]), Subscription: string(fields[2]),
 		Raw: append([]byte(nil), fields[3]...), ReceivedAt: time.Unix(0, recv).UTC()}
 	if t != 0 {
 		ev.Time = time.Unix(0, t-1).UTC()

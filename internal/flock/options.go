@@ -1,0 +1,47 @@
+package flock
+
+import (
+	"errors"
+	"os"
+	"time"
+)
+
+// Options say how Lock waits.
+type Options struct {
+	// Wait is how long to wait for a lock held elsewhere: 0 not at all,
+	// negative until the context ends.
+	Wait time.Duration
+	// Perm is the mode of a lock file Lock creates (default 0644).
+	Perm os.FileMode
+	// Busy is wrapped by the *HeldError of a wait that ended (default
+	// ErrHeld).
+	Busy error
+	// Note is written after the pid into the lock file, for whoever finds
+	// it held (a program name, say).
+	Note string
+}
+
+// ErrHeld is the default Options.Busy.
+var ErrHeld = errors.New("lock held by another process")
+
+// HeldError: the lock at Path was still held by Holder (its pid and note,
+// as it wrote them) after Waited.
+type HeldError struct {
+	Path, Holder string
+	Waited       time.Duration
+	Err          error
+}
+
+func (e *HeldError) Error() string {
+	return e.Path + ": " + e.busy().Error() + " (held by " + e.Holder + ")"
+}
+
+func (e *HeldError) busy() error {
+	if e.Err == nil {
+		return ErrHeld
+	}
+	return e.Err
+}
+
+// Unwrap gives Options.Busy.
+func (e *HeldError) Unwrap() error { return e.busy() }

@@ -1,0 +1,26 @@
+package load
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sepipe/sepipe/internal/flock"
+)
+
+// lockState takes the exclusive flock that serializes sepipe's processes
+// on one working database (a sync's commit, a listen's batch, a
+// publish), waiting up to wait for it. The kernel drops it when the
+// process dies, so a killed run never leaves it stuck.
+func lockState(ctx context.Context, path string, wait time.Duration) (func(), error) {
+	unlock, err := flock.Lock(ctx, path, flock.Options{Wait: wait, Busy: ErrWarehouseLocked, Note: processName(os.Getpid())})
+	var h *flock.HeldError
+	if errors.As(err, &h) {
+		return nil, fmt.Errorf("%s: %w: another sepipe process (pid %s) has been writing for longer than %s",
+			path, ErrWarehouseLocked, strings.TrimSpace(h.Holder), wait)
+	}
+	return unlock, err
+}
