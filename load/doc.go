@@ -10,7 +10,11 @@
 // written first into a staging folder outside the lake,
 // <out>/.sepipe/staging/<run>/..., then published by renaming the whole
 // partition folder into place. A reader of the lake sees the old partition
-// or the new one, never a half-written file.
+// or the new one, never a half-written file. Every write, rename and
+// removal of the lake and its staging goes through the output folder
+// opened as an os.Root (ParquetWriter with InsideFolder, Publish, Discard,
+// Repair, CreateSpool): a path that is not local to it, or a symlink that
+// leaves it, is refused with ErrOutside or the kernel's error.
 //
 // The warehouse is two DuckDB files with the same tables. sepipe writes its
 // working database, <out>/.sepipe/state.duckdb, opened with OpenState under

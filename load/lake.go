@@ -40,34 +40,43 @@ func (l Lake) stagingRoot() string { return filepath.Join(l.Root, ".sepipe", "st
 // Publish moves a staged partition into the lake, replacing the partition
 // of the same object and date if there is one. Each step is a rename, so
 // the lake holds the old or the new partition at every instant but the
-// short gap between two renames in the same folder.
+// short gap between two renames in the same folder. Every step goes
+// through the output folder as an os.Root (see within).
 func (l Lake) Publish(run, object, date string) error {
-	staged := l.StagingDir(run, object, date)
-	final := l.PartitionDir(object, date)
-	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+	r, err := l.open()
+	if err != nil {
+		return &WriteError{Object: object, Step: "publish", Path: l.Root, Err: err}
+	}
+	defer r.Close()
+	staged, final, old := l.StagingDir(run, object, date), l.PartitionDir(object, date), l.replacedDir(run, object, date)
+	rel, err := l.locals(staged, final, old)
+	if err != nil {
 		return &WriteError{Object: object, Step: "publish", Path: final, Err: err}
 	}
-	old := l.replacedDir(run, object, date)
+	rs, rf, ro := rel[0], rel[1], rel[2]
+	if err := r.MkdirAll(filepath.Dir(rf), 0o755); err != nil {
+		return &WriteError{Object: object, Step: "publish", Path: final, Err: err}
+	}
 	hadOld := false
-	if _, err := os.Stat(final); err == nil {
-		if err := os.MkdirAll(filepath.Dir(old), 0o755); err != nil {
+	if _, err := r.Stat(rf); err == nil {
+		if err := r.MkdirAll(filepath.Dir(ro), 0o755); err != nil {
 			return &WriteError{Object: object, Step: "publish (set aside old partition)", Path: old, Err: err}
 		}
-		if err := os.Rename(final, old); err != nil {
+		if err := r.Rename(rf, ro); err != nil {
 			return &WriteError{Object: object, Step: "publish (set aside old partition)", Path: final, Err: err}
 		}
 		hadOld = true
 		faults.At(faults.SetAside, object)
 	}
-	if err := os.Rename(staged, final); err != nil {
+	if err := r.Rename(rs, rf); err != nil {
 		if hadOld {
-			_ = os.Rename(old, final) // put the old partition back
+			_ = r.Rename(ro, rf) // put the old partition back
 		}
 		return &WriteError{Object: object, Step: "publish", Path: final, Err: err}
 	}
 	syncDir(filepath.Dir(final))
 	if hadOld {
-		if err := os.RemoveAll(old); err != nil {
+		if err := r.RemoveAll(ro); err != nil {
 			return &WriteError{Object: object, Step: "publish (remove old partition)", Path: old, Err: err}
 		}
 	}
@@ -76,7 +85,63 @@ func (l Lake) Publish(run, object, date string) error {
 
 // Discard removes a run's staging folder.
 func (l Lake) Discard(run string) error {
-	return os.RemoveAll(filepath.Join(l.stagingRoot(), run))
+	return l.removeAll(filepath.Join(l.stagingRoot(), run))
+}
+
+// ErrOutside is wrapped when a path sepipe was about to write, built from
+// names that came from the service or a run, would lead outside the output
+// folder (a "..", an absolute path, or a symlink pointing out of it).
+var ErrOutside = errors.New("leads outside the output folder")
+
+// within returns path relative to the output folder, or an error wrapping
+// ErrOutside when it does not lie inside it. Every file sepipe writes in
+// an output folder goes through the folder opened as an os.Root with such
+// a path, so no name can reach outside it, by its text or by a symlink.
+func (l Lake) within(path string) (string, error) {
+	rel, err := filepath.Rel(l.base(), path)
+	if err != nil || !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("%s: %w %s", path, ErrOutside, l.base())
+	}
+	return rel, nil
+}
+
+func (l Lake) open() (*os.Root, error) { return os.OpenRoot(l.base()) }
+
+func (l Lake) base() string {
+	if l.Root == "" {
+		return "."
+	}
+	return l.Root
+}
+
+// locals is Within for several paths.
+func (l Lake) locals(paths ...string) ([]string, error) {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		rel, err := l.within(p)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = rel
+	}
+	return out, nil
+}
+
+// removeAll removes path (inside the output folder) through the os.Root.
+func (l Lake) removeAll(path string) error {
+	rel, err := l.within(path)
+	if err != nil {
+		return err
+	}
+	r, err := l.open()
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return r.RemoveAll(rel)
 }
 
 // Partitions lists the snapshot dates published for an object, oldest first.
@@ -143,7 +208,7 @@ func syncDir(dir string) {
 
 // DiscardAll removes every run's staging folder. Call it only while
 // holding the output folder's lock.
-func (l Lake) DiscardAll() error { return os.RemoveAll(l.stagingRoot()) }
+func (l Lake) DiscardAll() error { return l.removeAll(l.stagingRoot()) }
 
 // ObjectDir is the folder of all of an object's partitions.
 func (l Lake) ObjectDir(object string) string { return filepath.Join(l.LakeDir(), object) }
@@ -172,30 +237,39 @@ func (l Lake) Repair() error {
 	if err != nil {
 		return err
 	}
-	for _, r := range runs {
-		objs, err := os.ReadDir(filepath.Join(root, r.Name()))
+	r, err := l.open()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	for _, run := range runs {
+		objs, err := os.ReadDir(filepath.Join(root, run.Name()))
 		if err != nil {
 			return err
 		}
 		for _, o := range objs {
-			parts, err := os.ReadDir(filepath.Join(root, r.Name(), o.Name()))
+			parts, err := os.ReadDir(filepath.Join(root, run.Name(), o.Name()))
 			if err != nil {
 				return err
 			}
 			for _, p := range parts {
-				old := filepath.Join(root, r.Name(), o.Name(), p.Name())
-				final := filepath.Join(l.LakeDir(), o.Name(), p.Name())
-				if _, err := os.Stat(final); err == nil {
-					if err := os.RemoveAll(old); err != nil {
+				rel, err := l.locals(filepath.Join(root, run.Name(), o.Name(), p.Name()),
+					filepath.Join(l.LakeDir(), o.Name(), p.Name()))
+				if err != nil {
+					return err
+				}
+				old, final := rel[0], rel[1]
+				if _, err := r.Stat(final); err == nil {
+					if err := r.RemoveAll(old); err != nil {
 						return err
 					}
-				} else if err := os.Rename(old, final); err != nil {
+				} else if err := r.Rename(old, final); err != nil {
 					return err
 				}
 			}
 		}
 	}
-	return os.RemoveAll(root)
+	return l.removeAll(root)
 }
 
 // SpoolPath is where a run keeps the raw pages of a collection while it
@@ -204,4 +278,27 @@ func (l Lake) Repair() error {
 // so a discarded or dead run leaves none behind.
 func (l Lake) SpoolPath(run, object string) string {
 	return filepath.Join(l.stagingRoot(), run, ".spool", object)
+}
+
+// CreateSpool creates (or empties) the spool file of a run's collection,
+// through the output folder as an os.Root.
+func (l Lake) CreateSpool(run, object string) (*os.File, error) {
+	path := l.SpoolPath(run, object)
+	rel, err := l.within(path)
+	if err != nil {
+		return nil, &WriteError{Object: object, Step: "create spool", Path: path, Err: err}
+	}
+	r, err := l.open()
+	if err != nil {
+		return nil, &WriteError{Object: object, Step: "create spool", Path: path, Err: err}
+	}
+	defer r.Close()
+	if err := r.MkdirAll(filepath.Dir(rel), 0o755); err != nil {
+		return nil, &WriteError{Object: object, Step: "create spool", Path: path, Err: err}
+	}
+	f, err := r.Create(rel)
+	if err != nil {
+		return nil, &WriteError{Object: object, Step: "create spool", Path: path, Err: err}
+	}
+	return f, nil
 }

@@ -58,6 +58,12 @@ func WithFileNumbers(first, step int) ParquetOption {
 	return func(w *ParquetWriter) { w.firstFile, w.fileStep = first, max(step, 1) }
 }
 
+// InsideFolder makes the writer create and remove its files through root
+// (the output folder) opened as an os.Root: the writer's folder must lie
+// inside it, and no name in its path, "..", or symlink leads outside.
+// Without it the root is the writer's own folder.
+func InsideFolder(root string) ParquetOption { return func(w *ParquetWriter) { w.root = root } }
+
 // WithParquetAllocator sets the allocator used while encoding.
 func WithParquetAllocator(mem memory.Allocator) ParquetOption {
 	return func(w *ParquetWriter) { w.mem = mem }
@@ -67,6 +73,8 @@ func WithParquetAllocator(mem memory.Allocator) ParquetOption {
 // one folder. Files are zstd-compressed and store the Arrow schema.
 type ParquetWriter struct {
 	dir         string
+	root        string // every file goes through os.OpenRoot(root)
+	rel         string // dir relative to root
 	object      string
 	schema      *arrow.Schema
 	rowsPerFile int64
@@ -92,15 +100,42 @@ func NewParquetWriter(dir, object string, s *arrow.Schema, opts ...ParquetOption
 	for _, o := range opts {
 		o(w)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if w.root == "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, &WriteError{Object: object, Step: "create staging folder", Path: dir, Err: err}
+		}
+		w.root = dir
+	}
+	rel, err := Lake{Root: w.root}.within(filepath.Join(dir, "part"))
+	if err != nil {
+		return nil, &WriteError{Object: object, Step: "create staging folder", Path: dir, Err: err}
+	}
+	w.rel = filepath.Dir(rel)
+	err = w.inRoot(func(r *os.Root) error { return r.MkdirAll(w.rel, 0o755) })
+	if err != nil {
 		return nil, &WriteError{Object: object, Step: "create staging folder", Path: dir, Err: err}
 	}
 	return w, nil
 }
 
+// inRoot calls fn with the writer's root opened.
+func (w *ParquetWriter) inRoot(fn func(*os.Root) error) error {
+	r, err := os.OpenRoot(w.root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return fn(r)
+}
+
 func (w *ParquetWriter) open() error {
-	name := filepath.Join(w.dir, fmt.Sprintf("part-%05d.parquet", w.firstFile+len(w.files)*w.fileStep))
-	f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	base := fmt.Sprintf("part-%05d.parquet", w.firstFile+len(w.files)*w.fileStep)
+	name := filepath.Join(w.dir, base)
+	var f *os.File
+	err := w.inRoot(func(r *os.Root) (err error) {
+		f, err = r.OpenFile(filepath.Join(w.rel, base), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		return err
+	})
 	if err != nil {
 		return &WriteError{Object: w.object, Step: "create parquet file", Path: name, Err: err}
 	}
@@ -110,7 +145,7 @@ func (w *ParquetWriter) open() error {
 	fw, err := pqarrow.NewFileWriter(w.schema, bw, props, aprops)
 	if err != nil {
 		f.Close()
-		os.Remove(name)
+		w.remove(name)
 		return &WriteError{Object: w.object, Step: "start parquet file", Path: name, Err: err}
 	}
 	w.f, w.bw, w.fw, w.inCur = f, bw, fw, 0
@@ -265,8 +300,13 @@ func (w *ParquetWriter) Abort() {
 		w.fw, w.bw, w.f = nil, nil, nil
 	}
 	for _, f := range w.files {
-		os.Remove(f)
+		w.remove(f)
 	}
+}
+
+// remove removes one of the writer's files (a path under w.dir).
+func (w *ParquetWriter) remove(name string) {
+	_ = w.inRoot(func(r *os.Root) error { return r.Remove(filepath.Join(w.rel, filepath.Base(name))) })
 }
 
 // Files lists the part files written, in order.

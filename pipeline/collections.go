@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -117,6 +116,9 @@ type collectionRead struct {
 	keys     []string        // key field ids the decoder yields
 	required bool            // merge: a row without its key is rejected
 	spool    string
+	// create creates the spool file (load.Lake.CreateSpool: inside the
+	// output folder whatever the collection's name).
+	create func() (*os.File, error)
 	// writers makes the Parquet writers of a schema (see objectSink).
 	writers func(*arrow.Schema) func(first, step int) (load.Writer, error)
 	opts    []transform.Option
@@ -137,10 +139,7 @@ type collectionRead struct {
 }
 
 func (c *collectionRead) open() error {
-	if err := os.MkdirAll(filepath.Dir(c.spool), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(c.spool)
+	f, err := c.create()
 	if err != nil {
 		return err
 	}

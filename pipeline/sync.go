@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -683,7 +684,7 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, run *Result, i
 	dir := lake.StagingDir(run.RunID, name, run.SnapshotDate)
 	writers := func(schema *arrow.Schema) func(first, step int) (load.Writer, error) {
 		return func(first, step int) (load.Writer, error) {
-			return load.NewParquetWriter(dir, name, schema, load.WithParquetAllocator(cfg.Allocator), load.WithFileNumbers(first, step))
+			return load.NewParquetWriter(dir, name, schema, load.InsideFolder(lake.Root), load.WithParquetAllocator(cfg.Allocator), load.WithFileNumbers(first, step))
 		}
 	}
 	var (
@@ -700,7 +701,7 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, run *Result, i
 			pk = []string{"id"} // items carry an id (docs/service-interface.md)
 		}
 		cr := &collectionRead{name: id, contract: contract, stored: pr.fields[id], keys: pk, required: mode == load.Merge,
-			spool: lake.SpoolPath(run.RunID, name), writers: writers, opts: []transform.Option{transform.WithAllocator(cfg.Allocator)}}
+			spool: lake.SpoolPath(run.RunID, name), create: func() (*os.File, error) { return lake.CreateSpool(run.RunID, name) }, writers: writers, opts: []transform.Option{transform.WithAllocator(cfg.Allocator)}}
 		defer cr.close()
 		var err error
 		stats, err = cr.read(ctx, src, cfg.Progress)

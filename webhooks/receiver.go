@@ -168,13 +168,13 @@ func NewReceiver(sink EventSink, secrets []string, opts ...ReceiverOption) (*Rec
 	}
 	switch {
 	case sink == nil:
-		return nil, errors.New("extract: receiver: nil sink")
+		return nil, errors.New("webhooks: receiver: nil sink")
 	case len(r.secrets) == 0:
-		return nil, errors.New("extract: receiver: no signing secret")
+		return nil, errors.New("webhooks: receiver: no signing secret")
 	case r.maxBody <= 0:
-		return nil, fmt.Errorf("extract: receiver: max body %d: want at least 1", r.maxBody)
+		return nil, fmt.Errorf("webhooks: receiver: max body %d: want at least 1", r.maxBody)
 	case r.tolerance <= 0:
-		return nil, fmt.Errorf("extract: receiver: tolerance %s: want more than 0", r.tolerance)
+		return nil, fmt.Errorf("webhooks: receiver: tolerance %s: want more than 0", r.tolerance)
 	}
 	return r, nil
 }

@@ -136,14 +136,14 @@ func OpenSpool(dir string, opts ...SpoolOption) (*Spool, error) {
 		o(s)
 	}
 	if s.segMax <= 0 || s.window <= 0 {
-		return nil, fmt.Errorf("load: spool %s: segment size and dedup window must be positive", dir)
+		return nil, fmt.Errorf("webhooks: spool %s: segment size and dedup window must be positive", dir)
 	}
 	s.ring = make([]string, s.window)
 	s.durable = &commit{done: make(chan struct{})}
 	close(s.durable.done)
 	s.pend = &commit{done: make(chan struct{})}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("load: spool %s: %w", dir, err)
+		return nil, fmt.Errorf("webhooks: spool %s: %w", dir, err)
 	}
 	if err := s.replay(); err != nil {
 		return nil, err
@@ -171,7 +171,7 @@ func segName(num int64) string { return fmt.Sprintf("%016d%s", num, spoolExt) }
 func (s *Spool) replay() error {
 	ents, err := os.ReadDir(s.dir)
 	if err != nil {
-		return fmt.Errorf("load: spool %s: %w", s.dir, err)
+		return fmt.Errorf("webhooks: spool %s: %w", s.dir, err)
 	}
 	var nums []int64
 	for _, e := range ents {
@@ -190,13 +190,13 @@ func (s *Spool) replay() error {
 		path := filepath.Join(s.dir, segName(n))
 		evs, good, size, err := readSegment(path)
 		if err != nil {
-			return fmt.Errorf("load: spool segment %s: %w", path, err)
+			return fmt.Errorf("webhooks: spool segment %s: %w", path, err)
 		}
 		if good < size {
 			s.log.Warn("spool: cutting off a torn record (a crash mid-write)", "segment", path,
 				"kept_bytes", good, "dropped_bytes", size-good)
 			if err := truncateSync(path, good); err != nil {
-				return fmt.Errorf("load: spool segment %s: truncate torn tail: %w", path, err)
+				return fmt.Errorf("webhooks: spool segment %s: truncate torn tail: %w", path, err)
 			}
 		}
 		seg := segment{num: n, size: good}
@@ -274,11 +274,11 @@ func (s *Spool) newSegment(num int64) error {
 	path := filepath.Join(s.dir, segName(num))
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_TRUNC, 0o644)
 	if err != nil {
-		return fmt.Errorf("load: spool: create segment: %w", err)
+		return fmt.Errorf("webhooks: spool: create segment: %w", err)
 	}
 	if err := fsyncDir(s.dir); err != nil {
 		f.Close()
-		return fmt.Errorf("load: spool: sync folder: %w", err)
+		return fmt.Errorf("webhooks: spool: sync folder: %w", err)
 	}
 	if s.f != nil {
 		s.f.Close()
@@ -391,7 +391,7 @@ func (s *Spool) committer() {
 			s.fmu.Unlock()
 			s.mu.Lock()
 			if err != nil {
-				err = fmt.Errorf("load: spool %s: %w", s.dir, err)
+				err = fmt.Errorf("webhooks: spool %s: %w", s.dir, err)
 				if s.failed == nil {
 					s.failed = err
 				}
@@ -507,7 +507,7 @@ func (s *Spool) MarkLoaded(upTo uint64) error {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("load: spool %s: remove loaded segments: %w", s.dir, errors.Join(errs...))
+		return fmt.Errorf("webhooks: spool %s: remove loaded segments: %w", s.dir, errors.Join(errs...))
 	}
 	return nil
 }

@@ -43,10 +43,25 @@ type Config struct {
 	Schedule    ScheduleConfig          `yaml:"schedule"`
 	Webhooks    WebhooksConfig          `yaml:"webhooks"`
 	Dashboard   DashboardConfig         `yaml:"dashboard"`
+	// Tenants, when listed, replace service, credentials and legacy: each
+	// command works on the one --tenant names (UseTenant).
+	Tenants map[string]TenantConfig `yaml:"tenants"`
 
-	file  string         // path it was read from ("" when there is no file)
-	lines map[string]int // key path -> line
-	warns []string       // literal secrets and the like
+	tenant string         // the tenant UseTenant chose ("" for a config without tenants)
+	file   string         // path it was read from ("" when there is no file)
+	lines  map[string]int // key path -> line
+	warns  []string       // literal secrets and the like
+}
+
+// TenantConfig is one tenant of a config that serves several (an agency,
+// a group of tenant sites): its own service URLs, credentials (by
+// ${ENV_VAR} reference) and legacy login. Everything else (streams,
+// requests, output, schedule) is shared. Its data, state and runs live in
+// <output.dir>/<tenant>, a folder of its own.
+type TenantConfig struct {
+	Service     ServiceConfig     `yaml:"service"`
+	Credentials CredentialsConfig `yaml:"credentials"`
+	Legacy      LegacyConfig      `yaml:"legacy"`
 }
 
 // ServiceConfig holds the four base URLs; only tenant_url is required.
@@ -208,12 +223,13 @@ func (e *ConfigError) Error() string {
 
 // errf returns a *ConfigError at key, wrapped as a usage error.
 func (c *Config) errf(key, format string, a ...any) error {
+	key = c.tenantKey(key)
 	return usageError{&ConfigError{File: c.file, Line: c.line(key), Key: key, Msg: fmt.Sprintf(format, a...)}}
 }
 
 // line returns the line of key, or of its closest parent written in the file.
 func (c *Config) line(key string) int {
-	for k := key; k != ""; {
+	for k := c.tenantKey(key); k != ""; {
 		if l, ok := c.lines[k]; ok {
 			return l
 		}
@@ -533,16 +549,7 @@ const (
 // SetDefaults fills what the file leaves out. Credentials default to the
 // environment variables SEPIPE_ACCESS_TOKEN and SEPIPE_API_TOKEN.
 func (c *Config) SetDefaults() {
-	envSecret := func(s *Secret, env string) {
-		if s.Ref == "" {
-			*s = Secret{Ref: "${" + env + "}", Value: extract.Secret(os.Getenv(env))}
-		}
-	}
-	envSecret(&c.Credentials.AccessToken, defaultAccessEnv)
-	envSecret(&c.Credentials.APIToken, defaultAPITokenEnv)
-	envSecret(&c.Service.OAuth.ClientID, defaultClientIDEnv)
-	envSecret(&c.Service.OAuth.ClientSecret, defaultSecretEnv)
-	envSecret(&c.Service.OAuth.RefreshToken, defaultRefreshEnv)
+	c.defaultSecrets()
 	r := &c.Requests
 	if r.Concurrency == 0 {
 		r.Concurrency = extract.DefaultConcurrency
@@ -586,6 +593,110 @@ func (c *Config) SetDefaults() {
 	if c.lines == nil {
 		c.lines = map[string]int{}
 	}
+}
+
+// defaultSecrets points the credentials the file leaves out at their
+// environment variables.
+func (c *Config) defaultSecrets() {
+	envSecret := func(s *Secret, env string) {
+		if s.Ref == "" {
+			*s = Secret{Ref: "${" + env + "}", Value: extract.Secret(os.Getenv(env))}
+		}
+	}
+	envSecret(&c.Credentials.AccessToken, defaultAccessEnv)
+	envSecret(&c.Credentials.APIToken, defaultAPITokenEnv)
+	envSecret(&c.Service.OAuth.ClientID, defaultClientIDEnv)
+	envSecret(&c.Service.OAuth.ClientSecret, defaultSecretEnv)
+	envSecret(&c.Service.OAuth.RefreshToken, defaultRefreshEnv)
+}
+
+// tenantName is what a tenant may be called: it names a folder and, in an
+// Iceberg catalog, a namespace.
+var tenantName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// tenantBlocks are the top-level keys a tenant's block replaces.
+var tenantBlocks = []string{"service", "credentials", "legacy"}
+
+// UseTenant makes c the config of tenant name: its service, credentials
+// and legacy login take the top level's place, and its output folder is
+// <output.dir>/<name> (TenantDir). name "" is right only for a config
+// without tenants; a config with tenants needs one named.
+func (c *Config) UseTenant(name string) error {
+	if len(c.Tenants) == 0 {
+		if name != "" {
+			return usagef("--tenant %s: the config lists no tenants (add a tenants: block, or leave --tenant out)", name)
+		}
+		return nil
+	}
+	for _, k := range sortedKeys(c.Tenants) {
+		if !tenantName.MatchString(k) {
+			return c.errf("tenants."+k, "a tenant's name is lower-case letters, digits, - and _ (it names a folder), got %q", k)
+		}
+	}
+	for _, b := range tenantBlocks {
+		if _, ok := c.lines[b]; ok {
+			return c.errf(b, "with tenants, each tenant has its own %s (tenants.NAME.%s), not the top level", b, b)
+		}
+	}
+	names := strings.Join(sortedKeys(c.Tenants), ", ")
+	if name == "" {
+		return usagef("the config lists tenants (%s): choose one with --tenant", names)
+	}
+	t, ok := c.Tenants[name]
+	if !ok {
+		return usagef("--tenant %q: the config's tenants are %s", name, names)
+	}
+	c.Service, c.Credentials, c.Legacy = t.Service, t.Credentials, t.Legacy
+	c.tenant = name
+	c.defaultSecrets()
+	c.Output.Dir = c.TenantDir(c.Output.Dir)
+	return nil
+}
+
+// folderOf resolves the output folder of a command that works on an
+// output folder only (listen, dashboard): with tenant, that tenant's folder
+// under out (when given) or output.dir; without, out (when given) as it
+// is, or output.dir of a config without tenants.
+func (c *Config) folderOf(tenant, out string, outGiven bool) (string, error) {
+	if tenant == "" && outGiven {
+		return out, nil
+	}
+	if err := c.UseTenant(tenant); err != nil {
+		return "", err
+	}
+	if outGiven {
+		return c.TenantDir(out), nil
+	}
+	if c.Output.Dir == "" {
+		return out, nil
+	}
+	return c.Output.Dir, nil
+}
+
+// Tenant is the tenant UseTenant chose, "" for a config without tenants.
+func (c *Config) Tenant() string { return c.tenant }
+
+// TenantDir is the output folder of the chosen tenant under base (base
+// itself without tenants).
+func (c *Config) TenantDir(base string) string {
+	if c.tenant == "" {
+		return base
+	}
+	return filepath.Join(base, c.tenant)
+}
+
+// tenantKey names a key of the chosen tenant's blocks by its place in the
+// file (tenants.acme.service.tenant_url).
+func (c *Config) tenantKey(key string) string {
+	if c.tenant == "" {
+		return key
+	}
+	for _, b := range tenantBlocks {
+		if key == b || strings.HasPrefix(key, b+".") {
+			return "tenants." + c.tenant + "." + key
+		}
+	}
+	return key
 }
 
 // Validate checks the config without the network. Filters are checked

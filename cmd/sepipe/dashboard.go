@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,7 +14,7 @@ import (
 func init() { register(newDashboardCmd) }
 
 func newDashboardCmd(g *globals) *cobra.Command {
-	var out, addr, panelsDir, configPath string
+	var out, addr, panelsDir, configPath, tenant string
 	cmd := &cobra.Command{
 		Use:   "dashboard [--out DIR] [--addr 127.0.0.1:8787]",
 		Short: "Serve the enablement numbers as a web page over the warehouse",
@@ -41,8 +39,8 @@ open dashboard never blocks a sync or listen. See docs/dashboard.md.`,
 			if err != nil {
 				return err
 			}
-			if !fl.Changed("out") && conf.Output.Dir != "" {
-				out = conf.Output.Dir
+			if out, err = conf.folderOf(tenant, out, fl.Changed("out")); err != nil {
+				return err
 			}
 			if !fl.Changed("addr") && conf.Dashboard.Addr != "" {
 				addr = conf.Dashboard.Addr
@@ -64,23 +62,12 @@ open dashboard never blocks a sync or listen. See docs/dashboard.md.`,
 			srv := &http.Server{Handler: dashboard.Handler(dashboard.Config{Out: out, PanelsDir: panelsDir, Logger: log}),
 				ReadHeaderTimeout: 10 * time.Second}
 			fmt.Fprintf(g.stdout, "dashboard of %s on http://%s/ (Ctrl-C stops it)\n", out, ln.Addr())
-			errc := make(chan error, 1)
-			go func() { errc <- srv.Serve(ln) }()
-			select {
-			case err := <-errc:
-				return err
-			case <-cmd.Context().Done():
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-				return err
-			}
-			return nil
+			return serve(cmd.Context(), srv, ln)
 		},
 	}
 	cmd.Flags().StringVar(&configPath, "config", "", "config file (default ./sepipe.yaml when it exists)")
 	cmd.Flags().StringVar(&out, "out", "./sepipe-demo", "output folder holding warehouse.duckdb; overrides output.dir")
+	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant whose warehouse to show, of the config's tenants (<out>/<tenant>)")
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8787", "HOST:PORT to serve on; overrides dashboard.addr")
 	cmd.Flags().StringVar(&panelsDir, "panels-dir", "", "folder of your own panel files (*.yaml); overrides dashboard.panels_dir")
 	return cmd

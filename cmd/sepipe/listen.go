@@ -18,6 +18,7 @@ func newListenCmd(g *globals) *cobra.Command {
 		cfg        webhooks.ListenConfig
 		secrets    []string
 		configPath string
+		tenant     string
 	)
 	cmd := &cobra.Command{
 		Use:   "listen --addr HOST:PORT --out DIR",
@@ -63,8 +64,8 @@ The subscription column holds the ?subscription= value of the delivery URL
 			if !fl.Changed("addr") && conf.Webhooks.Listen != "" {
 				cfg.Addr = conf.Webhooks.Listen
 			}
-			if !fl.Changed("out") && conf.Output.Dir != "" {
-				cfg.Out = conf.Output.Dir
+			if cfg.Out, err = conf.folderOf(tenant, cfg.Out, fl.Changed("out")); err != nil {
+				return err
 			}
 			if !fl.Changed("publish-interval") && conf.Webhooks.PublishInterval != 0 {
 				cfg.PublishInterval = time.Duration(conf.Webhooks.PublishInterval)
@@ -104,6 +105,7 @@ The subscription column holds the ?subscription= value of the delivery URL
 	cmd.Flags().StringVar(&configPath, "config", "", "config file (default ./sepipe.yaml when it exists)")
 	cmd.Flags().StringVar(&cfg.Addr, "addr", "127.0.0.1:8787", "HOST:PORT to listen on; overrides webhooks.listen")
 	cmd.Flags().StringVar(&cfg.Out, "out", "./sepipe-data", "output folder holding warehouse.duckdb (and the spool in .sepipe/events); overrides output.dir")
+	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant whose events these are, of the config's tenants (<out>/<tenant>)")
 	cmd.Flags().StringArrayVar(&secrets, "secret", nil, "signing secret (repeatable), besides SEPIPE_WEBHOOK_SECRET and webhooks.secrets")
 	cmd.Flags().Int64Var(&cfg.MaxBody, "max-body", webhooks.DefaultMaxDeliveryBody, "largest delivery accepted, bytes")
 	cmd.Flags().IntVar(&cfg.BatchSize, "batch-size", 500, "load as soon as this many events wait")

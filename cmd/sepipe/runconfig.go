@@ -19,6 +19,7 @@ import (
 // Each overrides the config key it names when given.
 type runFlags struct {
 	config      string
+	tenant      string
 	baseURL     string
 	out         string
 	objects     []string
@@ -30,6 +31,7 @@ type runFlags struct {
 func (f *runFlags) add(cmd *cobra.Command, withOut bool) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.config, "config", "", "config file (default ./sepipe.yaml when it exists)")
+	fl.StringVar(&f.tenant, "tenant", "", "the tenant to work on, of the config's tenants (its data goes to <output folder>/<tenant>)")
 	fl.StringVar(&f.baseURL, "base-url", "", "tenant URL (https://<subdomain>.<domain>); overrides service.tenant_url")
 	if withOut {
 		fl.StringVar(&f.out, "out", defaultOut, "output folder for lake/ and warehouse.duckdb; overrides output.dir")
@@ -68,11 +70,14 @@ func (f *runFlags) load(cmd *cobra.Command, g *globals) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := c.UseTenant(f.tenant); err != nil {
+		return nil, err
+	}
 	if fl.Changed("base-url") {
 		c.Service.TenantURL = f.baseURL
 	}
 	if fl.Lookup("out") != nil && fl.Changed("out") {
-		c.Output.Dir = f.out
+		c.Output.Dir = c.TenantDir(f.out)
 	}
 	if fl.Changed("concurrency") {
 		c.Requests.Concurrency = f.concurrency

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -180,16 +178,7 @@ clock.`,
 			fmt.Fprintf(w, "  clock:           %s   (advance: curl -X POST -H 'Authorization: Bearer %s' '%s%s/advance?days=1')\n",
 				svc.Now().Format(time.RFC3339), svc.APIToken(), base, servicetest.AdminPath)
 			fmt.Fprintf(w, "  tenant:          %d users, seed %d\n", f.users, f.seed)
-			errc := make(chan error, 1)
-			go func() { errc <- hs.Serve(ln) }()
-			select {
-			case err := <-errc:
-				return err
-			case <-cmd.Context().Done():
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if err := hs.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := serve(cmd.Context(), hs, ln); err != nil {
 				return err
 			}
 			fmt.Fprintln(w, "stopped")
