@@ -16,7 +16,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/sepipe/sepipe/extract"
-	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/schemas"
 	"github.com/sepipe/sepipe/service"
 	"github.com/sepipe/sepipe/transform"
@@ -117,8 +116,8 @@ type collectionRead struct {
 	keys     []string        // key field ids the decoder yields
 	required bool            // merge: a row without its key is rejected
 	spool    string
-	// writers makes the Parquet writers of a schema (see objectSink).
-	writers func(*arrow.Schema) func(first, step int) (load.Writer, error)
+	// writers makes the writers of a schema (see objectSink).
+	writers func(*arrow.Schema) writerSet
 	opts    []transform.Option
 
 	fields []service.Field // the effective fields so far

@@ -1,0 +1,363 @@
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/internal/faults"
+	"github.com/sepipe/sepipe/internal/lakeservers"
+	"github.com/sepipe/sepipe/internal/warehousetest"
+	"github.com/sepipe/sepipe/lakehouse"
+	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/pipeline"
+)
+
+// fileLake is an Iceberg lake on the local disk: a SQLite catalog and a
+// file:// warehouse under dir.
+func fileLake(dir string) *lakehouse.Config {
+	return &lakehouse.Config{
+		Catalog:   lakehouse.CatalogConfig{Type: lakehouse.CatalogSQL, Driver: lakehouse.DriverSQLite, URI: filepath.Join(dir, "catalog.db")},
+		Warehouse: "file://" + filepath.Join(dir, "warehouse"),
+	}
+}
+
+// lakeTables lists the tables of the lake's namespace.
+func lakeTables(t *testing.T, lh *lakehouse.Lakehouse) []string {
+	t.Helper()
+	var out []string
+	for ident, err := range lh.Catalog().ListTables(context.Background(), table.Identifier{lh.Config().Namespace}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ident[len(ident)-1])
+	}
+	slices.Sort(out)
+	return out
+}
+
+// exportLakeTable reads a table's current snapshot through the catalog
+// (iceberg-go's scan) and writes it to a Parquet file for DuckDB to
+// compare; "" when the table has no snapshot.
+func exportLakeTable(t *testing.T, lh *lakehouse.Lakehouse, stream, dir string) string {
+	t.Helper()
+	ctx := context.Background()
+	tbl, err := lh.LoadTable(ctx, "", stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tbl.CurrentSnapshot() == nil {
+		return ""
+	}
+	at, err := tbl.Scan().ToArrowTable(ctx)
+	if err != nil {
+		t.Fatalf("scan %s: %v", stream, err)
+	}
+	defer at.Release()
+	p := filepath.Join(dir, stream+".parquet")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := pqarrow.WriteTable(at, f, 64<<10, parquet.NewWriterProperties(parquet.WithAllocator(memory.DefaultAllocator)), pqarrow.DefaultWriterProps()); err != nil {
+		t.Fatalf("export %s: %v", stream, err)
+	}
+	return p
+}
+
+// sameLakeAsWarehouse requires every Iceberg table to hold what the
+// warehouse of out holds, row for row (EXCEPT ALL both ways, so no row is
+// missing or doubled) and day for day: a replace or append stream's table
+// equals its history table (every day's rows), a merge stream's table
+// equals the warehouse's table. It returns the rows compared per table.
+func sameLakeAsWarehouse(t *testing.T, out string, lc *lakehouse.Config, modes map[string]load.WriteMode) map[string]int64 {
+	t.Helper()
+	ctx := context.Background()
+	lh, err := lakehouse.Open(ctx, *lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lh.Close()
+	db := warehousetest.Open(t, out)
+	var whTables []string
+	rows, err := db.Query(`SELECT table_name FROM duckdb_tables() WHERE database_name = 'warehouse' AND NOT starts_with(table_name, '_sepipe') AND NOT ends_with(table_name, '_history') AND table_name <> ? ORDER BY 1`, load.EventsTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		rows.Scan(&n)
+		whTables = append(whTables, n)
+	}
+	rows.Close()
+	got := lakeTables(t, lh)
+	if fmt.Sprint(got) != fmt.Sprint(whTables) {
+		t.Fatalf("lake tables %v, warehouse tables %v", got, whTables)
+	}
+	dir := t.TempDir()
+	counts := map[string]int64{}
+	for _, tb := range got {
+		wh, whDay := "warehouse.main."+load.Ident(load.HistoryTable(tb)), "snapshot_date"
+		if modes[tb] == load.Merge {
+			wh, whDay = "warehouse.main."+load.Ident(tb), load.ColSnapshotDate
+		}
+		p := exportLakeTable(t, lh, tb, dir)
+		if p == "" { // no run committed a row: no snapshot
+			if n := warehousetest.Scalar[int64](t, db, "SELECT count(*) FROM "+wh); n != 0 {
+				t.Errorf("lake table %s has no snapshot; the warehouse has %d rows", tb, n)
+			}
+			counts[tb] = 0
+			continue
+		}
+		lake := "read_parquet(" + load.Literal(p) + ")"
+		var lakeSel, whSel []string
+		cols, err := db.Query(`SELECT column_name FROM (DESCRIBE SELECT * FROM ` + lake + `) ORDER BY column_name`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for cols.Next() {
+			var c string
+			cols.Scan(&c)
+			if c == load.ColRunID {
+				continue
+			}
+			w := c
+			if c == lakehouse.DayColumn {
+				w = whDay
+			}
+			lakeSel = append(lakeSel, "CAST("+load.Ident(c)+" AS VARCHAR)")
+			whSel = append(whSel, "CAST("+load.Ident(w)+" AS VARCHAR)")
+		}
+		cols.Close()
+		a := fmt.Sprintf("SELECT %s FROM %s", strings.Join(lakeSel, ", "), lake)
+		b := fmt.Sprintf("SELECT %s FROM %s", strings.Join(whSel, ", "), wh)
+		for _, q := range []string{a + " EXCEPT ALL " + b, b + " EXCEPT ALL " + a} {
+			if n := warehousetest.Scalar[int64](t, db, "SELECT count(*) FROM ("+q+")"); n != 0 {
+				t.Errorf("table %s: %d rows differ between the Iceberg lake and the warehouse (%s)", tb, n, q)
+			}
+		}
+		perDay := func(from, day string) string {
+			return warehousetest.Scalar[string](t, db, fmt.Sprintf("SELECT coalesce(string_agg(d || ':' || n, ',' ORDER BY d), '') FROM (SELECT CAST(%s AS VARCHAR) d, count(*) n FROM %s GROUP BY 1)", load.Ident(day), from))
+		}
+		if l, w := perDay(lake, lakehouse.DayColumn), perDay(wh, whDay); l != w {
+			t.Errorf("table %s: rows per day %s in the lake, %s in the warehouse", tb, l, w)
+		}
+		counts[tb] = warehousetest.Scalar[int64](t, db, "SELECT count(*) FROM "+lake)
+	}
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM warehouse._sepipe_lake_intents WHERE status <> 'committed'`); n != 0 {
+		t.Errorf("%d lake intents are not committed", n)
+	}
+	return counts
+}
+
+// lakeStreams: one stream of each mode (the rest replace).
+var lakeStreams = map[string]pipeline.StreamConfig{
+	"userCourseProgress": {Mode: load.Merge, PrimaryKey: []string{"userId", "courseId"}, Cursor: "lastModifiedDate", Lookback: time.Hour},
+	"course":             {Mode: load.Append},
+}
+
+func lakeModes() map[string]load.WriteMode {
+	m := map[string]load.WriteMode{}
+	for k, v := range lakeStreams {
+		m[k] = v.Mode
+	}
+	return m
+}
+
+// syncDays syncs days daily runs of a tenant that changes day by day
+// into out and lc.
+func syncDays(t *testing.T, out string, lc *lakehouse.Config, days int) {
+	t.Helper()
+	for d := range days {
+		s := servicetest.NewServer(servicetest.WithUsers(120), servicetest.WithNow(servicetest.DefaultNow.Add(time.Duration(d)*24*time.Hour)))
+		c := client(t, s.URL, s.Service.AccessToken(), extract.WithPageSize(200))
+		_, err := pipeline.Sync(context.Background(), c, pipeline.Config{Out: out, Streams: lakeStreams, Iceberg: lc,
+			Now: clock(day1.Add(time.Duration(d) * 24 * time.Hour))})
+		s.Close()
+		if err != nil {
+			t.Fatalf("day %d: %v", d+1, err)
+		}
+	}
+}
+
+// TestSyncIntoIceberg syncs three days of the fake into an Iceberg lake
+// (a SQLite catalog; a local warehouse, and one on a real S3 server,
+// versitygw) and reads every table back through the catalog: each holds
+// the warehouse's rows, every day, none twice. A rerun of the last day
+// changes nothing.
+func TestSyncIntoIceberg(t *testing.T) {
+	run := func(t *testing.T, lc *lakehouse.Config) {
+		out := t.TempDir()
+		syncDays(t, out, lc, 3)
+		counts := sameLakeAsWarehouse(t, out, lc, lakeModes())
+		if len(counts) < 3 {
+			t.Fatalf("only %d tables: %v", len(counts), counts)
+		}
+		t.Logf("rows per table: %v", counts)
+		// A same-day rerun replaces the day (merge: upserts the same keys).
+		s := servicetest.NewServer(servicetest.WithUsers(120), servicetest.WithNow(servicetest.DefaultNow.Add(48*time.Hour)))
+		defer s.Close()
+		if _, err := pipeline.Sync(context.Background(), client(t, s.URL, s.Service.AccessToken(), extract.WithPageSize(200)),
+			pipeline.Config{Out: out, Streams: lakeStreams, Iceberg: lc, Now: clock(day1.Add(48*time.Hour + time.Hour))}); err != nil {
+			t.Fatal(err)
+		}
+		again := sameLakeAsWarehouse(t, out, lc, lakeModes())
+		if fmt.Sprint(again) != fmt.Sprint(counts) {
+			t.Errorf("after a same-day rerun: %v, want %v", again, counts)
+		}
+	}
+	t.Run("file", func(t *testing.T) { run(t, fileLake(t.TempDir())) })
+	t.Run("s3", func(t *testing.T) {
+		s3 := lakeservers.StartS3(t)
+		s3.CreateBucket(t, "lake")
+		lc := &lakehouse.Config{
+			Catalog:   lakehouse.CatalogConfig{Type: lakehouse.CatalogSQL, Driver: lakehouse.DriverSQLite, URI: filepath.Join(t.TempDir(), "catalog.db")},
+			Warehouse: "s3://lake/sepipe",
+			S3:        lakehouse.S3Config{Endpoint: s3.Endpoint, Region: s3.Region},
+		}
+		run(t, lc)
+		if objs := s3.Objects(t, "lake", "sepipe"); len(objs) == 0 {
+			t.Error("nothing in the bucket")
+		}
+	})
+}
+
+// icebergKillPoints maps each point TestKilledRunsRecoverIceberg kills a
+// run at to whether the killed run had committed there.
+func icebergKillPoints() map[string]bool {
+	return map[string]bool{
+		faults.LakeStaged.For("course"): false, faults.Committed.For(""): true,
+		faults.LakeCommitted.For("course"): true, faults.LakeCommitted.For("userCourseProgress"): true,
+	}
+}
+
+// TestKilledRunsRecoverIceberg kills the second of three daily runs that
+// also commit to an Iceberg lake (SQLite catalog, local warehouse) at the
+// lake's points of the run protocol: after a stream's Iceberg files are
+// staged (nothing recorded: the run never happened), after the
+// warehouse's transaction recorded the intents (the next run commits
+// them), and between a stream's Iceberg commit and its mark (the next run
+// finds the run id in the snapshot log and only marks it). After the
+// third run the warehouse equals that of the clean sequence with or
+// without run 2, and every Iceberg table equals the warehouse: no run is
+// lost or committed twice.
+func TestKilledRunsRecoverIceberg(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	fake := func(days int) (*servicetest.Server, *extract.Client) {
+		s := servicetest.NewServer(servicetest.WithUsers(120), servicetest.WithNow(servicetest.DefaultNow.Add(time.Duration(days)*24*time.Hour)))
+		t.Cleanup(s.Close)
+		return s, client(t, s.URL, s.Service.AccessToken(), extract.WithPageSize(200))
+	}
+	_, c1 := fake(0)
+	srv2, c2 := fake(1)
+	_, c3 := fake(2)
+	day2, day3 := day1.Add(24*time.Hour), day1.Add(48*time.Hour)
+	sync := func(c *extract.Client, out string, lc *lakehouse.Config, day time.Time) {
+		t.Helper()
+		cfg := killConfig(out, day)
+		cfg.Iceberg = lc
+		if _, err := pipeline.Sync(context.Background(), c, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	modes := map[string]load.WriteMode{}
+	for k, v := range killStreams {
+		modes[k] = v.Mode
+	}
+	withRun2, withoutRun2 := t.TempDir(), t.TempDir()
+	sync(c1, withRun2, nil, day1)
+	sync(c1, withoutRun2, nil, day1)
+	sync(c2, withRun2, nil, day2)
+	sync(c3, withRun2, nil, day3)
+	sync(c3, withoutRun2, nil, day3)
+
+	for at, committed := range icebergKillPoints() {
+		t.Run(strings.ReplaceAll(at, " ", "-"), func(t *testing.T) {
+			out, lakeDir := t.TempDir(), t.TempDir()
+			lc := fileLake(lakeDir)
+			sync(c1, out, lc, day1)
+			before := committedRuns(t, out)
+			cmd := startChild(t, srv2.URL, out, at, day2, "SEPIPE_ICEBERG_DIR="+lakeDir)
+			err := cmd.Wait()
+			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+				t.Fatalf("child was not killed at %q: %v", at, err)
+			}
+			if got := committedRuns(t, out) > before; got != committed {
+				t.Fatalf("killed at %q: committed = %v, want %v", at, got, committed)
+			}
+			recorded := recordedIntents(t, out)
+			switch {
+			case !committed && recorded != 0:
+				t.Errorf("killed before the commit: %d intents recorded", recorded)
+			case committed && recorded == 0:
+				t.Errorf("killed at %q after the commit: no intent left to settle", at)
+			}
+			sync(c3, out, lc, day3)
+			if committed {
+				sameOutput(t, withRun2, out)
+			} else {
+				sameOutput(t, withoutRun2, out)
+			}
+			sameLakeAsWarehouse(t, out, lc, modes)
+			// Each run is one snapshot per table: a run committed twice
+			// would be two.
+			lh, err := lakehouse.Open(context.Background(), *lc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lh.Close()
+			for _, tb := range lakeTables(t, lh) {
+				tbl, err := lh.LoadTable(context.Background(), "", tb)
+				if err != nil {
+					t.Fatal(err)
+				}
+				runs := map[string]int{}
+				for _, s := range tbl.Metadata().Snapshots() {
+					if s.Summary != nil {
+						runs[s.Summary.Properties["sepipe.run-id"]]++
+					}
+				}
+				want := 2
+				if committed {
+					want = 3
+				}
+				for run, n := range runs {
+					if n != 1 {
+						t.Errorf("table %s: run %s has %d snapshots", tb, run, n)
+					}
+				}
+				if len(runs) != want && len(runs) != 0 {
+					t.Errorf("table %s: snapshots of %d runs, want %d", tb, len(runs), want)
+				}
+			}
+		})
+	}
+}
+
+// recordedIntents counts the lake intents of out's working database that
+// are recorded and not marked.
+func recordedIntents(t *testing.T, out string) int64 {
+	t.Helper()
+	wh, err := load.OpenReadOnly(context.Background(), load.Lake{Root: out}.StatePath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wh.Close()
+	return warehousetest.Scalar[int64](t, wh.DB(), `SELECT count(*) FROM _sepipe_lake_intents WHERE status = 'recorded'`)
+}
