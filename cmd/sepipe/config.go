@@ -631,16 +631,8 @@ func (c *Config) Validate() error {
 	if err := load.CheckOutputPath(c.Output.Dir); err != nil {
 		return c.errf("output.dir", "%v", err)
 	}
-	if ic := c.Output.Lake.Iceberg; ic != nil {
-		// The rules are the library's (lakehouse.Config.Validate); here
-		// its key becomes the file's key path and line.
-		if err := ic.Validate(); err != nil {
-			var ce *lakehouse.ConfigError
-			if errors.As(err, &ce) {
-				return c.errf("output.lake.iceberg."+ce.Key, "%v", ce.Err)
-			}
-			return c.errf("output.lake.iceberg", "%v", err)
-		}
+	if err := c.validateLake(); err != nil {
+		return err
 	}
 	for key, u := range map[string]string{
 		"service.tenant_url": c.Service.TenantURL, "service.legacy_url": c.Service.LegacyURL,
@@ -724,6 +716,24 @@ func (c *Config) Validate() error {
 		if _, err := parseCron(c.Schedule.Cron); err != nil {
 			return c.errf("schedule.cron", "%v", err)
 		}
+	}
+	return nil
+}
+
+// validateLake checks output.lake.iceberg, when given, by the library's
+// rules (lakehouse.Config.Validate); its key becomes the file's key path
+// and line.
+func (c *Config) validateLake() error {
+	ic := c.Output.Lake.Iceberg
+	if ic == nil {
+		return nil
+	}
+	if err := ic.Validate(); err != nil {
+		var ce *lakehouse.ConfigError
+		if errors.As(err, &ce) {
+			return c.errf("output.lake.iceberg."+ce.Key, "%v", ce.Err)
+		}
+		return c.errf("output.lake.iceberg", "%v", err)
 	}
 	return nil
 }
