@@ -2,11 +2,13 @@ package pipeline_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -360,4 +362,91 @@ func recordedIntents(t *testing.T, out string) int64 {
 	}
 	defer wh.Close()
 	return warehousetest.Scalar[int64](t, wh.DB(), `SELECT count(*) FROM _sepipe_lake_intents WHERE status = 'recorded'`)
+}
+
+// TestIcebergSchemaChange: the describe changes between two days: a new
+// column of userCourseProgress (Iceberg adds it) and course.durationMinutes
+// from int to float, which the warehouse widens under the evolve contract
+// but an Iceberg table cannot (long to double is no Iceberg promotion).
+// The run fails that stream alone, naming it and the column; every other
+// stream commits to both, and the lake still equals the warehouse.
+func TestIcebergSchemaChange(t *testing.T) {
+	out, lc := t.TempDir(), fileLake(t.TempDir())
+	syncDays(t, out, lc, 1)
+	s := servicetest.NewServer(servicetest.WithUsers(120), servicetest.WithSchemaDrift(true),
+		servicetest.WithNow(servicetest.DefaultNow.Add(24*time.Hour)))
+	defer s.Close()
+	_, err := pipeline.Sync(context.Background(), client(t, s.URL, s.Service.AccessToken(), extract.WithPageSize(200)),
+		pipeline.Config{Out: out, Streams: lakeStreams, Iceberg: lc, Now: clock(day1.Add(24 * time.Hour))})
+	var re *pipeline.RunError
+	if !errors.As(err, &re) || !re.Partial || len(re.Failed) != 1 {
+		t.Fatalf("err = %v, want a partial run with one stream failed", err)
+	}
+	var sc *lakehouse.SchemaChangeError
+	if f := re.Failed[0]; f.Object != "course" || !errors.As(f, &sc) || sc.Column != "durationMinutes" ||
+		!strings.Contains(f.Error(), `"course"`) || !strings.Contains(f.Error(), "durationMinutes") {
+		t.Fatalf("failed stream: %v (%#v), want course failing on durationMinutes", re.Failed[0], sc)
+	}
+	sameLakeAsWarehouse(t, out, lc, lakeModes())
+	lh, err := lakehouse.Open(context.Background(), *lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lh.Close()
+	tbl, err := lh.LoadTable(context.Background(), "", "userCourseProgress")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tbl.Schema().FindFieldByName("certificateId"); !ok {
+		t.Errorf("userCourseProgress lacks the new column: %v", tbl.Schema())
+	}
+}
+
+// TestCancelledRunLeavesNoIcebergFiles: a run cancelled after a stream's
+// Iceberg files are staged removes them; no table holds a file of it.
+func TestCancelledRunLeavesNoIcebergFiles(t *testing.T) {
+	out, lakeDir := t.TempDir(), t.TempDir()
+	lc := fileLake(lakeDir)
+	s := servicetest.NewServer(servicetest.WithUsers(120))
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	staged := &cancelAfter{object: "course", cancel: cancel}
+	_, err := pipeline.Sync(ctx, client(t, s.URL, s.Service.AccessToken(), extract.WithPageSize(200)),
+		pipeline.Config{Out: out, Streams: lakeStreams, Iceberg: lc, Now: clock(day1), Progress: staged})
+	if err == nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want the run cancelled", err)
+	}
+	if !staged.done.Load() {
+		t.Fatal("course was not staged before the cancel")
+	}
+	var files []string
+	filepath.WalkDir(filepath.Join(lakeDir, "warehouse"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".parquet") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if len(files) != 0 {
+		t.Errorf("a cancelled run left Iceberg data files: %v", files)
+	}
+	// The next run commits normally.
+	syncDays(t, out, lc, 1)
+	sameLakeAsWarehouse(t, out, lc, lakeModes())
+}
+
+// cancelAfter cancels the run once object is staged.
+type cancelAfter struct {
+	object string
+	cancel context.CancelFunc
+	done   atomic.Bool
+}
+
+func (c *cancelAfter) ObjectStarted(string)           {}
+func (c *cancelAfter) PageDone(string, int, int, int) {}
+func (c *cancelAfter) ObjectDone(r pipeline.ObjectResult) {
+	if r.Object == c.object && r.Err == nil {
+		c.done.Store(true)
+		c.cancel()
+	}
 }
