@@ -860,6 +860,10 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, lh *lakehouse.
 			Pages: stats.Pages, Requests: stats.Requests, Retries: stats.Retries, Duration: dur,
 		},
 	}
+	if sink.intent != nil && fullRefresh && mode != load.Replace {
+		log.Warn("a full refresh rebuilds the warehouse's table, but the Iceberg table only takes the run's rows ("+string(mode)+"): rows the service no longer has stay in it",
+			"stream", id)
+	}
 	if sink.intent != nil {
 		js, err := json.Marshal(sink.intent)
 		if err != nil {
