@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -448,5 +449,75 @@ func (c *cancelAfter) ObjectDone(r pipeline.ObjectResult) {
 	if r.Object == c.object && r.Err == nil {
 		c.done.Store(true)
 		c.cancel()
+	}
+}
+
+// TestDeadRunIntentDiscarded: a run dies after recording its intents, and
+// one of its staged files is lost before the next run. The next run
+// commits the intents it can (Reconcile: CommittedNow) and discards the
+// one it cannot: marked discarded with the reason, its other files
+// removed, nothing of it in the table.
+func TestDeadRunIntentDiscarded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns a process")
+	}
+	out, lakeDir := t.TempDir(), t.TempDir()
+	lc := fileLake(lakeDir)
+	syncDays(t, out, lc, 1)
+	s := servicetest.NewServer(servicetest.WithUsers(120), servicetest.WithNow(servicetest.DefaultNow.Add(24*time.Hour)))
+	defer s.Close()
+	cmd := startChild(t, s.URL, out, faults.Committed.For(""), day1.Add(24*time.Hour), "SEPIPE_ICEBERG_DIR="+lakeDir)
+	if err := cmd.Wait(); err == nil {
+		t.Fatal("the child was not killed")
+	}
+	wh, err := load.OpenReadOnly(context.Background(), load.Lake{Root: out}.StatePath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run, js string
+	if err := wh.DB().QueryRow(`SELECT run_id, CAST(intent AS VARCHAR) FROM _sepipe_lake_intents WHERE stream = 'course' AND status = 'recorded'`).Scan(&run, &js); err != nil {
+		t.Fatal(err)
+	}
+	wh.Close()
+	var in lakehouse.Intent
+	if err := json.Unmarshal([]byte(js), &in); err != nil || len(in.Files) == 0 {
+		t.Fatalf("intent %s: %v", js, err)
+	}
+	if err := os.Remove(strings.TrimPrefix(in.Files[0], "file://")); err != nil {
+		t.Fatal(err)
+	}
+
+	s3 := servicetest.NewServer(servicetest.WithUsers(120), servicetest.WithNow(servicetest.DefaultNow.Add(48*time.Hour)))
+	defer s3.Close()
+	if _, err := pipeline.Sync(context.Background(), client(t, s3.URL, s3.Service.AccessToken(), extract.WithPageSize(200)),
+		pipeline.Config{Out: out, Streams: killStreams, Iceberg: lc, Now: clock(day1.Add(48 * time.Hour))}); err != nil {
+		t.Fatal(err)
+	}
+	db := warehousetest.Open(t, out)
+	status := warehousetest.Scalar[string](t, db, `SELECT string_agg(stream || '=' || status, ',' ORDER BY stream) FROM _sepipe_lake_intents WHERE run_id = '`+run+`'`)
+	if !strings.Contains(status, "course=discarded") || strings.Count(status, "=committed") != strings.Count(status, "=")-1 {
+		t.Errorf("the dead run's intents: %s; want course discarded, the others committed", status)
+	}
+	if r := warehousetest.Scalar[string](t, db, `SELECT reason FROM _sepipe_lake_intents WHERE run_id = '`+run+`' AND stream = 'course'`); !strings.Contains(r, "gone") {
+		t.Errorf("reason %q", r)
+	}
+	for _, f := range in.Files {
+		if _, err := os.Stat(strings.TrimPrefix(f, "file://")); !os.IsNotExist(err) {
+			t.Errorf("the discarded intent's file %s is still there (%v)", f, err)
+		}
+	}
+	lh, err := lakehouse.Open(context.Background(), *lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lh.Close()
+	tbl, err := lh.LoadTable(context.Background(), "", "course")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, snap := range tbl.Metadata().Snapshots() {
+		if snap.Summary != nil && snap.Summary.Properties["sepipe.run-id"] == run {
+			t.Errorf("the discarded run has snapshot %d", snap.SnapshotID)
+		}
 	}
 }
