@@ -521,3 +521,20 @@ func TestDeadRunIntentDiscarded(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileTenantIntoIceberg: the hostile tenant's streams (ids that are
+// paths, SQL, reserved names; fields that collide by case; hostile
+// values) sync into the Iceberg lake as into the warehouse, row for row.
+func TestHostileTenantIntoIceberg(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(40), servicetest.WithHostile())
+	defer srv.Close()
+	out, lc := t.TempDir(), fileLake(t.TempDir())
+	res, err := pipeline.Sync(context.Background(), client(t, srv.URL, srv.Service.AccessToken()), pipeline.Config{Out: out, Iceberg: lc, Now: clock(day1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := sameLakeAsWarehouse(t, out, lc, nil)
+	if len(counts) != len(res.Objects) {
+		t.Errorf("%d lake tables for %d streams: %v", len(counts), len(res.Objects), counts)
+	}
+}
