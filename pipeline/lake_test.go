@@ -538,3 +538,58 @@ func TestHostileTenantIntoIceberg(t *testing.T) {
 		t.Errorf("%d lake tables for %d streams: %v", len(counts), len(res.Objects), counts)
 	}
 }
+
+// TestIcebergCommitFailureIsPending: the warehouse's transaction commits,
+// then the Iceberg commit of one stream fails (its staged files vanished
+// in between). The run says so (ErrLakePending), the warehouse and the
+// other streams' tables have the run, the failed intent stays recorded,
+// and the next run settles it (discarded: it can never be committed).
+func TestIcebergCommitFailureIsPending(t *testing.T) {
+	out, lakeDir := t.TempDir(), t.TempDir()
+	lc := fileLake(lakeDir)
+	syncDays(t, out, lc, 1)
+	day2 := day1.Add(24 * time.Hour)
+	lost := filepath.Join(lakeDir, "warehouse", "sepipe.db", "course", "data", "snapshot_date="+day2.Format(time.DateOnly))
+	faults.Set(func(point string) {
+		if point == string(faults.Committed) {
+			if err := os.RemoveAll(lost); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	s := servicetest.NewServer(servicetest.WithUsers(120), servicetest.WithNow(servicetest.DefaultNow.Add(24*time.Hour)))
+	defer s.Close()
+	_, err := pipeline.Sync(context.Background(), client(t, s.URL, s.Service.AccessToken(), extract.WithPageSize(200)),
+		pipeline.Config{Out: out, Streams: lakeStreams, Iceberg: lc, Now: clock(day2)})
+	faults.Set(nil)
+	if !errors.Is(err, pipeline.ErrLakePending) || !strings.Contains(err.Error(), "course") {
+		t.Fatalf("err = %v, want ErrLakePending naming course", err)
+	}
+	if n := publishedRuns(t, out); n != 2 {
+		t.Errorf("the published warehouse has %d runs, want 2", n)
+	}
+	if n := recordedIntents(t, out); n != 1 {
+		t.Errorf("%d intents recorded, want course's", n)
+	}
+	s3 := servicetest.NewServer(servicetest.WithUsers(120), servicetest.WithNow(servicetest.DefaultNow.Add(48*time.Hour)))
+	defer s3.Close()
+	if _, err := pipeline.Sync(context.Background(), client(t, s3.URL, s3.Service.AccessToken(), extract.WithPageSize(200)),
+		pipeline.Config{Out: out, Streams: lakeStreams, Iceberg: lc, Now: clock(day2.Add(24 * time.Hour))}); err != nil {
+		t.Fatal(err)
+	}
+	db := warehousetest.Open(t, out)
+	if got := warehousetest.Scalar[string](t, db, `SELECT string_agg(stream || '=' || status, ',' ORDER BY stream) FROM _sepipe_lake_intents WHERE status <> 'committed'`); got != "course=discarded" {
+		t.Errorf("intents not committed: %q, want course=discarded", got)
+	}
+	// course's table lacks day 2, which the run could not commit.
+	lh, err := lakehouse.Open(context.Background(), *lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lh.Close()
+	p := exportLakeTable(t, lh, "course", t.TempDir())
+	days := warehousetest.Scalar[string](t, db, `SELECT string_agg(DISTINCT CAST(snapshot_date AS VARCHAR), ',' ORDER BY CAST(snapshot_date AS VARCHAR)) FROM read_parquet(`+load.Literal(p)+`)`)
+	if days != "2026-11-23,2026-11-25" {
+		t.Errorf("course's days in the lake: %s, want day 1 and 3", days)
+	}
+}

@@ -505,7 +505,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("run %s committed, but publishing %s failed (the next run or `sepipe publish` finishes it): %w", res.RunID, lake.WarehousePath(), err)
 	}
 	if lakeErr != nil {
-		return nil, fmt.Errorf("run %s committed, but committing it to the Iceberg lake failed (the next run finishes it): %w", res.RunID, lakeErr)
+		return nil, fmt.Errorf("run %s committed, but %w (the next run finishes it): %w", res.RunID, ErrLakePending, lakeErr)
 	}
 	sort.Slice(res.Objects, func(i, j int) bool { return res.Objects[i].Object < res.Objects[j].Object })
 	res.Finished = cfg.Now()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/internal/faults"
 	"github.com/sepipe/sepipe/lakehouse"
 )
 
@@ -87,4 +89,28 @@ func TestLakeExpire(t *testing.T) {
 			t.Errorf("sepipe %s: exit %d, stderr %q; want %d and %q", strings.Join(tc.args, " "), code, errOut, exitUsage, tc.msg)
 		}
 	}
+}
+
+// TestSyncLakePendingExitsPartial: a sync whose Iceberg commit fails after
+// the warehouse committed exits 3 (partial) with a hint, not 1 (nothing
+// committed); the next sync settles it and exits 0.
+func TestSyncLakePendingExitsPartial(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(20))
+	defer srv.Close()
+	setEnv(t, srv)
+	dir := t.TempDir()
+	out, lakeDir := filepath.Join(dir, "out"), filepath.Join(dir, "lake")
+	cfg := writeConfig(t, dir, srv.URL, out, fmt.Sprintf("  lake:\n    iceberg:\n      catalog: {uri: %s}\n      warehouse: file://%s\n",
+		filepath.Join(lakeDir, "catalog.db"), filepath.Join(lakeDir, "warehouse")))
+	faults.Set(func(point string) {
+		if point == string(faults.Committed) { // the day's files of course vanish before the Iceberg commit
+			os.RemoveAll(filepath.Join(lakeDir, "warehouse", "sepipe.db", "course", "data"))
+		}
+	})
+	code, _, errOut := runCLI(t, "sync", "--config", cfg, "--quiet")
+	faults.Set(nil)
+	if code != exitPartial || !strings.Contains(errOut, "Iceberg commit is pending") || !strings.Contains(errOut, "hint: the warehouse and the local lake have the run") {
+		t.Fatalf("exit %d, stderr:\n%s\nwant %d, the pending Iceberg commit and the hint", code, errOut, exitPartial)
+	}
+	mustRun(t, "sync", "--config", cfg, "--quiet")
 }
