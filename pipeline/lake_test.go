@@ -82,12 +82,41 @@ func exportLakeTable(t *testing.T, lh *lakehouse.Lakehouse, stream, dir string) 
 	return p
 }
 
+// localFile maps a file:// warehouse's data file location to its path.
+func localFile(loc string) string { return strings.TrimPrefix(loc, "file://") }
+
+// dataFiles lists the local paths of the data files of a table's current
+// snapshot (iceberg-go plans them; no delete files, as sepipe writes
+// none), for an independent reader: DuckDB's read_parquet.
+func dataFiles(t *testing.T, lh *lakehouse.Lakehouse, stream string, local func(string) string) []string {
+	t.Helper()
+	tbl, err := lh.LoadTable(context.Background(), "", stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := tbl.Scan().PlanFiles(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, task := range tasks {
+		if len(task.DeleteFiles) > 0 {
+			t.Errorf("table %s: delete files %v", stream, task.DeleteFiles)
+		}
+		out = append(out, local(task.File.FilePath()))
+	}
+	return out
+}
+
 // sameLakeAsWarehouse requires every Iceberg table to hold what the
 // warehouse of out holds, row for row (EXCEPT ALL both ways, so no row is
 // missing or doubled) and day for day: a replace or append stream's table
 // equals its history table (every day's rows), a merge stream's table
-// equals the warehouse's table. It returns the rows compared per table.
-func sameLakeAsWarehouse(t *testing.T, out string, lc *lakehouse.Config, modes map[string]load.WriteMode) map[string]int64 {
+// equals the warehouse's table. Each table is read through the catalog
+// (iceberg-go's scan) and, when local maps data file locations to paths,
+// by DuckDB's own Parquet reader over the current snapshot's data files.
+// It returns the rows compared per table.
+func sameLakeAsWarehouse(t *testing.T, out string, lc *lakehouse.Config, modes map[string]load.WriteMode, local func(string) string) map[string]int64 {
 	t.Helper()
 	ctx := context.Background()
 	lh, err := lakehouse.Open(ctx, *lc)
@@ -146,11 +175,21 @@ func sameLakeAsWarehouse(t *testing.T, out string, lc *lakehouse.Config, modes m
 			whSel = append(whSel, "CAST("+load.Ident(w)+" AS VARCHAR)")
 		}
 		cols.Close()
-		a := fmt.Sprintf("SELECT %s FROM %s", strings.Join(lakeSel, ", "), lake)
 		b := fmt.Sprintf("SELECT %s FROM %s", strings.Join(whSel, ", "), wh)
-		for _, q := range []string{a + " EXCEPT ALL " + b, b + " EXCEPT ALL " + a} {
-			if n := warehousetest.Scalar[int64](t, db, "SELECT count(*) FROM ("+q+")"); n != 0 {
-				t.Errorf("table %s: %d rows differ between the Iceberg lake and the warehouse (%s)", tb, n, q)
+		sources := []string{lake}
+		if local != nil {
+			var files []string
+			for _, f := range dataFiles(t, lh, tb, local) {
+				files = append(files, load.Literal(f))
+			}
+			sources = append(sources, "read_parquet(["+strings.Join(files, ", ")+"], union_by_name = true)")
+		}
+		for _, src := range sources {
+			a := fmt.Sprintf("SELECT %s FROM %s", strings.Join(lakeSel, ", "), src)
+			for _, q := range []string{a + " EXCEPT ALL " + b, b + " EXCEPT ALL " + a} {
+				if n := warehousetest.Scalar[int64](t, db, "SELECT count(*) FROM ("+q+")"); n != 0 {
+					t.Errorf("table %s: %d rows differ between the Iceberg lake and the warehouse (%s)", tb, n, q)
+				}
 			}
 		}
 		perDay := func(from, day string) string {
@@ -203,10 +242,10 @@ func syncDays(t *testing.T, out string, lc *lakehouse.Config, days int) {
 // the warehouse's rows, every day, none twice. A rerun of the last day
 // changes nothing.
 func TestSyncIntoIceberg(t *testing.T) {
-	run := func(t *testing.T, lc *lakehouse.Config) {
+	run := func(t *testing.T, lc *lakehouse.Config, local func(string) string) {
 		out := t.TempDir()
 		syncDays(t, out, lc, 3)
-		counts := sameLakeAsWarehouse(t, out, lc, lakeModes())
+		counts := sameLakeAsWarehouse(t, out, lc, lakeModes(), local)
 		if len(counts) < 3 {
 			t.Fatalf("only %d tables: %v", len(counts), counts)
 		}
@@ -218,12 +257,12 @@ func TestSyncIntoIceberg(t *testing.T) {
 			pipeline.Config{Out: out, Streams: lakeStreams, Iceberg: lc, Now: clock(day1.Add(48*time.Hour + time.Hour))}); err != nil {
 			t.Fatal(err)
 		}
-		again := sameLakeAsWarehouse(t, out, lc, lakeModes())
+		again := sameLakeAsWarehouse(t, out, lc, lakeModes(), local)
 		if fmt.Sprint(again) != fmt.Sprint(counts) {
 			t.Errorf("after a same-day rerun: %v, want %v", again, counts)
 		}
 	}
-	t.Run("file", func(t *testing.T) { run(t, fileLake(t.TempDir())) })
+	t.Run("file", func(t *testing.T) { run(t, fileLake(t.TempDir()), localFile) })
 	t.Run("s3", func(t *testing.T) {
 		s3 := lakeservers.StartS3(t)
 		s3.CreateBucket(t, "lake")
@@ -232,7 +271,8 @@ func TestSyncIntoIceberg(t *testing.T) {
 			Warehouse: "s3://lake/sepipe",
 			S3:        lakehouse.S3Config{Endpoint: s3.Endpoint, Region: s3.Region},
 		}
-		run(t, lc)
+		// The S3 server's POSIX backend holds bucket/key as a file.
+		run(t, lc, func(loc string) string { return filepath.Join(s3.Dir, strings.TrimPrefix(loc, "s3://")) })
 		if objs := s3.Objects(t, "lake", "sepipe"); len(objs) == 0 {
 			t.Error("nothing in the bucket")
 		}
@@ -317,7 +357,7 @@ func TestKilledRunsRecoverIceberg(t *testing.T) {
 			} else {
 				sameOutput(t, withoutRun2, out)
 			}
-			sameLakeAsWarehouse(t, out, lc, modes)
+			sameLakeAsWarehouse(t, out, lc, modes, localFile)
 			// Each run is one snapshot per table: a run committed twice
 			// would be two.
 			lh, err := lakehouse.Open(context.Background(), *lc)
@@ -388,7 +428,7 @@ func TestIcebergSchemaChange(t *testing.T) {
 		!strings.Contains(f.Error(), `"course"`) || !strings.Contains(f.Error(), "durationMinutes") {
 		t.Fatalf("failed stream: %v (%#v), want course failing on durationMinutes", re.Failed[0], sc)
 	}
-	sameLakeAsWarehouse(t, out, lc, lakeModes())
+	sameLakeAsWarehouse(t, out, lc, lakeModes(), localFile)
 	lh, err := lakehouse.Open(context.Background(), *lc)
 	if err != nil {
 		t.Fatal(err)
@@ -433,7 +473,7 @@ func TestCancelledRunLeavesNoIcebergFiles(t *testing.T) {
 	}
 	// The next run commits normally.
 	syncDays(t, out, lc, 1)
-	sameLakeAsWarehouse(t, out, lc, lakeModes())
+	sameLakeAsWarehouse(t, out, lc, lakeModes(), localFile)
 }
 
 // cancelAfter cancels the run once object is staged.
@@ -533,7 +573,7 @@ func TestHostileTenantIntoIceberg(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	counts := sameLakeAsWarehouse(t, out, lc, nil)
+	counts := sameLakeAsWarehouse(t, out, lc, nil, localFile)
 	if len(counts) != len(res.Objects) {
 		t.Errorf("%d lake tables for %d streams: %v", len(counts), len(res.Objects), counts)
 	}
