@@ -9,7 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/sepipe/sepipe/lakehouse/internal/testserver"
+	"github.com/sepipe/sepipe/internal/lakeservers"
 )
 
 var days = []string{"2024-05-01", "2024-05-02", "2024-05-03"}
@@ -115,7 +115,7 @@ func TestThreeDaysSQLiteFile(t *testing.T) {
 // TestThreeDaysS3 is the same on a real S3 server (versitygw) through
 // the SQLite catalog, credentials from the standard AWS environment.
 func TestThreeDaysS3(t *testing.T) {
-	s3 := testserver.StartS3(t)
+	s3 := lakeservers.StartS3(t)
 	s3.CreateBucket(t, "lake")
 	dir := t.TempDir()
 	pathStyle := true

@@ -263,7 +263,7 @@ func (l *Lakehouse) rewriteWithout(ctx context.Context, tbl *table.Table, task t
 		return 0, err
 	}
 	bw := bufio.NewWriterSize(f, 1<<20)
-	fw, err := pqarrow.NewFileWriter(outSchema, bw, writerProps(outSchema, l.mem), pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(l.mem)))
+	fw, err := pqarrow.NewFileWriter(outSchema, bw, writerProps(outSchema, l.mem, false), pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(l.mem)))
 	if err != nil {
 		f.Close()
 		return 0, err

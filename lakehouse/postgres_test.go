@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sepipe/sepipe/lakehouse/internal/testserver"
+	"github.com/sepipe/sepipe/internal/lakeservers"
 )
 
 // TestPostgresCatalogTwoWriters: two writers with their own catalog
@@ -15,7 +15,7 @@ import (
 // commit three days to different tables of one namespace at once; then a
 // third catalog object reads both tables whole.
 func TestPostgresCatalogTwoWriters(t *testing.T) {
-	pg := testserver.StartPostgres(t)
+	pg := lakeservers.StartPostgres(t)
 	warehouse := "file://" + filepath.ToSlash(filepath.Join(t.TempDir(), "warehouse"))
 	cfg := Config{
 		Catalog:   CatalogConfig{Type: CatalogSQL, Driver: DriverPostgres, URI: pg.DSN},

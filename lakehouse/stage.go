@@ -290,13 +290,18 @@ func (w *StageWriter) Write(rec arrow.RecordBatch) error {
 		return &TableError{Table: w.name, Step: "stage: convert batch", Err: err}
 	}
 	defer out.Release()
-	if w.fw != nil && w.inCur >= w.l.rowsPerFile {
+	// A batch holding a huge text value goes into a data file of its own,
+	// written without dictionary or text statistics (which would copy
+	// the value) and closed at once, as load's ParquetWriter does: the
+	// writer never buffers more than one such batch.
+	huge := hasHugeValue(out)
+	if w.fw != nil && (huge || w.inCur >= w.l.rowsPerFile) {
 		if err := w.finish(); err != nil {
 			return err
 		}
 	}
 	if w.fw == nil {
-		if err := w.open(); err != nil {
+		if err := w.open(huge); err != nil {
 			return err
 		}
 	}
@@ -305,7 +310,42 @@ func (w *StageWriter) Write(rec arrow.RecordBatch) error {
 	}
 	w.inCur += out.NumRows()
 	w.rows += out.NumRows()
+	if huge {
+		return w.finish()
+	}
 	return nil
+}
+
+// hugeValue is the size of a text value from which a batch is written in
+// a data file of its own (load's ParquetWriter uses the same bound).
+const hugeValue = 1 << 20
+
+// hasHugeValue reports whether a text column of rec holds a value of
+// hugeValue bytes or more.
+func hasHugeValue(rec arrow.RecordBatch) bool {
+	for _, c := range rec.Columns() {
+		switch a := c.(type) {
+		case *array.String:
+			if len(a.ValueBytes()) < hugeValue {
+				continue
+			}
+			for i := range a.Len() {
+				if a.ValueLen(i) >= hugeValue {
+					return true
+				}
+			}
+		case *array.LargeString:
+			if len(a.ValueBytes()) < hugeValue {
+				continue
+			}
+			for i := range a.Len() {
+				if a.ValueLen(i) >= hugeValue {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func sameFields(a, b *arrow.Schema) bool {
@@ -463,7 +503,9 @@ const (
 	rowGroupRows = 122_880
 )
 
-func writerProps(s *arrow.Schema, mem memory.Allocator) *parquet.WriterProperties {
+// writerProps are the data files' Parquet properties; huge: for a file
+// holding huge text values (no dictionary, no statistics of text columns).
+func writerProps(s *arrow.Schema, mem memory.Allocator, huge bool) *parquet.WriterProperties {
 	props := []parquet.WriterProperty{
 		parquet.WithCompression(compress.Codecs.Zstd),
 		parquet.WithCompressionLevel(1),
@@ -475,14 +517,19 @@ func writerProps(s *arrow.Schema, mem memory.Allocator) *parquet.WriterPropertie
 		parquet.WithCreatedBy("sepipe"),
 	}
 	for _, f := range s.Fields() {
-		if f.Type.ID() == arrow.STRING {
+		if f.Type.ID() != arrow.STRING && f.Type.ID() != arrow.LARGE_STRING {
+			continue
+		}
+		if huge {
+			props = append(props, parquet.WithStatsFor(f.Name, false))
+		} else {
 			props = append(props, parquet.WithDictionaryFor(f.Name, true))
 		}
 	}
 	return parquet.NewWriterProperties(props...)
 }
 
-func (w *StageWriter) open() error {
+func (w *StageWriter) open(huge bool) error {
 	name := fmt.Sprintf("%s/%s-%s-%05d.parquet", w.part, w.run.ID, w.tag, len(w.files))
 	path := w.loc.NewDataLocation(name)
 	f, err := w.fs.Create(path)
@@ -490,7 +537,7 @@ func (w *StageWriter) open() error {
 		return &TableError{Table: w.name, Step: "create data file", Path: path, Err: err}
 	}
 	bw := bufio.NewWriterSize(f, 1<<20)
-	fw, err := pqarrow.NewFileWriter(w.schema, bw, writerProps(w.schema, w.l.mem),
+	fw, err := pqarrow.NewFileWriter(w.schema, bw, writerProps(w.schema, w.l.mem, huge),
 		pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(w.l.mem)))
 	if err != nil {
 		f.Close()

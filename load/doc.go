@@ -33,6 +33,12 @@
 // opens the current file. An output folder an earlier release wrote in
 // place is adopted by OpenState.
 //
+// A run that also writes an Iceberg lake (package lakehouse, wired by
+// pipeline) records each stream's staged change (Table.LakeIntent, the
+// lakehouse's JSON) in _sepipe_lake_intents in the same transaction, and
+// marks it committed or discarded afterwards (lakeintents.go); load stores
+// the JSON and never reads it.
+//
 // LoadEvents (events.go) puts webhook events into the working database's
 // events table; the webhooks package receives and spools them.
 //

@@ -181,7 +181,7 @@ func openWarehouse(ctx context.Context, path, dsnOpts string) (*Warehouse, error
 		db.Close()
 		return nil, classifyOpen(path, err)
 	}
-	if _, err := db.ExecContext(ctx, metaDDL+namesDDL+migrations); err != nil {
+	if _, err := db.ExecContext(ctx, metaDDL+namesDDL+lakeIntentsDDL+migrations); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("warehouse %s: create bookkeeping tables: %w", path, err)
 	}
@@ -269,6 +269,11 @@ type Table struct {
 	FullRefresh bool     // rebuild the table from this run's rows whatever the mode
 
 	Describe []service.Field // the live describe, recorded in _sepipe_schemas
+
+	// LakeIntent, when set, is the stream's staged change of an Iceberg
+	// lake (lakehouse.Intent as JSON), recorded in _sepipe_lake_intents
+	// in the run's transaction (lakeintents.go).
+	LakeIntent []byte
 
 	// NewRows, when set, receives how many of the run's rows were not in
 	// the table before (by content: a changed row counts, an unchanged one
@@ -392,6 +397,9 @@ func (w *Warehouse) Commit(ctx context.Context, run Run, tables []Table) error {
 			return err
 		}
 		if err := recordName(ctx, tx, run.ID, t); err != nil {
+			return err
+		}
+		if err := recordLakeIntent(ctx, tx, run, t); err != nil {
 			return err
 		}
 		rowsPer[t.Object] = t.Rows

@@ -15,7 +15,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/sepipe/sepipe/extract"
-	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/schemas"
 	"github.com/sepipe/sepipe/service"
 	"github.com/sepipe/sepipe/transform"
@@ -119,8 +118,8 @@ type collectionRead struct {
 	// create creates the spool file (load.Lake.CreateSpool: inside the
 	// output folder whatever the collection's name).
 	create func() (*os.File, error)
-	// writers makes the Parquet writers of a schema (see objectSink).
-	writers func(*arrow.Schema) func(first, step int) (load.Writer, error)
+	// writers makes the writers of a schema (see objectSink).
+	writers func(*arrow.Schema) writerSet
 	opts    []transform.Option
 
 	fields []service.Field // the effective fields so far

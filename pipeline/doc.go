@@ -14,12 +14,18 @@
 //     report object's pages 2..N by a bounded pool of workers); each page
 //     is decoded into a record batch by the one transform decoder, which
 //     also yields the rows' keys for the reader's duplicate check, and
-//     handed to the stream's Parquet writers in a staging folder;
+//     handed to the stream's Parquet writers in a staging folder (and,
+//     with an Iceberg lake, Config.Iceberg, to the stream's
+//     lakehouse.StageWriter, which stages the table's data files and
+//     yields an Intent);
 //  3. load the working database (load.OpenState) from the staged files,
-//     each stream's table and its history, with the rejects and the run
-//     record, in one DuckDB transaction;
+//     each stream's table and its history, with the rejects, the run
+//     record and the Iceberg intents (_sepipe_lake_intents), in one DuckDB
+//     transaction;
 //  4. publish each staged partition into the lake by renaming it;
-//  5. publish the warehouse: copy the working database over
+//  5. commit each Iceberg intent (one snapshot per stream, idempotent by
+//     run id) and mark it committed;
+//  6. publish the warehouse: copy the working database over
 //     <out>/warehouse.duckdb by an atomic rename (load.Warehouse.Publish),
 //     where readers holding the old file never block the run.
 //
@@ -31,8 +37,16 @@
 // both are recorded with their reason and make the run partial, and a
 // later run of the same snapshot day reads only the deferred streams. A
 // cancelled context stops every worker and leaves the
-// warehouse and lake as they were. One run at a time may use an output
-// folder (a lock file says who holds it).
+// warehouse and lake as they were (the Iceberg files it staged are
+// removed). One run at a time may use an output folder (a lock file says
+// who holds it).
+//
+// A run that dies is finished by the next: recoverAndRead publishes the
+// partitions of a committed run and settles every Iceberg intent recorded
+// and not marked (lakehouse.Reconcile: the snapshot log says whether the
+// run's commit happened; if not it is committed now, or discarded when it
+// no longer can be). A type change an Iceberg table cannot take
+// (*lakehouse.SchemaChangeError) fails that stream only (lake.go).
 //
 // Plan is Sync's dry run. What serves other commands lives elsewhere:
 // webhooks (`sepipe listen`, which runs beside a sync on the same folder),

@@ -13,6 +13,11 @@ var ErrUnknownObject = errors.New("unknown report object")
 // ErrBusy is wrapped when another run holds the output folder.
 var ErrBusy = errors.New("another sepipe run is using this output folder")
 
+// ErrLakePending is wrapped when a run committed (warehouse and local
+// lake) but committing it to the Iceberg lake failed: its intents stay
+// recorded and the next run commits them (or discards those it cannot).
+var ErrLakePending = errors.New("its Iceberg commit is pending")
+
 // ObjectError is one object's failure in a run, naming the step.
 type ObjectError struct {
 	Object string

@@ -20,8 +20,17 @@ import (
 // default in-flight budget, and reports the process's peak resident
 // memory (peak-RSS-MB). Run it alone: the peak is the process's own.
 //
-//	go test -run '^$' -bench HugeRows -benchtime 1x ./pipeline/
-func BenchmarkHugeRows(b *testing.B) {
+//	go test -run '^$' -bench 'HugeRows$' -benchtime 1x ./pipeline/
+func BenchmarkHugeRows(b *testing.B) { hugeRows(b, false) }
+
+// BenchmarkHugeRowsIceberg is BenchmarkHugeRows with an Iceberg lake
+// (SQLite catalog, local warehouse) beside the output folder. Run it
+// alone too:
+//
+//	go test -run '^$' -bench HugeRowsIceberg -benchtime 1x ./pipeline/
+func BenchmarkHugeRowsIceberg(b *testing.B) { hugeRows(b, true) }
+
+func hugeRows(b *testing.B, iceberg bool) {
 	const rowBytes = 200 << 20
 	chunk := []byte(strings.Repeat("x", 1<<20))
 	srv := httptest.NewServer(reportingOnly(func(w http.ResponseWriter, r *http.Request) {
@@ -52,7 +61,11 @@ func BenchmarkHugeRows(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		res, err := pipeline.Sync(context.Background(), c, pipeline.Config{Out: b.TempDir(), Now: clock(day1), Only: []string{"huge"}, Progress: commandGC{}})
+		cfg := pipeline.Config{Out: b.TempDir(), Now: clock(day1), Only: []string{"huge"}, Progress: commandGC{}}
+		if iceberg {
+			cfg.Iceberg = fileLake(b.TempDir())
+		}
+		res, err := pipeline.Sync(context.Background(), c, cfg)
 		if err != nil {
 			b.Fatal(err)
 		}

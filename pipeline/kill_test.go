@@ -67,17 +67,22 @@ func childSync() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if _, err := pipeline.Sync(context.Background(), c, killConfig(os.Getenv("SEPIPE_OUT"), day)); err != nil {
+	cfg := killConfig(os.Getenv("SEPIPE_OUT"), day)
+	if dir := os.Getenv("SEPIPE_ICEBERG_DIR"); dir != "" {
+		cfg.Iceberg = fileLake(dir)
+	}
+	if _, err := pipeline.Sync(context.Background(), c, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return 0
 }
 
-func startChild(t *testing.T, url, out, at string, day time.Time) *exec.Cmd {
+func startChild(t *testing.T, url, out, at string, day time.Time, env ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "SEPIPE_KILL_CHILD=1", "SEPIPE_URL="+url, "SEPIPE_OUT="+out,
 		"SEPIPE_CRASH_AT="+at, "SEPIPE_NOW="+day.Format(time.RFC3339))
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -331,7 +336,7 @@ func committedRuns(t *testing.T, out string) int64 {
 // points, TestListenKill9LosesNoAcknowledgedEvent's events loaded).
 func TestKillTestsCoverEveryPoint(t *testing.T) {
 	covered := map[faults.Point]bool{faults.EventsLoaded: true} // webhooks/listen_test.go
-	for _, name := range killedRunPoints() {
+	for _, name := range append(killedRunPoints(), slices.Sorted(maps.Keys(icebergKillPoints()))...) {
 		for _, p := range faults.All() {
 			if name == string(p) || strings.HasPrefix(name, string(p)+" ") {
 				covered[p] = true

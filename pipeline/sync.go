@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/internal/faults"
+	"github.com/sepipe/sepipe/lakehouse"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/schemas"
 	"github.com/sepipe/sepipe/service"
@@ -102,6 +104,11 @@ type Config struct {
 	// Progress, if set, is told as objects start, pages land and objects
 	// finish. Its methods are called from several goroutines at once.
 	Progress Progress
+	// Iceberg, when set, is an Iceberg lake (catalog and warehouse) each
+	// run also commits its streams to, exactly once across the warehouse
+	// and the catalog (lake.go, docs/scale-out.md). The output folder's
+	// own lake is written as always.
+	Iceberg *lakehouse.Config
 }
 
 // Progress receives a run's progress, for progress bars and logs. Calls
@@ -211,7 +218,7 @@ func (p *prior) name(id string) string {
 // recover finishes what a dead run left (a lake partition or a published
 // warehouse it did not finish publishing) and reads the working database's
 // schemas and state. It holds the working database only for that.
-func recoverAndRead(ctx context.Context, lake load.Lake, objects []string, reset []string, day string, lockWait time.Duration, log *slog.Logger) (pr *prior, err error) {
+func recoverAndRead(ctx context.Context, lake load.Lake, lh *lakehouse.Lakehouse, objects []string, reset []string, day string, lockWait time.Duration, log *slog.Logger) (pr *prior, err error) {
 	wh, err := load.OpenState(ctx, lake, load.WithLockWait(lockWait))
 	if err != nil {
 		return nil, err
@@ -252,6 +259,9 @@ func recoverAndRead(ctx context.Context, lake load.Lake, objects []string, reset
 	// Whatever else a dead run left in staging was never committed.
 	if err := lake.DiscardAll(); err != nil {
 		return nil, fmt.Errorf("clean staging in %s: %w", lake.Root, err)
+	}
+	if err := settleLakeIntents(ctx, wh, lh, log); err != nil {
+		return nil, err
 	}
 	pr = &prior{fields: map[string][]service.Field{}, state: map[string]load.State{}}
 	if pr.names, err = wh.Names(ctx); err != nil {
@@ -328,7 +338,14 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	if err := checkStreams(cfg, ids); err != nil {
 		return nil, err
 	}
-	pr, err := recoverAndRead(ctx, lake, append(slices.Clone(ids), reportObjects...), cfg.FullRefresh, res.SnapshotDate, cfg.LockWait, log)
+	lh, err := openLake(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if lh != nil {
+		defer lh.Close()
+	}
+	pr, err := recoverAndRead(ctx, lake, lh, append(slices.Clone(ids), reportObjects...), cfg.FullRefresh, res.SnapshotDate, cfg.LockWait, log)
 	if err != nil {
 		return nil, err
 	}
@@ -367,16 +384,18 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	g.SetLimit(cfg.ObjectConcurrency)
 	for i, id := range streams {
 		g.Go(func() error {
-			staged[i] = stageStream(gctx, src, lake, res, id, cfg, pr, log)
+			staged[i] = stageStream(gctx, src, lake, lh, res, id, cfg, pr, log)
 			// A stream's failure is recorded, not returned: the others go
 			// on. Only cancellation stops the group.
 			return context.Cause(gctx)
 		})
 	}
 	if err := g.Wait(); err != nil {
+		discardLake(ctx, lh, staged, log)
 		return nil, fmt.Errorf("run %s cancelled: %w", res.RunID, err)
 	}
 	if err := context.Cause(ctx); err != nil {
+		discardLake(ctx, lh, staged, log)
 		return nil, fmt.Errorf("run %s cancelled: %w", res.RunID, err)
 	}
 	faults.At(faults.Staged, "")
@@ -398,6 +417,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	// Commit what succeeded, with state and the run record, in one transaction.
 	wh, err := load.OpenState(ctx, lake, load.WithLockWait(cfg.LockWait), load.WithMemoryLimit(memoryFor(cfg.DuckDBMemory, staged)), load.WithThreads(threadsFor(staged)))
 	if err != nil {
+		discardLake(ctx, lh, staged, log)
 		return nil, err
 	}
 	defer wh.Close()
@@ -444,6 +464,8 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		return nil, runErr
 	}
 	if err := wh.Commit(ctx, run, tables); err != nil {
+		// Nothing recorded the intents: no later run commits them.
+		discardLake(ctx, lh, staged, log)
 		run.Status, run.Error = "failed", err.Error()
 		recordFailure()
 		return nil, fmt.Errorf("run %s: load warehouse: %w", res.RunID, err)
@@ -471,9 +493,20 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	if err := wh.MarkPublished(ctx, res.RunID); err != nil {
 		return nil, fmt.Errorf("run %s committed and published, but recording it failed (the next run finishes it): %w", res.RunID, err)
 	}
+	// Commit the recorded intents to the Iceberg lake. One that fails
+	// stays recorded; the next run settles it.
+	var lakeErr error
+	if lh != nil {
+		if lakeErr = commitLake(ctx, wh, lh, staged, res.RunID, log); lakeErr != nil {
+			log.Error("the run committed, but committing it to the Iceberg lake failed; the next run finishes it", "err", lakeErr)
+		}
+	}
 	// Publish the warehouse: readers' new connections see the run.
 	if err := wh.Publish(ctx); err != nil {
 		return nil, fmt.Errorf("run %s committed, but publishing %s failed (the next run or `sepipe publish` finishes it): %w", res.RunID, lake.WarehousePath(), err)
+	}
+	if lakeErr != nil {
+		return nil, fmt.Errorf("run %s committed, but %w (the next run finishes it): %w", res.RunID, ErrLakePending, lakeErr)
 	}
 	sort.Slice(res.Objects, func(i, j int) bool { return res.Objects[i].Object < res.Objects[j].Object })
 	res.Finished = cfg.Now()
@@ -651,6 +684,7 @@ type stagedObject struct {
 	hugeBytes   int64 // bytes of its pages of hugePage or more
 	object      string
 	table       load.Table
+	intent      *lakehouse.Intent // staged in the Iceberg lake; nil without one
 	result      ObjectResult
 	err         *ObjectError
 }
@@ -660,7 +694,7 @@ type stagedObject struct {
 // (from /describe, or inferred from a collection's items), the transform
 // decoder with per-value rejects, the same Parquet sink and the same
 // table. It never returns an error: a failure is kept in the result.
-func stageStream(ctx context.Context, src Source, lake load.Lake, run *Result, id string, cfg Config, pr *prior, log *slog.Logger) *stagedObject {
+func stageStream(ctx context.Context, src Source, lake load.Lake, lh *lakehouse.Lakehouse, run *Result, id string, cfg Config, pr *prior, log *slog.Logger) *stagedObject {
 	t0 := time.Now()
 	name := pr.name(id) // the table's and the lake folder's name
 	so := &stagedObject{object: name}
@@ -682,10 +716,27 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, run *Result, i
 	contract, _ := schemas.ParseContract(string(sc.Contract))
 	fullRefresh := slices.Contains(cfg.FullRefresh, id)
 	dir := lake.StagingDir(run.RunID, name, run.SnapshotDate)
-	writers := func(schema *arrow.Schema) func(first, step int) (load.Writer, error) {
-		return func(first, step int) (load.Writer, error) {
+	var pk = sc.PrimaryKey // the key rows are checked (and merged) on
+	writers := func(schema *arrow.Schema) writerSet {
+		ws := writerSet{parquet: func(first, step int) (load.Writer, error) {
 			return load.NewParquetWriter(dir, name, schema, load.InsideFolder(lake.Root), load.WithParquetAllocator(cfg.Allocator), load.WithFileNumbers(first, step))
+		}}
+		if lh != nil {
+			ws.lake = func() (*lakehouse.StageWriter, error) {
+				spec := lakehouse.TableSpec{Stream: name, Schema: schema, Mode: lakehouse.Mode(mode)}
+				for _, c := range columnsOf(schema, tableKey(sc, mode, pk)) {
+					if c != "" {
+						spec.PrimaryKey = append(spec.PrimaryKey, c)
+					}
+				}
+				w, err := lh.NewStageWriter(ctx, spec, lakehouse.Run{ID: run.RunID, Day: run.SnapshotDate})
+				if err != nil {
+					return nil, fmt.Errorf("iceberg lake: %w", err)
+				}
+				return w, nil
+			}
 		}
+		return ws
 	}
 	var (
 		schema   *arrow.Schema
@@ -694,7 +745,6 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		diff     schemas.Diff
 		since    string
 		stats    extract.ReadStats
-		pk       = sc.PrimaryKey // the key rows are checked (and merged) on
 	)
 	if isCollection(id) {
 		if len(pk) == 0 {
@@ -794,10 +844,6 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		log.Warn(what, "stream", id, "contract", contract, "fields", sink.unknown)
 	}
 	dur := time.Since(t0)
-	tableKey := sc.PrimaryKey
-	if mode == load.Merge {
-		tableKey = pk // a collection merges on id unless told otherwise
-	}
 	so.table = load.Table{
 		Object:      name,
 		ServiceID:   id,
@@ -806,7 +852,7 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, run *Result, i
 		Rows:        rows,
 		Rejects:     sink.rejects,
 		Mode:        mode,
-		PrimaryKey:  columnsOf(schema, tableKey),
+		PrimaryKey:  columnsOf(schema, tableKey(sc, mode, pk)),
 		Cursor:      columnsOf(schema, []string{sc.Cursor})[0],
 		FullRefresh: fullRefresh,
 		Describe:    describe,
@@ -814,6 +860,19 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, run *Result, i
 			Rows: rows, RejectedRows: sink.rejectedRows,
 			Pages: stats.Pages, Requests: stats.Requests, Retries: stats.Retries, Duration: dur,
 		},
+	}
+	if sink.intent != nil && fullRefresh && mode != load.Replace {
+		log.Warn("a full refresh rebuilds the warehouse's table, but the Iceberg table only takes the run's rows ("+string(mode)+"): rows the service no longer has stay in it",
+			"stream", id)
+	}
+	if sink.intent != nil {
+		js, err := json.Marshal(sink.intent)
+		if err != nil {
+			sink.abort()
+			return fail("write", err)
+		}
+		so.intent, so.table.LakeIntent = sink.intent, js
+		faults.At(faults.LakeStaged, name)
 	}
 	so.result = ObjectResult{
 		Object: name, ServiceID: id, Mode: mode, Status: StatusOK, Diff: diff, Since: since, Rows: rows, RejectedRows: sink.rejectedRows,
@@ -835,6 +894,16 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, run *Result, i
 	return so
 }
 
+// tableKey is the key a stream's table has: the configured one, and for
+// a merge stream the key it merges on (a collection merges on id unless
+// told otherwise).
+func tableKey(sc StreamConfig, mode load.WriteMode, pk []string) []string {
+	if mode == load.Merge {
+		return pk
+	}
+	return sc.PrimaryKey
+}
+
 // columnsOf maps field ids (as the config names them) to their columns.
 func columnsOf(s *arrow.Schema, ids []string) []string {
 	out := make([]string, len(ids))
@@ -852,9 +921,14 @@ func columnsOf(s *arrow.Schema, ids []string) []string {
 // writer is free, so pages are encoded in parallel, not one at a time
 // behind a lock. Each writer buffers at most one row group.
 type objectSink struct {
-	newWriter func(first, step int) (load.Writer, error)
+	newWriter writerSet
 	writers   []load.Writer
 	free      chan load.Writer // the writers not in use
+	// lake is the stream's Iceberg stage writer (nil without an Iceberg
+	// lake): it gets every batch the Parquet writers get, one at a time.
+	lake   *lakehouse.StageWriter
+	lakeMu sync.Mutex
+	intent *lakehouse.Intent // set by close when there is a lake
 
 	mu           sync.Mutex // guards what follows
 	rejects      []transform.Reject
@@ -869,7 +943,14 @@ type objectSink struct {
 // most 4 (past that, the service is the limit, and memory grows with each).
 func sinkWriters() int { return min(max(runtime.GOMAXPROCS(0), 1), 4) }
 
-func newObjectSink(newWriter func(first, step int) (load.Writer, error)) (*objectSink, error) {
+// writerSet makes an object sink's writers for one schema: Parquet writer
+// k of n, and the Iceberg stage writer when the run has an Iceberg lake.
+type writerSet struct {
+	parquet func(first, step int) (load.Writer, error)
+	lake    func() (*lakehouse.StageWriter, error) // nil: no Iceberg lake
+}
+
+func newObjectSink(newWriter writerSet) (*objectSink, error) {
 	s := &objectSink{newWriter: newWriter}
 	if err := s.open(); err != nil {
 		return nil, err
@@ -882,13 +963,21 @@ func (s *objectSink) open() error {
 	s.writers = make([]load.Writer, 0, n)
 	s.free = make(chan load.Writer, n)
 	for k := range n {
-		w, err := s.newWriter(k, n)
+		w, err := s.newWriter.parquet(k, n)
 		if err != nil {
 			s.abort()
 			return err
 		}
 		s.writers = append(s.writers, w)
 		s.free <- w
+	}
+	if s.newWriter.lake != nil {
+		lw, err := s.newWriter.lake()
+		if err != nil {
+			s.abort()
+			return err
+		}
+		s.lake = lw
 	}
 	return nil
 }
@@ -899,7 +988,7 @@ func (s *objectSink) restart() error { return s.restartWith(s.newWriter) }
 
 // restartWith drops what was written and starts writers made by
 // newWriter (a collection whose schema widened writes with the new one).
-func (s *objectSink) restartWith(newWriter func(first, step int) (load.Writer, error)) error {
+func (s *objectSink) restartWith(newWriter writerSet) error {
 	s.abort()
 	s.mu.Lock()
 	s.rejects, s.rejectedRows, s.repaired, s.unknown = nil, 0, 0, nil
@@ -925,6 +1014,14 @@ func (s *objectSink) add(r transform.Result) error {
 	s.free <- w
 	if err != nil {
 		return err
+	}
+	if s.lake != nil {
+		s.lakeMu.Lock()
+		err := s.lake.Write(r.Record)
+		s.lakeMu.Unlock()
+		if err != nil {
+			return err
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -957,6 +1054,13 @@ func (s *objectSink) close() (files []string, rows int64, err error) {
 		files = append(files, w.Files()...)
 	}
 	sort.Strings(files)
+	if s.lake != nil {
+		if err := s.lake.Close(); err != nil {
+			return nil, 0, err
+		}
+		in := s.lake.Intent()
+		s.intent = &in
+	}
 	return files, rows, nil
 }
 
@@ -966,4 +1070,8 @@ func (s *objectSink) abort() {
 		w.Abort()
 	}
 	s.writers = nil
+	if s.lake != nil {
+		_ = s.lake.Abort()
+		s.lake, s.intent = nil, nil
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/lakehouse"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
 	"github.com/sepipe/sepipe/schemas"
@@ -130,7 +131,17 @@ type RequestsConfig struct {
 
 // OutputConfig says where the lake and the warehouse go.
 type OutputConfig struct {
-	Dir string `yaml:"dir"`
+	Dir  string     `yaml:"dir"`
+	Lake LakeConfig `yaml:"lake"`
+}
+
+// LakeConfig adds lake destinations to the output folder's own lake
+// (hive-partitioned Parquet under dir/lake, which the warehouse loads
+// from and which is always written).
+type LakeConfig struct {
+	// Iceberg, when given, is an Iceberg warehouse each run also commits
+	// to (docs/scale-out.md); its keys and rules are lakehouse.Config's.
+	Iceberg *lakehouse.Config `yaml:"iceberg"`
 }
 
 // LogConfig sets the log level and format.
@@ -410,18 +421,23 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-// yamlKeys lists the keys of a config struct, in field order.
-func yamlKeys(t reflect.Type) (keys []string, fields map[string]reflect.Type) {
+// yamlKeys lists the keys of a config struct, in field order, and
+// whether it has an inline map that takes the other keys.
+func yamlKeys(t reflect.Type) (keys []string, fields map[string]reflect.Type, inline bool) {
 	fields = map[string]reflect.Type{}
 	for f := range t.Fields() {
-		tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		tag, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if tag == "" && opts == "inline" && f.Type.Kind() == reflect.Map {
+			inline = true
+			continue
+		}
 		if tag == "" || tag == "-" {
 			continue
 		}
 		keys = append(keys, tag)
 		fields[tag] = f.Type
 	}
-	return keys, fields
+	return keys, fields, inline
 }
 
 func (p *prepass) walk(n *yaml.Node, t reflect.Type, path string) error {
@@ -456,6 +472,8 @@ func (p *prepass) walk(n *yaml.Node, t reflect.Type, path string) error {
 		return nil
 	}
 	switch t.Kind() {
+	case reflect.Pointer: // an optional block or value
+		return p.walk(n, t.Elem(), path)
 	case reflect.Struct, reflect.Map:
 		if n.Kind != yaml.MappingNode {
 			if t.Kind() == reflect.Struct {
@@ -465,8 +483,9 @@ func (p *prepass) walk(n *yaml.Node, t reflect.Type, path string) error {
 		}
 		var known []string
 		var fields map[string]reflect.Type
+		inline := false // the struct keeps unknown keys for its own Validate
 		if t.Kind() == reflect.Struct {
-			known, fields = yamlKeys(t)
+			known, fields, inline = yamlKeys(t)
 		}
 		seen := map[string]bool{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -475,7 +494,16 @@ func (p *prepass) walk(n *yaml.Node, t reflect.Type, path string) error {
 			var vt reflect.Type
 			if fields == nil {
 				vt = t.Elem() // a map: any key
-			} else if vt = fields[k.Value]; vt == nil {
+			} else if vt = fields[k.Value]; vt == nil && inline {
+				// Kept as written for the struct's Validate, which names
+				// it (a credential by what it is): no expansion, no check.
+				if seen[k.Value] {
+					return p.fail(k, key, "given twice")
+				}
+				seen[k.Value] = true
+				p.c.lines[key] = k.Line
+				continue
+			} else if vt == nil {
 				return p.fail(k, key, "unknown key %q (want %s)", k.Value, strings.Join(known, ", "))
 			}
 			if seen[k.Value] {
@@ -526,11 +554,14 @@ func (p *prepass) walk(n *yaml.Node, t reflect.Type, path string) error {
 	}
 	n.Tag, n.Style = "", 0 // "100" and ${N} are numbers too
 	switch tag := n.ShortTag(); {
+	case t.Kind() == reflect.Bool && tag != "!!bool":
+		return p.fail(n, path, "want true or false, got %q", raw)
+	case t.Kind() == reflect.Bool:
 	case t.Kind() == reflect.Int && tag != "!!int":
 		return p.fail(n, path, "want a whole number, got %q", raw)
 	case t.Kind() == reflect.Float64 && tag != "!!int" && tag != "!!float":
 		return p.fail(n, path, "want a number, got %q", raw)
-	case t.Kind() != reflect.Int && t.Kind() != reflect.Float64:
+	case t.Kind() != reflect.Int && t.Kind() != reflect.Float64 && t.Kind() != reflect.Bool:
 		return p.fail(n, path, "cannot hold a value of kind %s", t.Kind())
 	}
 	return nil
@@ -580,6 +611,9 @@ func (c *Config) SetDefaults() {
 	}
 	if c.Output.Dir == "" {
 		c.Output.Dir = defaultOut
+	}
+	if c.Output.Lake.Iceberg != nil {
+		c.Output.Lake.Iceberg.SetDefaults()
 	}
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
@@ -638,6 +672,9 @@ func (c *Config) UseTenant(name string) error {
 			return c.errf(b, "with tenants, each tenant has its own %s (tenants.NAME.%s), not the top level", b, b)
 		}
 	}
+	if _, ok := c.lines["output.lake.iceberg.namespace"]; ok {
+		return c.errf("output.lake.iceberg.namespace", "with tenants, each tenant's tables are in a namespace named after it: leave namespace out")
+	}
 	names := strings.Join(sortedKeys(c.Tenants), ", ")
 	if name == "" {
 		return usagef("the config lists tenants (%s): choose one with --tenant", names)
@@ -650,6 +687,9 @@ func (c *Config) UseTenant(name string) error {
 	c.tenant = name
 	c.defaultSecrets()
 	c.Output.Dir = c.TenantDir(c.Output.Dir)
+	if ic := c.Output.Lake.Iceberg; ic != nil {
+		ic.Namespace = name // <tenant>.<stream> in the shared catalog
+	}
 	return nil
 }
 
@@ -707,6 +747,9 @@ func (c *Config) Validate() error {
 	}
 	if err := load.CheckOutputPath(c.Output.Dir); err != nil {
 		return c.errf("output.dir", "%v", err)
+	}
+	if err := c.validateLake(); err != nil {
+		return err
 	}
 	for key, u := range map[string]string{
 		"service.tenant_url": c.Service.TenantURL, "service.legacy_url": c.Service.LegacyURL,
@@ -790,6 +833,24 @@ func (c *Config) Validate() error {
 		if _, err := parseCron(c.Schedule.Cron); err != nil {
 			return c.errf("schedule.cron", "%v", err)
 		}
+	}
+	return nil
+}
+
+// validateLake checks output.lake.iceberg, when given, by the library's
+// rules (lakehouse.Config.Validate); its key becomes the file's key path
+// and line.
+func (c *Config) validateLake() error {
+	ic := c.Output.Lake.Iceberg
+	if ic == nil {
+		return nil
+	}
+	if err := ic.Validate(); err != nil {
+		var ce *lakehouse.ConfigError
+		if errors.As(err, &ce) {
+			return c.errf("output.lake.iceberg."+ce.Key, "%v", ce.Err)
+		}
+		return c.errf("output.lake.iceberg", "%v", err)
 	}
 	return nil
 }

@@ -129,3 +129,83 @@ func TestValidateStreams(t *testing.T) {
 		})
 	}
 }
+
+// TestIcebergConfig: output.lake.iceberg decodes into lakehouse.Config and
+// is checked by lakehouse.Config.Validate, its messages naming the file's
+// key and line; without the block the lake is the local folder alone.
+func TestIcebergConfig(t *testing.T) {
+	const head = "service:\n  tenant_url: https://acme.example.com\noutput:\n  dir: /data/sepipe\n"
+	t.Run("absent", func(t *testing.T) {
+		c, err := parseConfig("c.yaml", []byte(head))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDefaults()
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if c.Output.Lake.Iceberg != nil {
+			t.Fatalf("no iceberg block, got %+v", c.Output.Lake.Iceberg)
+		}
+	})
+	t.Run("good", func(t *testing.T) {
+		t.Setenv("SEPIPE_TEST_S3", "http://127.0.0.1:7070")
+		c, err := parseConfig("c.yaml", []byte(head+`  lake:
+    iceberg:
+      catalog:
+        type: sql
+        driver: sqlite
+        uri: /data/catalog.db
+      warehouse: s3://lake/sepipe
+      partition: day
+      s3:
+        endpoint: ${SEPIPE_TEST_S3}
+        region: eu-central-1
+        path_style: true
+      properties:
+        s3.connect-timeout: 10s
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDefaults()
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		ic := c.Output.Lake.Iceberg
+		if ic == nil || ic.Catalog.Driver != "sqlite" || ic.Catalog.URI != "/data/catalog.db" || ic.Warehouse != "s3://lake/sepipe" ||
+			ic.Partition != "day" || ic.S3.Endpoint != "http://127.0.0.1:7070" || ic.S3.PathStyle == nil || !*ic.S3.PathStyle ||
+			ic.Properties["s3.connect-timeout"] != "10s" {
+			t.Fatalf("decoded %+v", ic)
+		}
+		if ic.Namespace != "sepipe" || ic.Catalog.Name != "sepipe" {
+			t.Errorf("defaults: namespace %q, catalog name %q", ic.Namespace, ic.Catalog.Name)
+		}
+	})
+	cases := []struct{ name, block, want string }{
+		{"no warehouse", "      catalog: {type: sql, driver: sqlite, uri: /data/c.db}\n",
+			"c.yaml:6: output.lake.iceberg.warehouse: the SQL catalog needs a warehouse location"},
+		{"bad driver", "      catalog:\n        type: sql\n        driver: mysql\n        uri: x\n      warehouse: file:///lake\n",
+			`c.yaml:9: output.lake.iceberg.catalog.driver: unknown driver "mysql"`},
+		{"password in the uri", "      catalog:\n        driver: postgres\n        uri: postgres://u:pw@db/lake\n      warehouse: s3://b/p\n",
+			"c.yaml:9: output.lake.iceberg.catalog.uri: credentials are never read from the config file"},
+		{"a credential key", "      catalog: {uri: /data/c.db}\n      warehouse: s3://b/p\n      s3:\n        secret_access_key: abc\n",
+			"c.yaml:10: output.lake.iceberg.s3.secret_access_key: credentials are never read from the config file"},
+		{"an unknown key", "      catalog: {uri: /data/c.db}\n      warehouse: s3://b/p\n      bucket: b\n",
+			`c.yaml:9: output.lake.iceberg.bucket: unknown key (want catalog, warehouse`},
+		{"path_style not a bool", "      catalog: {uri: /data/c.db}\n      warehouse: s3://b/p\n      s3:\n        path_style: sometimes\n",
+			`c.yaml:10: output.lake.iceberg.s3.path_style: want true or false, got "sometimes"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseConfig("c.yaml", []byte(head+"  lake:\n    iceberg:\n"+tc.block))
+			if err == nil {
+				c.SetDefaults()
+				err = c.Validate()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -31,6 +31,8 @@ func hint(err error) string {
 		return "the token is valid but lacks access to Coach reports: it needs a Coach license and an Admin or Manager role"
 	case errors.Is(err, load.ErrPublishBlocked):
 		return "open warehouse.duckdb read-only in other programs (docs/bi.md); the data is committed: 'sepipe publish' publishes it once that program is closed"
+	case errors.Is(err, pipeline.ErrLakePending):
+		return "the warehouse and the local lake have the run; the next sync commits it to the Iceberg lake (check the catalog and the object store are reachable)"
 	case errors.Is(err, load.ErrWarehouseLocked):
 		return "another process holds the file for writing (the message names it): wait for that sepipe to finish, or close that program (readers must open warehouse.duckdb read-only, never .sepipe/), and retry"
 	case errors.Is(err, pipeline.ErrBusy):

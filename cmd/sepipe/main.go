@@ -116,6 +116,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	case errors.As(err, &re) && re.Partial:
 		return exitPartial
+	case errors.Is(err, pipeline.ErrLakePending):
+		// Committed; the Iceberg lake catches up on the next run.
+		if h := hint(err); h != "" {
+			fmt.Fprintln(stderr, "hint: "+h)
+		}
+		return exitPartial
 	case errors.Is(err, load.ErrPublishBlocked):
 		// Committed, not yet visible to readers: as a partial run.
 		if h := hint(err); h != "" {

@@ -28,6 +28,12 @@ const (
 	// PublishRenamed: the copy replaced the published warehouse; the
 	// publish is not yet recorded.
 	PublishRenamed Point = "publish renamed"
+	// LakeStaged: a stream's Iceberg data files are staged (per object);
+	// nothing is recorded or committed.
+	LakeStaged Point = "lake staged"
+	// LakeCommitted: the Iceberg table has the run's snapshot (per
+	// object); the intent is not yet marked committed.
+	LakeCommitted Point = "lake committed"
 	// EventsLoaded: webhook events are in the working database and still
 	// in the spool.
 	EventsLoaded Point = "events loaded"
@@ -35,7 +41,7 @@ const (
 
 // All lists every point; the kill tests cover each.
 func All() []Point {
-	return []Point{Staged, Committed, SetAside, Published, PublishCopied, PublishRenamed, EventsLoaded}
+	return []Point{LakeStaged, Staged, Committed, SetAside, Published, LakeCommitted, PublishCopied, PublishRenamed, EventsLoaded}
 }
 
 // For names the point for one object, as hooks receive it: "published

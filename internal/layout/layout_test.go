@@ -17,26 +17,26 @@ const module = "github.com/sepipe/sepipe"
 // module its non-test code may import. DEVELOPERS.md's picture is this
 // table; change both together.
 var allowed = map[string][]string{
-	"service":                       nil, // the leaf: the service's vocabulary
-	"extract/servicetest":           nil, // the fake shares nothing with the client
-	"extract":                       {"internal/flock", "service"},
-	"schemas":                       {"service"},
-	"transform":                     {"schemas", "service"},
-	"load":                          {"internal/faults", "internal/flock", "schemas", "service", "transform"},
-	"pipeline":                      {"extract", "internal/faults", "internal/flock", "load", "schemas", "service", "transform"},
-	"dashboard":                     {"load"},
-	"lakehouse":                     nil, // Iceberg tables through iceberg-go; takes Arrow, knows no stage
-	"lakehouse/internal/testserver": nil,
-	"internal/bench":                {"extract", "extract/servicetest", "load", "pipeline", "service"},
-	"internal/demo":                 {"extract", "extract/servicetest", "pipeline", "webhooks"},
-	"internal/dbtgen":               {"extract", "load", "pipeline", "schemas", "service"},
-	"internal/layout":               nil,
-	"internal/faults":               nil,                                                      // the run protocol\'s crash points and the tests\' hook
-	"internal/flock":                nil,                                                      // the output folder\'s advisory locks
-	"internal/webhooktest":          {"service", "webhooks"},                                  // tests only: deliver signed events to a listener
-	"internal/warehousetest":        {"load"},                                                 // tests only: open the published warehouse as a reader does
-	"webhooks":                      {"internal/faults", "internal/flock", "load", "service"}, // receiver, spool, listen loop
-	"cmd/sepipe":                    {"*"},
+	"service":                nil, // the leaf: the service's vocabulary
+	"extract/servicetest":    nil, // the fake shares nothing with the client
+	"extract":                {"internal/flock", "service"},
+	"schemas":                {"service"},
+	"transform":              {"schemas", "service"},
+	"load":                   {"internal/faults", "internal/flock", "schemas", "service", "transform"},
+	"pipeline":               {"extract", "internal/faults", "internal/flock", "lakehouse", "load", "schemas", "service", "transform"},
+	"dashboard":              {"load"},
+	"lakehouse":              nil, // Iceberg tables through iceberg-go; takes Arrow, knows no stage
+	"internal/bench":         {"extract", "extract/servicetest", "load", "pipeline", "service"},
+	"internal/demo":          {"extract", "extract/servicetest", "pipeline", "webhooks"},
+	"internal/dbtgen":        {"extract", "load", "pipeline", "schemas", "service"},
+	"internal/layout":        nil,
+	"internal/faults":        nil,                                                      // the run protocol\'s crash points and the tests\' hook
+	"internal/flock":         nil,                                                      // the output folder\'s advisory locks
+	"internal/webhooktest":   {"service", "webhooks"},                                  // tests only: deliver signed events to a listener
+	"internal/warehousetest": {"load"},                                                 // tests only: open the published warehouse as a reader does
+	"internal/lakeservers":   nil,                                                      // tests only: versitygw and PostgreSQL on 127.0.0.1
+	"webhooks":               {"internal/faults", "internal/flock", "load", "service"}, // receiver, spool, listen loop
+	"cmd/sepipe":             {"*"},
 }
 
 // importers of the fake service outside tests: the commands that serve it.

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/internal/faults"
+	"github.com/sepipe/sepipe/lakehouse"
+)
+
+// TestLakeExpire: `sepipe sync` with output.lake.iceberg commits to the
+// Iceberg lake; `sepipe lake expire --older-than 90d` leaves a day-old lake
+// alone, and a cutoff younger than the snapshots keeps only each table's
+// current one, the table still reading back the warehouse's rows.
+func TestLakeExpire(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(20))
+	defer srv.Close()
+	setEnv(t, srv)
+	dir := t.TempDir()
+	out, lakeDir := filepath.Join(dir, "out"), filepath.Join(dir, "lake")
+	cfg := writeConfig(t, dir, srv.URL, out, fmt.Sprintf("  lake:\n    iceberg:\n      catalog: {uri: %s}\n      warehouse: file://%s\n",
+		filepath.Join(lakeDir, "catalog.db"), filepath.Join(lakeDir, "warehouse")))
+	mustRun(t, "sync", "--config", cfg, "--quiet")
+	mustRun(t, "sync", "--config", cfg, "--quiet") // a same-day rerun: a second snapshot per table
+
+	row := regexp.MustCompile(`(?m)^sepipe\.(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s*$`)
+	expire := func(age string) map[string][3]string {
+		t.Helper()
+		s := mustRun(t, "lake", "expire", "--config", cfg, "--older-than", age)
+		got := map[string][3]string{}
+		for _, m := range row.FindAllStringSubmatch(s, -1) {
+			if m[2] != "0" { // an empty stream's table has no snapshot
+				got[m[1]] = [3]string{m[2], m[3], m[4]}
+			}
+		}
+		if len(got) < 5 {
+			t.Fatalf("lake expire --older-than %s:\n%s", age, s)
+		}
+		return got
+	}
+	for tb, r := range expire("90d") {
+		if r[0] != "2" || r[1] != "2" || r[2] != "0" {
+			t.Errorf("--older-than 90d: table %s: snapshots %s -> %s, orphans %s; want 2 -> 2, 0", tb, r[0], r[1], r[2])
+		}
+	}
+	time.Sleep(1100 * time.Millisecond)
+	for tb, r := range expire("1s") {
+		if r[0] != "2" || r[1] != "1" {
+			t.Errorf("--older-than 1s: table %s: snapshots %s -> %s; want 2 -> 1", tb, r[0], r[1])
+		}
+	}
+	lh, err := lakehouse.Open(context.Background(), lakehouse.Config{
+		Catalog:   lakehouse.CatalogConfig{URI: filepath.Join(lakeDir, "catalog.db")},
+		Warehouse: "file://" + filepath.Join(lakeDir, "warehouse"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lh.Close()
+	tbl, err := lh.LoadTable(context.Background(), "", "userCourseProgress")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := tbl.Scan().ToArrowTable(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer at.Release()
+	if want := queryOne(t, out, "SELECT count(*) FROM userCourseProgress"); fmt.Sprint(at.NumRows()) != want {
+		t.Errorf("after expiring, the lake's userCourseProgress has %d rows, the warehouse %s", at.NumRows(), want)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"lake", "expire", "--config", cfg, "--older-than", "soon"}, `--older-than: bad duration "soon"`},
+		{[]string{"lake", "expire", "--config", writeConfig(t, t.TempDir(), srv.URL, out, ""), "--older-than", "90d"}, "no output.lake.iceberg block"},
+	} {
+		code, _, errOut := runCLI(t, tc.args...)
+		if code != exitUsage || !strings.Contains(errOut, tc.msg) {
+			t.Errorf("sepipe %s: exit %d, stderr %q; want %d and %q", strings.Join(tc.args, " "), code, errOut, exitUsage, tc.msg)
+		}
+	}
+}
+
+// TestSyncLakePendingExitsPartial: a sync whose Iceberg commit fails after
+// the warehouse committed exits 3 (partial) with a hint, not 1 (nothing
+// committed); the next sync settles it and exits 0.
+func TestSyncLakePendingExitsPartial(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(20))
+	defer srv.Close()
+	setEnv(t, srv)
+	dir := t.TempDir()
+	out, lakeDir := filepath.Join(dir, "out"), filepath.Join(dir, "lake")
+	cfg := writeConfig(t, dir, srv.URL, out, fmt.Sprintf("  lake:\n    iceberg:\n      catalog: {uri: %s}\n      warehouse: file://%s\n",
+		filepath.Join(lakeDir, "catalog.db"), filepath.Join(lakeDir, "warehouse")))
+	faults.Set(func(point string) {
+		if point == string(faults.Committed) { // the day's files of course vanish before the Iceberg commit
+			os.RemoveAll(filepath.Join(lakeDir, "warehouse", "sepipe.db", "course", "data"))
+		}
+	})
+	code, _, errOut := runCLI(t, "sync", "--config", cfg, "--quiet")
+	faults.Set(nil)
+	if code != exitPartial || !strings.Contains(errOut, "Iceberg commit is pending") || !strings.Contains(errOut, "hint: the warehouse and the local lake have the run") {
+		t.Fatalf("exit %d, stderr:\n%s\nwant %d, the pending Iceberg commit and the hint", code, errOut, exitPartial)
+	}
+	mustRun(t, "sync", "--config", cfg, "--quiet")
+}
