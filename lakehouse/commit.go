@@ -188,19 +188,41 @@ func (l *Lakehouse) plan(ctx context.Context, tbl *table.Table, in Intent) (*pla
 	if tbl.CurrentSnapshot() == nil {
 		return p, nil
 	}
-	switch in.Mode {
-	case Replace, Append:
+	switch {
+	case in.Rebuild:
+		p.remove, err = allFiles(ctx, tbl)
+		if err != nil {
+			return nil, &TableError{Table: name, Step: "commit: list the table's files", Err: err}
+		}
+	case in.Mode == Replace, in.Mode == Append:
 		p.remove, err = filesOfDay(ctx, tbl, in.DayColumn, in.Day)
 		if err != nil {
 			return nil, &TableError{Table: name, Step: "commit: find the day's files", Err: err}
 		}
-	case Merge:
+	case in.Mode == Merge:
 		if err := l.planMerge(ctx, tbl, in, p); err != nil {
 			p.cleanup(ctx)
 			return nil, err
 		}
 	}
 	return p, nil
+}
+
+// allFiles lists the current snapshot's data files.
+func allFiles(ctx context.Context, tbl *table.Table) ([]string, error) {
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, t := range tasks {
+		if p := t.File.FilePath(); !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 // filesOfDay lists the current snapshot's data files in day's partition.

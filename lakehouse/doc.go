@@ -39,7 +39,9 @@
 //     replace and append streams replace the day's partition (a pure
 //     append on a new day), merge streams remove the rows whose key is
 //     among the run's (copy-on-write: the files holding them are
-//     rewritten without them) and add the run's rows. Commit is a no-op
+//     rewritten without them) and add the run's rows; an Intent with
+//     Rebuild (a full refresh) removes every data file instead, so the
+//     table holds the run's rows alone. Commit is a no-op
 //     when a snapshot already carries the run id. A concurrent commit by
 //     another writer fails the catalog's compare-and-swap; Commit then
 //     loads the table again, plans again on the new state and retries, so

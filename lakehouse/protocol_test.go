@@ -2,6 +2,7 @@ package lakehouse
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"slices"
@@ -379,4 +380,43 @@ func TestEmptyRuns(t *testing.T) {
 		t.Fatalf("snapshot log %v", got)
 	}
 	_ = ctx
+}
+
+// TestRebuildReplacesEveryDay: a full refresh's intent (Rebuild) leaves
+// the table holding the run's rows alone, every earlier day's gone, for
+// append and merge tables; the commit survives its JSON and stays
+// idempotent.
+func TestRebuildReplacesEveryDay(t *testing.T) {
+	ctx := context.Background()
+	for _, mode := range []Mode{Append, Merge} {
+		t.Run(string(mode), func(t *testing.T) {
+			l := open(t, sqliteConfig(t.TempDir()))
+			spec := TableSpec{Stream: "events", Schema: testSchema(), Mode: mode}
+			if mode == Merge {
+				spec.PrimaryKey = []string{"id"}
+			}
+			stageCommit(t, l, spec, Run{ID: "run-1", Day: days[0]}, makeRows(0, 20, "one"))
+			stageCommit(t, l, spec, Run{ID: "run-2", Day: days[1]}, makeRows(100, 20, "two"))
+
+			rows := makeRows(0, 7, "three") // the service now has fewer rows
+			rdr := reader(t, l.mem, rows, 3)
+			defer rdr.Release()
+			in, err := l.Stage(ctx, spec, Run{ID: "run-3", Day: days[2]}, rdr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in.Rebuild = true
+			b, _ := json.Marshal(in)
+			var back Intent
+			if err := json.Unmarshal(b, &back); err != nil || !back.Rebuild {
+				t.Fatalf("Rebuild did not survive JSON: %s", b)
+			}
+			for range 2 { // the second is a no-op: the run is in the log
+				if _, err := l.Commit(ctx, back); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sameRows(t, "rebuilt", readTable(t, l, "", "events"), stamped(rows, days[2], "run-3"))
+		})
+	}
 }

@@ -80,6 +80,9 @@ type Intent struct {
 	RunID            string   `json:"run_id"`
 	PrimaryKey       []string `json:"primary_key,omitempty"`
 	DayColumn        string   `json:"day_column"`
+	// Rebuild: the run's rows replace the whole table, every day's, as a
+	// full refresh rebuilds the caller's table (whatever Mode says).
+	Rebuild bool `json:"rebuild,omitempty"`
 }
 
 var (

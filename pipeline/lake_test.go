@@ -723,3 +723,24 @@ func TestTwoTenantsIntoOneCatalog(t *testing.T) {
 	}
 	t.Logf("rows per table: %v", counts)
 }
+
+// TestFullRefreshRebuildsIcebergTable: a full refresh of a merge stream
+// rebuilds its warehouse table from the run's rows, and its Iceberg table
+// with it: rows the service no longer has leave both.
+func TestFullRefreshRebuildsIcebergTable(t *testing.T) {
+	out, lc := t.TempDir(), fileLake(t.TempDir())
+	syncDays(t, out, lc, 2)
+	before := sameLakeAsWarehouse(t, out, lc, lakeModes(), localFile)
+	// Day 3: the tenant has fewer users (and so fewer progress rows).
+	s := servicetest.NewServer(servicetest.WithUsers(40), servicetest.WithNow(servicetest.DefaultNow.Add(48*time.Hour)))
+	defer s.Close()
+	if _, err := pipeline.Sync(context.Background(), client(t, s.URL, s.Service.AccessToken(), extract.WithPageSize(200)),
+		pipeline.Config{Out: out, Streams: lakeStreams, Iceberg: lc, FullRefresh: []string{"userCourseProgress"},
+			Now: clock(day1.Add(48 * time.Hour))}); err != nil {
+		t.Fatal(err)
+	}
+	after := sameLakeAsWarehouse(t, out, lc, lakeModes(), localFile)
+	if after["userCourseProgress"] >= before["userCourseProgress"] {
+		t.Errorf("userCourseProgress: %d rows after the full refresh, %d before; want fewer", after["userCourseProgress"], before["userCourseProgress"])
+	}
+}

@@ -862,8 +862,10 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, lh *lakehouse.
 		},
 	}
 	if sink.intent != nil && fullRefresh && mode != load.Replace {
-		log.Warn("a full refresh rebuilds the warehouse's table, but the Iceberg table only takes the run's rows ("+string(mode)+"): rows the service no longer has stay in it",
-			"stream", id)
+		// The warehouse's table is rebuilt from this run's rows; so is the
+		// Iceberg table (a replace stream's other days stay, as its
+		// history does).
+		sink.intent.Rebuild = true
 	}
 	if sink.intent != nil {
 		js, err := json.Marshal(sink.intent)
