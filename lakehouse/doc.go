@@ -64,7 +64,7 @@
 // table commits on its own; the Intent makes the set recoverable);
 // write equality or position delete files (a merge rewrites files, so
 // any engine reads the tables without delete support); compact small
-// files. A StageWriter has load.Writer's methods, so pipeline feeds it
+// files. A StageWriter takes Arrow batches (Write, Close, Abort), so pipeline feeds it
 // the same batches as the local Parquet writers (pipeline/lake.go); a
 // batch holding a text value of 1 MiB or more gets a data file of its
 // own, without dictionary or text statistics, so the writer never buffers

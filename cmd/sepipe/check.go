@@ -7,9 +7,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
 	"github.com/spf13/cobra"
 
 	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/lakehouse"
 	"github.com/sepipe/sepipe/pipeline"
 )
 
@@ -39,6 +42,7 @@ streams) or skipped (not configured):
   v4         access token      themes
   webhooks   API token         list subscriptions
   legacy     login_dir [+ username/password]   create a session
+  iceberg    the catalog of output.lake.iceberg   list the namespace's tables
 
 The access token (or the OAuth client that refreshes it) is required; the API
 token and the legacy login are checked when configured. Nothing is written
@@ -145,5 +149,36 @@ func runChecks(ctx context.Context, c *Config, client *extract.Client) []checkRe
 			})
 		}
 	}
+	if ic := c.Output.Lake.Iceberg; ic != nil {
+		r := checkResult{iface: "iceberg", cred: ic.Catalog.Type + " catalog " + ic.Catalog.Name, status: "ok"}
+		if n, err := checkCatalog(ctx, *ic); err != nil {
+			r.status, r.detail = "failed", err.Error()
+		} else {
+			r.detail = fmt.Sprintf("%d tables in namespace %s", n, ic.Namespace)
+		}
+		out = append(out, r)
+	}
 	return out
+}
+
+// checkCatalog connects to the Iceberg catalog (a SQL catalog gets its
+// tables if its database has none) and counts the tables of the
+// namespace; a namespace no run has made yet has none.
+func checkCatalog(ctx context.Context, ic lakehouse.Config) (int, error) {
+	lh, err := lakehouse.Open(ctx, ic)
+	if err != nil {
+		return 0, err
+	}
+	defer lh.Close()
+	n := 0
+	for _, err := range lh.Catalog().ListTables(ctx, table.Identifier{ic.Namespace}) {
+		if errors.Is(err, catalog.ErrNoSuchNamespace) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("list the tables of namespace %s: %w", ic.Namespace, err)
+		}
+		n++
+	}
+	return n, nil
 }

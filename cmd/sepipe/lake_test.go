@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -29,6 +30,9 @@ func TestLakeExpire(t *testing.T) {
 		filepath.Join(lakeDir, "catalog.db"), filepath.Join(lakeDir, "warehouse")))
 	mustRun(t, "sync", "--config", cfg, "--quiet")
 	mustRun(t, "sync", "--config", cfg, "--quiet") // a same-day rerun: a second snapshot per table
+	if s := mustRun(t, "check", "--config", cfg); !regexp.MustCompile(`(?m)^iceberg\s+sql catalog sepipe\s+ok\s+([5-9]|\d\d) tables in namespace sepipe\s*$`).MatchString(s) {
+		t.Errorf("check does not report the Iceberg catalog's tables:\n%s", s)
+	}
 
 	row := regexp.MustCompile(`(?m)^sepipe\.(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s*$`)
 	expire := func(age string) map[string][3]string {
@@ -113,4 +117,25 @@ func TestSyncLakePendingExitsPartial(t *testing.T) {
 		t.Fatalf("exit %d, stderr:\n%s\nwant %d, the pending Iceberg commit and the hint", code, errOut, exitPartial)
 	}
 	mustRun(t, "sync", "--config", cfg, "--quiet")
+}
+
+// TestCheckReportsAnUnreachableCatalog: a catalog that cannot be reached
+// fails sepipe check (exit 1) with the reason, on a line of its own.
+func TestCheckReportsAnUnreachableCatalog(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	setEnv(t, srv)
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	cfg := writeConfig(t, dir, srv.URL, filepath.Join(dir, "out"), fmt.Sprintf("  lake:\n    iceberg:\n      catalog: {driver: postgres, uri: \"postgres://sepipe@%s/lake?sslmode=disable&connect_timeout=2\"}\n      warehouse: file://%s\n",
+		addr, filepath.Join(dir, "warehouse")))
+	code, stdout, stderr := runCLI(t, "check", "--config", cfg)
+	if code != exitFailed || !regexp.MustCompile(`(?m)^iceberg\s+sql catalog sepipe\s+failed\s+.*connect`).MatchString(stdout) {
+		t.Errorf("check with an unreachable catalog: exit %d\n%s\n%s", code, stdout, stderr)
+	}
 }
