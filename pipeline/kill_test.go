@@ -323,12 +323,7 @@ func publishedRuns(t *testing.T, out string) int64 {
 // holds (committed; published or not).
 func committedRuns(t *testing.T, out string) int64 {
 	t.Helper()
-	wh, err := load.OpenReadOnly(context.Background(), load.Lake{Root: out}.StatePath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wh.Close()
-	return warehousetest.Scalar[int64](t, wh.DB(), `SELECT count(*) FROM _sepipe_runs WHERE status = 'succeeded'`)
+	return warehousetest.StateScalar[int64](t, out, `SELECT count(*) FROM _sepipe_runs WHERE status = 'succeeded'`)
 }
 
 // TestKillTestsCoverEveryPoint: every crash point of the run protocol is

@@ -398,12 +398,7 @@ func TestKilledRunsRecoverIceberg(t *testing.T) {
 // are recorded and not marked.
 func recordedIntents(t *testing.T, out string) int64 {
 	t.Helper()
-	wh, err := load.OpenReadOnly(context.Background(), load.Lake{Root: out}.StatePath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wh.Close()
-	return warehousetest.Scalar[int64](t, wh.DB(), `SELECT count(*) FROM _sepipe_lake_intents WHERE status = 'recorded'`)
+	return warehousetest.StateScalar[int64](t, out, `SELECT count(*) FROM _sepipe_lake_intents WHERE status = 'recorded'`)
 }
 
 // TestIcebergSchemaChange: the describe changes between two days: a new

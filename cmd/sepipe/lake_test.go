@@ -16,18 +16,27 @@ import (
 	"github.com/sepipe/sepipe/lakehouse"
 )
 
+// icebergSetup serves a fake tenant of 20 users and writes the user's
+// config with an Iceberg lake (SQLite catalog, local warehouse) in
+// lakeDir beside the output folder out.
+func icebergSetup(t *testing.T) (url, out, lakeDir, cfg string) {
+	t.Helper()
+	srv := servicetest.NewServer(servicetest.WithUsers(20))
+	t.Cleanup(srv.Close)
+	setEnv(t, srv)
+	dir := t.TempDir()
+	out, lakeDir = filepath.Join(dir, "out"), filepath.Join(dir, "lake")
+	cfg = writeConfig(t, dir, srv.URL, out, fmt.Sprintf("  lake:\n    iceberg:\n      catalog: {uri: %s}\n      warehouse: file://%s\n",
+		filepath.Join(lakeDir, "catalog.db"), filepath.Join(lakeDir, "warehouse")))
+	return srv.URL, out, lakeDir, cfg
+}
+
 // TestLakeExpire: `sepipe sync` with output.lake.iceberg commits to the
 // Iceberg lake; `sepipe lake expire --older-than 90d` leaves a day-old lake
 // alone, and a cutoff younger than the snapshots keeps only each table's
 // current one, the table still reading back the warehouse's rows.
 func TestLakeExpire(t *testing.T) {
-	srv := servicetest.NewServer(servicetest.WithUsers(20))
-	defer srv.Close()
-	setEnv(t, srv)
-	dir := t.TempDir()
-	out, lakeDir := filepath.Join(dir, "out"), filepath.Join(dir, "lake")
-	cfg := writeConfig(t, dir, srv.URL, out, fmt.Sprintf("  lake:\n    iceberg:\n      catalog: {uri: %s}\n      warehouse: file://%s\n",
-		filepath.Join(lakeDir, "catalog.db"), filepath.Join(lakeDir, "warehouse")))
+	url, out, lakeDir, cfg := icebergSetup(t)
 	mustRun(t, "sync", "--config", cfg, "--quiet")
 	mustRun(t, "sync", "--config", cfg, "--quiet") // a same-day rerun: a second snapshot per table
 	if s := mustRun(t, "check", "--config", cfg); !regexp.MustCompile(`(?m)^iceberg\s+sql catalog sepipe\s+ok\s+([5-9]|\d\d) tables in namespace sepipe\s*$`).MatchString(s) {
@@ -86,7 +95,7 @@ func TestLakeExpire(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"lake", "expire", "--config", cfg, "--older-than", "soon"}, `--older-than: bad duration "soon"`},
-		{[]string{"lake", "expire", "--config", writeConfig(t, t.TempDir(), srv.URL, out, ""), "--older-than", "90d"}, "no output.lake.iceberg block"},
+		{[]string{"lake", "expire", "--config", writeConfig(t, t.TempDir(), url, out, ""), "--older-than", "90d"}, "no output.lake.iceberg block"},
 	} {
 		code, _, errOut := runCLI(t, tc.args...)
 		if code != exitUsage || !strings.Contains(errOut, tc.msg) {
@@ -99,13 +108,7 @@ func TestLakeExpire(t *testing.T) {
 // the warehouse committed exits 3 (partial) with a hint, not 1 (nothing
 // committed); the next sync settles it and exits 0.
 func TestSyncLakePendingExitsPartial(t *testing.T) {
-	srv := servicetest.NewServer(servicetest.WithUsers(20))
-	defer srv.Close()
-	setEnv(t, srv)
-	dir := t.TempDir()
-	out, lakeDir := filepath.Join(dir, "out"), filepath.Join(dir, "lake")
-	cfg := writeConfig(t, dir, srv.URL, out, fmt.Sprintf("  lake:\n    iceberg:\n      catalog: {uri: %s}\n      warehouse: file://%s\n",
-		filepath.Join(lakeDir, "catalog.db"), filepath.Join(lakeDir, "warehouse")))
+	_, _, lakeDir, cfg := icebergSetup(t)
 	faults.Set(func(point string) {
 		if point == string(faults.Committed) { // the day's files of course vanish before the Iceberg commit
 			os.RemoveAll(filepath.Join(lakeDir, "warehouse", "sepipe.db", "course", "data"))

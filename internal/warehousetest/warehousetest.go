@@ -33,3 +33,16 @@ func Scalar[T any](t testing.TB, db *sql.DB, q string, args ...any) T {
 	}
 	return v
 }
+
+// StateScalar runs q, one row of one column, on the working database of
+// the output folder out (.sepipe/state.duckdb, opened read-only and
+// closed again at once, so the next run can write it).
+func StateScalar[T any](t testing.TB, out, q string, args ...any) T {
+	t.Helper()
+	wh, err := load.OpenReadOnly(context.Background(), load.Lake{Root: out}.StatePath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wh.Close()
+	return Scalar[T](t, wh.DB(), q, args...)
+}
