@@ -330,7 +330,7 @@ func (p *pager) readOnce(ctx context.Context, read int) error {
 	p.stats.Pages, p.stats.Rows = 0, 0
 	buf := p.c.getBuf()
 	defer p.c.putBuf(buf)
-	keys := map[string]int{}
+	keys := newKeySet()
 	total := int64(-2) // not yet known
 	offset := 0
 	var prevSum uint64
@@ -400,15 +400,14 @@ func (p *pager) readOnce(ctx context.Context, read int) error {
 }
 
 // checkKeys records item keys and reports one read twice.
-func (p *pager) checkKeys(read int, seen map[string]int, keys []string, offset int) error {
+func (p *pager) checkKeys(read int, seen keySet, keys []string, offset int) error {
 	for i, k := range keys {
 		if k == "" {
 			continue // an item without a key; the decoder decided what to do with it
 		}
-		if at, dup := seen[k]; dup {
+		if at, dup := seen.add(k, offset+i); dup {
 			return p.integrity(read, 1, 2, "item %s at offset %d was already read at offset %d: a duplicate (moving data or a repeated page)", k, offset+i, at)
 		}
-		seen[k] = offset + i
 	}
 	return nil
 }

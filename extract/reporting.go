@@ -292,7 +292,7 @@ func (c *Client) ReadObject(ctx context.Context, objectID string, q Query, fn Pa
 	var total ReadStats
 	for read := 1; ; read++ {
 		r := &reader{c: c, object: objectID, q: q, size: q.ResultsPerPage, fn: fn, read: read,
-			seed: maphash.MakeSeed(), seen: map[uint64]int{}, keys: map[string]int{}}
+			seed: maphash.MakeSeed(), seen: map[uint64]int{}, keys: newKeySet()}
 		err := r.run(ctx)
 		c.budget.releaseQuota(r.quota)
 		total = total.plus(r.stats())
@@ -332,7 +332,7 @@ type reader struct {
 	seed maphash.Seed
 	mu   sync.Mutex
 	seen map[uint64]int // body hash of non-empty pages → page number
-	keys map[string]int // row key → page number
+	keys keySet         // row keys → page number
 
 	pages, rows, requests, retries, waited atomic.Int64
 
@@ -448,10 +448,9 @@ func (r *reader) checkKeys(n int, keys []string, rows int) error {
 		if k == "" {
 			continue // a row without a key; the decoder decided what to do with it
 		}
-		if p, dup := r.keys[k]; dup {
+		if p, dup := r.keys.add(k, n); dup {
 			return r.integrity(1, 2, "row key %s on page %d was already read on page %d: a duplicate (moving data or a repeated page)", k, n, p)
 		}
-		r.keys[k] = n
 	}
 	return nil
 }

@@ -650,32 +650,45 @@ func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, colList, src s
 		nullCheck = append(nullCheck, pk[i]+" IS NULL")
 		join = append(join, "t."+pk[i]+" = s."+pk[i])
 	}
-	var nulls int64
-	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+src+" WHERE "+strings.Join(nullCheck, " OR ")).Scan(&nulls); err != nil {
+	// One pass over the staged keys: rows without a key, and keys held
+	// twice. The reader refuses a key read twice, so the staged rows
+	// normally hold each key once: then they go in as they are, read
+	// straight from the staged files. Only when a key repeats does a
+	// window pick each key's latest row into a temporary table; the window
+	// keeps whole rows in memory (it failed a million-row merge under the
+	// load's 64 MB), where this count is a hash aggregate DuckDB can spill.
+	var nulls, repeated int64
+	q := "SELECT coalesce(sum(n) FILTER (WHERE " + strings.Join(nullCheck, " OR ") + "), 0), count(*) FILTER (WHERE n > 1) FROM (SELECT " +
+		strings.Join(pk, ", ") + ", count(*) AS n FROM " + src + " GROUP BY ALL)"
+	if err := tx.QueryRowContext(ctx, q).Scan(&nulls, &repeated); err != nil {
 		return 0, &WriteError{Object: t.Object, Step: "merge: check keys", Err: err}
 	}
 	if nulls > 0 {
 		return 0, &WriteError{Object: t.Object, Step: "merge", Err: fmt.Errorf("%d rows have a null primary key (%s)", nulls, strings.Join(t.PrimaryKey, ", "))}
 	}
-	order := "filename DESC, file_row_number DESC"
-	if t.Cursor != "" {
-		order = Ident(t.Cursor) + " DESC NULLS LAST, " + order
+	from := src
+	if repeated > 0 {
+		order := "filename DESC, file_row_number DESC"
+		if t.Cursor != "" {
+			order = Ident(t.Cursor) + " DESC NULLS LAST, " + order
+		}
+		srcRN := strings.TrimSuffix(src, ")") + ", filename = true, file_row_number = true)"
+		staged := fmt.Sprintf("SELECT %s FROM %s QUALIFY row_number() OVER (PARTITION BY %s ORDER BY %s) = 1",
+			colList, srcRN, strings.Join(pk, ", "), order)
+		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE _sepipe_merge AS "+staged); err != nil {
+			return 0, &WriteError{Object: t.Object, Step: "merge: keep each key's latest row", Err: err}
+		}
+		defer tx.ExecContext(ctx, "DROP TABLE IF EXISTS _sepipe_merge") //nolint:errcheck
+		from = "_sepipe_merge"
 	}
-	srcRN := strings.TrimSuffix(src, ")") + ", filename = true, file_row_number = true)"
-	staged := fmt.Sprintf("SELECT %s FROM %s QUALIFY row_number() OVER (PARTITION BY %s ORDER BY %s) = 1",
-		colList, srcRN, strings.Join(pk, ", "), order)
-	if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE _sepipe_merge AS "+staged); err != nil {
-		return 0, &WriteError{Object: t.Object, Step: "merge: stage", Err: err}
-	}
-	defer tx.ExecContext(ctx, "DROP TABLE IF EXISTS _sepipe_merge") //nolint:errcheck
 	if !t.FullRefresh {
-		q := "DELETE FROM " + table + " t USING _sepipe_merge s WHERE " + strings.Join(join, " AND ")
+		q := "DELETE FROM " + table + " t USING " + from + " s WHERE " + strings.Join(join, " AND ")
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return 0, &WriteError{Object: t.Object, Step: "merge: delete old versions", Path: t.Object, Err: err}
 		}
 	}
-	q := fmt.Sprintf("INSERT INTO %s (%s, %s, %s) SELECT %s, ?, CAST(? AS DATE) FROM _sepipe_merge",
-		table, colList, Ident(ColRunID), Ident(ColSnapshotDate), colList)
+	q = fmt.Sprintf("INSERT INTO %s (%s, %s, %s) SELECT %s, ?, CAST(? AS DATE) FROM %s",
+		table, colList, Ident(ColRunID), Ident(ColSnapshotDate), colList, from)
 	res, err := tx.ExecContext(ctx, q, run.ID, run.SnapshotDate)
 	if err != nil {
 		return 0, &WriteError{Object: t.Object, Step: "merge: insert", Path: t.Object, Err: err}

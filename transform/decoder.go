@@ -303,8 +303,9 @@ type state struct {
 	pred [][]int
 	// keyRaw holds the raw JSON of the row's key values, by key position.
 	keyRaw  [][]byte
-	keyBuf  []byte
-	dropRow bool // the row must be left out even when rows are kept
+	keyBuf  []byte // the page's keys so far, back to back
+	keyEnds []int  // where each row's key ends in keyBuf; -1: the row has none
+	dropRow bool   // the row must be left out even when rows are kept
 }
 
 func (d *Decoder) get() *state {
@@ -498,6 +499,7 @@ func (d *Decoder) results(st *state, s *scanner, page int, body []byte, res *Res
 		s.fail("the rows are not an array")
 		return bad()
 	}
+	st.keyBuf, st.keyEnds = st.keyBuf[:0], st.keyEnds[:0] // a page that failed may have left some
 	if s.peek() == ']' {
 		s.pos++
 		return nil
@@ -514,7 +516,7 @@ func (d *Decoder) results(st *state, s *scanner, page int, body []byte, res *Res
 		}
 		res.Info.Rows++
 		if len(d.keyCols) > 0 {
-			res.Info.Keys = append(res.Info.Keys, st.key())
+			st.appendKey()
 		}
 		if len(res.Rejects) > nrej {
 			raw := string(body[start:s.pos])
@@ -532,6 +534,9 @@ func (d *Decoder) results(st *state, s *scanner, page int, body []byte, res *Res
 			s.pos++
 		case ']':
 			s.pos++
+			if len(d.keyCols) > 0 {
+				res.Info.Keys = st.pageKeys()
+			}
 			return nil
 		default:
 			s.fail("expected ',' or ']' after a row")
@@ -540,27 +545,40 @@ func (d *Decoder) results(st *state, s *scanner, page int, body []byte, res *Res
 	}
 }
 
-// key joins the raw JSON of the row's key values; "" when one is missing.
-func (st *state) key() string {
-	n := 0
+// appendKey adds the row's key to the page's keys: the raw JSON of its
+// key values joined by 0x1f, or nothing when one is missing ("" then).
+// The keys of a page share one string (pageKeys), not one each.
+func (st *state) appendKey() {
 	for _, r := range st.keyRaw {
 		if r == nil {
-			return ""
+			st.keyEnds = append(st.keyEnds, -1)
+			return
 		}
-		n += len(r) + 1
 	}
-	if len(st.keyRaw) == 1 {
-		return string(st.keyRaw[0])
-	}
-	b := st.keyBuf[:0]
 	for i, r := range st.keyRaw {
 		if i > 0 {
-			b = append(b, 0x1f)
+			st.keyBuf = append(st.keyBuf, 0x1f)
 		}
-		b = append(b, r...)
+		st.keyBuf = append(st.keyBuf, r...)
 	}
-	st.keyBuf = b
-	return string(b)
+	st.keyEnds = append(st.keyEnds, len(st.keyBuf))
+}
+
+// pageKeys returns the page's keys, slices of one string, and resets the
+// buffers for the next page.
+func (st *state) pageKeys() []string {
+	all := string(st.keyBuf)
+	keys := make([]string, len(st.keyEnds))
+	from := 0
+	for i, end := range st.keyEnds {
+		if end < 0 {
+			continue // no key: ""
+		}
+		keys[i] = all[from:end]
+		from = end
+	}
+	st.keyBuf, st.keyEnds = st.keyBuf[:0], st.keyEnds[:0]
+	return keys
 }
 
 // row parses one row object into st.slots. It returns false only on a

@@ -101,6 +101,8 @@ unless --phases says otherwise (fetch and read_json read the unlimited fake).`,
 	f.StringVar(&cfg.CPUProfiles, "cpuprofile-dir", "", "write each phase run's CPU profile into this folder")
 	f.IntVar(&cfg.RateLimit, "rate-limit", 0, "the sync's fake allows N data requests per --rate-window and answers 429 beyond (0: no limit); the sync is not told")
 	f.DurationVar(&cfg.RateWindow, "rate-window", servicetest.DefaultRateWindow, "the window of --rate-limit")
+	f.StringVar(&cfg.Mode, "mode", "replace", "the sync's write mode for the object: replace, or merge (on userId, courseId)")
+	f.BoolVar(&cfg.Resync, "resync", false, "time a second sync into the same folder (the first untimed): the warehouse already holds every row, as on every night but the first")
 	f.BoolVar(&inProcess, "in-process", false, "run the phases in this process (peak memory then includes the fake service)")
 	f.StringVar(&phaseSpec, "phase-spec", "", "internal: run one phase, given as JSON, and print its result")
 	_ = f.MarkHidden("phase-spec")
@@ -144,8 +146,12 @@ func runBenchChild(ctx context.Context, stdout io.Writer, spec string) error {
 }
 
 func printBench(w io.Writer, r *bench.Result) {
-	fmt.Fprintf(w, "object %s: %d rows, %d pages, %.1f MB of JSON (%s)\n\n",
-		bench.Object, r.Rows, r.Pages, float64(r.JSONBytes)/1e6, r.Machine)
+	resync := ""
+	if r.Resync {
+		resync = ", timed over a warehouse that holds every row"
+	}
+	fmt.Fprintf(w, "object %s: %d rows, %d pages, %.1f MB of JSON (%s)\nsync: mode %s%s\n\n",
+		bench.Object, r.Rows, r.Pages, float64(r.JSONBytes)/1e6, r.Machine, r.Mode, resync)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "PHASE\tROWS\tSECONDS\tROWS/S\tPEAK RSS MB\tCPU S\tFAKE CPU S\t")
 	for _, p := range []struct {

@@ -28,4 +28,20 @@ func TestBenchSmoke(t *testing.T) {
 	if _, err := bench.Run(context.Background(), bench.Config{Rows: 10, Phases: []string{"nope"}}); err == nil {
 		t.Error("an unknown phase must be refused")
 	}
+	if _, err := bench.Run(context.Background(), bench.Config{Rows: 10, Mode: "upsert"}); err == nil {
+		t.Error("an unknown mode must be refused")
+	}
+}
+
+// TestBenchMergeResync: a merge sync timed over a warehouse that already
+// holds every row still sees every row, once.
+func TestBenchMergeResync(t *testing.T) {
+	res, err := bench.Run(context.Background(), bench.Config{Rows: 3000, Dir: t.TempDir(), PageSize: 500,
+		Phases: []string{bench.PhaseSync}, Mode: "merge", Resync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sync.Rows != res.Rows || res.Mode != "merge" || !res.Resync || len(res.Runs) != 1 {
+		t.Errorf("merge resync: %+v (object has %d rows)", res.Sync, res.Rows)
+	}
 }

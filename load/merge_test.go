@@ -1,0 +1,120 @@
+package load_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/transform"
+)
+
+// stageNamed writes one part file per group into run's staging of
+// "thing": rows with the given ids, each named name; later groups are
+// later files (read later).
+func stageNamed(t *testing.T, lake load.Lake, run string, groups ...map[string][]int) load.Table {
+	t.Helper()
+	dir := lake.StagingDir(run, "thing", "2026-11-23")
+	var files []string
+	var rows int64
+	for i, g := range groups {
+		w, err := load.NewParquetWriter(dir, "thing", schema(t), load.WithFileNumbers(i, len(groups)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := transform.NewDecoder(schema(t), transform.WithAllocator(memory.DefaultAllocator))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		b.WriteString(`{"results":[`)
+		n := 0
+		for name, ids := range g {
+			for _, id := range ids {
+				if n > 0 {
+					b.WriteByte(',')
+				}
+				fmt.Fprintf(&b, `{"id":%d,"name":%q}`, id, name)
+				n++
+			}
+		}
+		b.WriteString("]}")
+		res, err := d.DecodePage(1, []byte(b.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(res.Record); err != nil {
+			t.Fatal(err)
+		}
+		res.Record.Release()
+		d.Release()
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		files, rows = append(files, w.Files()...), rows+w.Rows()
+	}
+	return load.Table{Object: "thing", Schema: schema(t), Files: files, Rows: rows, Mode: load.Merge, PrimaryKey: []string{"id"}}
+}
+
+func ids(from, to int) []int {
+	var out []int
+	for i := from; i <= to; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+// TestMergeUpsertsAndKeysReadTwice: a merge run replaces the rows of the
+// keys it brings and adds new ones. Keys the staged rows hold once go in
+// as they are; a key the staged rows hold twice goes in once, the row read
+// last winning.
+func TestMergeUpsertsAndKeysReadTwice(t *testing.T) {
+	ctx := context.Background()
+	lake := load.Lake{Root: t.TempDir()}
+	wh, err := load.OpenWarehouse(ctx, lake.WarehousePath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wh.Close()
+	now := time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)
+	commit := func(id string, tb load.Table) {
+		t.Helper()
+		run := load.Run{ID: id, Started: now, Finished: now, Status: "succeeded", SnapshotDate: "2026-11-23"}
+		if err := wh.Commit(ctx, run, []load.Table{tb}); err != nil {
+			t.Fatalf("run %s: %v", id, err)
+		}
+	}
+	names := func() string {
+		t.Helper()
+		rows, err := wh.DB().Query(`SELECT id, name FROM thing ORDER BY id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var b strings.Builder
+		for rows.Next() {
+			var id int
+			var name string
+			if err := rows.Scan(&id, &name); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "%d:%s ", id, name)
+		}
+		return strings.TrimSpace(b.String())
+	}
+
+	commit("r1", stageNamed(t, lake, "r1", map[string][]int{"a": ids(0, 5)}))
+	// Keys 3..5 twice: in the first file as "b1", in the second as "b2".
+	commit("r2", stageNamed(t, lake, "r2", map[string][]int{"b1": ids(3, 6)}, map[string][]int{"b2": ids(3, 5)}))
+	if got, want := names(), "0:a 1:a 2:a 3:b2 4:b2 5:b2 6:b1"; got != want {
+		t.Errorf("after a run that read keys twice: %s, want %s", got, want)
+	}
+	commit("r3", stageNamed(t, lake, "r3", map[string][]int{"c": {1, 7}}))
+	if got, want := names(), "0:a 1:c 2:a 3:b2 4:b2 5:b2 6:b1 7:c"; got != want {
+		t.Errorf("after a run with each key once: %s, want %s", got, want)
+	}
+}
