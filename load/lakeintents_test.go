@@ -13,12 +13,7 @@ import (
 // until marked, and its status is one of the known ones.
 func TestLakeIntents(t *testing.T) {
 	ctx := context.Background()
-	lake := load.Lake{Root: t.TempDir()}
-	wh, err := load.OpenWarehouse(ctx, lake.WarehousePath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wh.Close()
+	lake, wh := newWarehouse(t)
 	now := time.Now()
 	intent := []byte(`{"table":["sepipe","thing"],"run_id":"r1","files":["s3://b/x.parquet"]}`)
 

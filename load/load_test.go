@@ -217,6 +217,19 @@ func stage(t *testing.T, lake load.Lake, run, date string, n int) load.Table {
 	return load.Table{Object: "thing", Schema: schema(t), Files: w.Files(), Rows: w.Rows()}
 }
 
+// newWarehouse opens a warehouse in a new output folder, closed when the
+// test ends.
+func newWarehouse(t *testing.T) (load.Lake, *load.Warehouse) {
+	t.Helper()
+	lake := load.Lake{Root: t.TempDir()}
+	wh, err := load.OpenWarehouse(context.Background(), lake.WarehousePath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wh.Close() })
+	return lake, wh
+}
+
 func count(t *testing.T, db *sql.DB, q string) int64 {
 	t.Helper()
 	var n int64
@@ -228,12 +241,7 @@ func count(t *testing.T, db *sql.DB, q string) int64 {
 
 func TestWarehouseCommitReplacesAndRecords(t *testing.T) {
 	ctx := context.Background()
-	lake := load.Lake{Root: t.TempDir()}
-	wh, err := load.OpenWarehouse(ctx, lake.WarehousePath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wh.Close()
+	lake, wh := newWarehouse(t)
 	now := time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)
 
 	tb := stage(t, lake, "r1", "2026-11-23", 50)
@@ -279,12 +287,7 @@ func TestWarehouseCommitReplacesAndRecords(t *testing.T) {
 
 func TestWarehouseCommitIsAtomic(t *testing.T) {
 	ctx := context.Background()
-	lake := load.Lake{Root: t.TempDir()}
-	wh, err := load.OpenWarehouse(ctx, lake.WarehousePath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wh.Close()
+	lake, wh := newWarehouse(t)
 	now := time.Now()
 	good := stage(t, lake, "r1", "2026-11-23", 20)
 	if err := wh.Commit(ctx, load.Run{ID: "r1", Started: now, Status: "succeeded"}, []load.Table{good}); err != nil {
@@ -293,7 +296,7 @@ func TestWarehouseCommitIsAtomic(t *testing.T) {
 	// A run whose files do not hold what it claims must change nothing.
 	bad := stage(t, lake, "r2", "2026-11-23", 10)
 	bad.Rows = 11
-	err = wh.Commit(ctx, load.Run{ID: "r2", Started: now, Status: "succeeded"}, []load.Table{bad})
+	err := wh.Commit(ctx, load.Run{ID: "r2", Started: now, Status: "succeeded"}, []load.Table{bad})
 	var we *load.WriteError
 	if !errors.As(err, &we) || we.Object != "thing" || we.Step != "verify load" {
 		t.Fatalf("err = %v, want a verify-load WriteError for thing", err)

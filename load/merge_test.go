@@ -74,12 +74,7 @@ func ids(from, to int) []int {
 // last winning.
 func TestMergeUpsertsAndKeysReadTwice(t *testing.T) {
 	ctx := context.Background()
-	lake := load.Lake{Root: t.TempDir()}
-	wh, err := load.OpenWarehouse(ctx, lake.WarehousePath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wh.Close()
+	lake, wh := newWarehouse(t)
 	now := time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)
 	commit := func(id string, tb load.Table) {
 		t.Helper()
