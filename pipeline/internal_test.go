@@ -1,6 +1,10 @@
 package pipeline
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/sepipe/sepipe/load"
+)
 
 func TestMemoryForHugePages(t *testing.T) {
 	small := []*stagedObject{{largestPage: 1 << 20}}
@@ -14,6 +18,9 @@ func TestMemoryForHugePages(t *testing.T) {
 		{"64MB", huge, "1201MiB"},
 		{"2GB", huge, "2GB"}, // a larger setting is kept
 		{"512MiB", huge, "1201MiB"},
+		{"64MB", []*stagedObject{{table: load.Table{Mode: load.Merge, Rows: 5_000_000}}}, "229MiB"},
+		{"64MB", []*stagedObject{{table: load.Table{Mode: load.Merge, Rows: 5_000_000, FullRefresh: true}}}, "64MB"}, // nothing to delete
+		{"64MB", []*stagedObject{{table: load.Table{Mode: load.Merge, Rows: 1_000_000}}}, "64MB"},
 	} {
 		if got := memoryFor(tc.configured, tc.staged); got != tc.want {
 			t.Errorf("memoryFor(%q) = %q, want %q", tc.configured, got, tc.want)

@@ -560,19 +560,34 @@ func threadsFor(staged []*stagedObject) int {
 	return 0
 }
 
+// mergeRowBytes is what DuckDB holds, until the commit, for a row a merge
+// load deletes (with room for the key's hash table).
+const mergeRowBytes = 48
+
 // memoryFor is DuckDB's memory limit for a run's load: the configured one,
 // raised when pages were huge. DuckDB cannot spill one value, and it keeps
 // the huge values a transaction inserts pinned until the commit (measured:
 // "failed to pin block of size 200.0 MiB" at commit otherwise), so the
 // limit is the bytes of every huge page plus twice the largest.
+//
+// A merge stream's upsert deletes the old version of every key it brings
+// (a join), and DuckDB keeps what that delete touches until the commit: a
+// merge of 5 M rows failed under 64 MB ("failed to pin block") and passed
+// under 256 MB, so the limit also covers mergeRowBytes for every row a
+// merge load may delete. (An append stream's same-day rerun deletes the
+// day's rows by a predicate: 5 M of them pass under 64 MB.)
 func memoryFor(configured string, staged []*stagedObject) string {
-	var huge int64
+	var need int64
 	for _, s := range staged {
-		if s != nil {
-			huge += s.hugeBytes
+		if s == nil {
+			continue
+		}
+		need += s.hugeBytes
+		if s.err == nil && s.table.Mode == load.Merge && !s.table.FullRefresh {
+			need += s.table.Rows * mergeRowBytes
 		}
 	}
-	if need := huge + 2*int64(largestPage(staged)); need > 64<<20 && need > sizeBytes(configured) {
+	if need += 2 * int64(largestPage(staged)); need > 64<<20 && need > sizeBytes(configured) {
 		return fmt.Sprintf("%dMiB", need>>20+1)
 	}
 	return configured

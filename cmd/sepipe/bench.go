@@ -101,7 +101,7 @@ unless --phases says otherwise (fetch and read_json read the unlimited fake).`,
 	f.StringVar(&cfg.CPUProfiles, "cpuprofile-dir", "", "write each phase run's CPU profile into this folder")
 	f.IntVar(&cfg.RateLimit, "rate-limit", 0, "the sync's fake allows N data requests per --rate-window and answers 429 beyond (0: no limit); the sync is not told")
 	f.DurationVar(&cfg.RateWindow, "rate-window", servicetest.DefaultRateWindow, "the window of --rate-limit")
-	f.StringVar(&cfg.Mode, "mode", "replace", "the sync's write mode for the object: replace, or merge (on userId, courseId)")
+	f.StringVar(&cfg.Mode, "mode", "replace", "the sync's write mode for the object: replace, append, or merge (on userId, courseId)")
 	f.BoolVar(&cfg.Resync, "resync", false, "time a second sync into the same folder (the first untimed): the warehouse already holds every row, as on every night but the first")
 	f.BoolVar(&inProcess, "in-process", false, "run the phases in this process (peak memory then includes the fake service)")
 	f.StringVar(&phaseSpec, "phase-spec", "", "internal: run one phase, given as JSON, and print its result")

@@ -88,8 +88,8 @@ type Config struct {
 	// fake, as without it.
 	RateLimit  int
 	RateWindow time.Duration
-	// Mode is the sync's write mode for the object: "replace" (default)
-	// or "merge" (on userId, courseId, every row read again).
+	// Mode is the sync's write mode for the object: "replace" (default),
+	// "append" or "merge" (on userId, courseId, every row read again).
 	Mode string
 	// Resync runs an untimed sync into the sync phase's folder first, so
 	// the timed one meets a warehouse that already holds every row (the
@@ -444,8 +444,10 @@ func benchStreams(spec PhaseSpec) (map[string]pipeline.StreamConfig, error) {
 		return nil, nil
 	case string(load.Merge):
 		return map[string]pipeline.StreamConfig{spec.Object: {Mode: load.Merge, PrimaryKey: []string{"userId", "courseId"}}}, nil
+	case string(load.Append):
+		return map[string]pipeline.StreamConfig{spec.Object: {Mode: load.Append}}, nil
 	}
-	return nil, fmt.Errorf("bench: mode %q: want replace or merge", spec.Mode)
+	return nil, fmt.Errorf("bench: mode %q: want replace, append or merge", spec.Mode)
 }
 
 // benchReadJSON is what a data engineer would do without sepipe: DuckDB's
