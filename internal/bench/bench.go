@@ -426,7 +426,7 @@ func benchSync(ctx context.Context, spec PhaseSpec, out *PhaseResult, staged fun
 	if err != nil {
 		return err
 	}
-	res, err := pipeline.Sync(ctx, c, pipeline.Config{Out: spec.Dir, Only: []string{spec.Object}, Streams: streams, Progress: stagedHook{done: staged}})
+	res, err := pipeline.Sync(ctx, c, pipeline.Config{Out: spec.Dir, Only: []string{spec.Object}, Streams: streams, CountNewRows: true, Progress: stagedHook{done: staged}})
 	if err != nil {
 		return err
 	}
