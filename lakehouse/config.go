@@ -60,7 +60,7 @@ type Config struct {
 	// "warehouse" property (a location or, for some servers, a name) and
 	// may be empty.
 	Warehouse string `yaml:"warehouse"`
-	// Namespace holds the tables (default "sepipe"; later, one per tenant).
+	// Namespace holds the tables (default "sepipe"; with tenants, the tenant's name).
 	Namespace string `yaml:"namespace"`
 	// S3 configures object storage when Warehouse is s3://.
 	S3 S3Config `yaml:"s3"`

@@ -13,7 +13,7 @@
 // SEPIPE_ICEBERG_REST_CREDENTIAL.
 //
 // Tables. Each stream is one table <namespace>.<stream> (namespace
-// "sepipe" unless the caller names one; later, one per tenant). Its
+// "sepipe" unless the caller names one; with tenants, the tenant's name). Its
 // schema is derived from the stream's Arrow schema, sepipe's source of
 // truth (picklists and JSON become strings, dates timestamptz), plus two
 // columns of sepipe's: snapshot_date (the run's day; _sepipe_snapshot_date
