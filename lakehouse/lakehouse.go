@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -192,6 +193,24 @@ func (l *Lakehouse) Identifier(namespace, stream string) table.Identifier {
 		namespace = l.cfg.Namespace
 	}
 	return table.Identifier{namespace, stream}
+}
+
+// Tables lists the stream names of namespace's tables ("" for the
+// configured namespace), sorted; a namespace no run has made yet has none.
+func (l *Lakehouse) Tables(ctx context.Context, namespace string) ([]string, error) {
+	ns := l.Identifier(namespace, "")[0]
+	var out []string
+	for ident, err := range l.cat.ListTables(ctx, table.Identifier{ns}) {
+		if errors.Is(err, catalog.ErrNoSuchNamespace) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, &TableError{Table: ns, Step: "list tables", Err: err}
+		}
+		out = append(out, ident[len(ident)-1])
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // LoadTable loads stream's table in namespace ("" for the configured one).

@@ -420,3 +420,18 @@ func TestRebuildReplacesEveryDay(t *testing.T) {
 		})
 	}
 }
+
+// TestTables: the stream names of a namespace's tables, sorted; none for a
+// namespace no run has made.
+func TestTables(t *testing.T) {
+	l := open(t, sqliteConfig(t.TempDir()))
+	for _, s := range []string{"users", "events"} {
+		stageCommit(t, l, TableSpec{Stream: s, Schema: testSchema(), Mode: Append}, Run{ID: "run-1", Day: days[0]}, makeRows(0, 3, "x"))
+	}
+	if got, err := l.Tables(context.Background(), ""); err != nil || !slices.Equal(got, []string{"events", "users"}) {
+		t.Errorf("tables %v, %v", got, err)
+	}
+	if got, err := l.Tables(context.Background(), "nobody"); err != nil || got != nil {
+		t.Errorf("tables of a namespace never made: %v, %v", got, err)
+	}
+}

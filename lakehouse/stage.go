@@ -327,24 +327,16 @@ const hugeValue = 1 << 20
 // hugeValue bytes or more.
 func hasHugeValue(rec arrow.RecordBatch) bool {
 	for _, c := range rec.Columns() {
-		switch a := c.(type) {
-		case *array.String:
-			if len(a.ValueBytes()) < hugeValue {
-				continue
-			}
-			for i := range a.Len() {
-				if a.ValueLen(i) >= hugeValue {
-					return true
-				}
-			}
-		case *array.LargeString:
-			if len(a.ValueBytes()) < hugeValue {
-				continue
-			}
-			for i := range a.Len() {
-				if a.ValueLen(i) >= hugeValue {
-					return true
-				}
+		a, ok := c.(interface {
+			ValueBytes() []byte
+			ValueLen(int) int
+		})
+		if !ok || len(a.ValueBytes()) < hugeValue { // not text, or too little of it
+			continue
+		}
+		for i := range c.Len() {
+			if a.ValueLen(i) >= hugeValue {
+				return true
 			}
 		}
 	}

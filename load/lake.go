@@ -114,7 +114,7 @@ func (l Lake) base() string {
 	return l.Root
 }
 
-// locals is Within for several paths.
+// locals is within for several paths.
 func (l Lake) locals(paths ...string) ([]string, error) {
 	out := make([]string, len(paths))
 	for i, p := range paths {

@@ -106,11 +106,11 @@ func NewParquetWriter(dir, object string, s *arrow.Schema, opts ...ParquetOption
 		}
 		w.root = dir
 	}
-	rel, err := Lake{Root: w.root}.within(filepath.Join(dir, "part"))
+	rel, err := Lake{Root: w.root}.within(dir)
 	if err != nil {
 		return nil, &WriteError{Object: object, Step: "create staging folder", Path: dir, Err: err}
 	}
-	w.rel = filepath.Dir(rel)
+	w.rel = rel
 	err = w.inRoot(func(r *os.Root) error { return r.MkdirAll(w.rel, 0o755) })
 	if err != nil {
 		return nil, &WriteError{Object: object, Step: "create staging folder", Path: dir, Err: err}

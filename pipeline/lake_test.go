@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,7 +17,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
-	"github.com/apache/iceberg-go/table"
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
@@ -42,14 +40,10 @@ func fileLake(dir string) *lakehouse.Config {
 // lakeTables lists the tables of the lake's namespace.
 func lakeTables(t *testing.T, lh *lakehouse.Lakehouse) []string {
 	t.Helper()
-	var out []string
-	for ident, err := range lh.Catalog().ListTables(context.Background(), table.Identifier{lh.Config().Namespace}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, ident[len(ident)-1])
+	out, err := lh.Tables(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
 	}
-	slices.Sort(out)
 	return out
 }
 

@@ -7,8 +7,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/apache/iceberg-go/catalog"
-	"github.com/apache/iceberg-go/table"
 	"github.com/spf13/cobra"
 
 	"github.com/sepipe/sepipe/extract"
@@ -163,22 +161,13 @@ func runChecks(ctx context.Context, c *Config, client *extract.Client) []checkRe
 
 // checkCatalog connects to the Iceberg catalog (a SQL catalog gets its
 // tables if its database has none) and counts the tables of the
-// namespace; a namespace no run has made yet has none.
+// namespace.
 func checkCatalog(ctx context.Context, ic lakehouse.Config) (int, error) {
 	lh, err := lakehouse.Open(ctx, ic)
 	if err != nil {
 		return 0, err
 	}
 	defer lh.Close()
-	n := 0
-	for _, err := range lh.Catalog().ListTables(ctx, table.Identifier{ic.Namespace}) {
-		if errors.Is(err, catalog.ErrNoSuchNamespace) {
-			return 0, nil
-		}
-		if err != nil {
-			return 0, fmt.Errorf("list the tables of namespace %s: %w", ic.Namespace, err)
-		}
-		n++
-	}
-	return n, nil
+	tables, err := lh.Tables(ctx, "")
+	return len(tables), err
 }

@@ -707,14 +707,8 @@ func (c *Config) folderOf(tenant, out string, outGiven bool) (string, error) {
 	if outGiven {
 		return c.TenantDir(out), nil
 	}
-	if c.Output.Dir == "" {
-		return out, nil
-	}
-	return c.Output.Dir, nil
+	return c.Output.Dir, nil // SetDefaults gave it one; UseTenant made it the tenant's
 }
-
-// Tenant is the tenant UseTenant chose, "" for a config without tenants.
-func (c *Config) Tenant() string { return c.tenant }
 
 // TenantDir is the output folder of the chosen tenant under base (base
 // itself without tenants).

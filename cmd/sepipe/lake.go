@@ -68,14 +68,12 @@ tables, or only those of --tenant.`,
 			}
 			// With tenants: the one --tenant names, else every tenant's
 			// namespace (one maintenance job for a shared catalog).
-			var namespaces []string
-			switch {
-			case tenant != "" || len(c.Tenants) == 0:
+			namespaces := sortedKeys(c.Tenants)
+			if tenant != "" || len(c.Tenants) == 0 {
 				if err := c.UseTenant(tenant); err != nil {
 					return err
 				}
-			default:
-				namespaces = sortedKeys(c.Tenants)
+				namespaces = []string{c.Output.Lake.Iceberg.Namespace}
 			}
 			lh, err := lakehouse.Open(cmd.Context(), *c.Output.Lake.Iceberg)
 			if err != nil {
@@ -83,9 +81,6 @@ tables, or only those of --tenant.`,
 			}
 			defer lh.Close()
 			var expired []lakehouse.Expired
-			if namespaces == nil {
-				expired, err = lh.Expire(cmd.Context(), age)
-			}
 			for _, ns := range namespaces {
 				e, nerr := lh.ExpireNamespace(cmd.Context(), ns, age)
 				expired, err = append(expired, e...), errors.Join(err, nerr)

@@ -49,7 +49,7 @@ func TestUseTenant(t *testing.T) {
 	if c.Service.TenantURL != "https://acme.example.com" || c.Credentials.AccessToken.Value.Reveal() != "acme-token-123" {
 		t.Errorf("acme: url %q, token %s", c.Service.TenantURL, c.Credentials.AccessToken)
 	}
-	if c.Output.Dir != filepath.Join("/srv/sepipe", "acme") || c.Tenant() != "acme" {
+	if c.Output.Dir != filepath.Join("/srv/sepipe", "acme") || c.tenant != "acme" {
 		t.Errorf("acme's folder: %q", c.Output.Dir)
 	}
 	if err := c.Validate(); err != nil {
