@@ -222,14 +222,9 @@ func TestKilledRunsRecover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns many processes")
 	}
-	fake := func(days int) (*servicetest.Server, *extract.Client) {
-		s := servicetest.NewServer(servicetest.WithUsers(120), servicetest.WithNow(servicetest.DefaultNow.Add(time.Duration(days)*24*time.Hour)))
-		t.Cleanup(s.Close)
-		return s, client(t, s.URL, s.Service.AccessToken(), extract.WithPageSize(200))
-	}
-	_, c1 := fake(0)
-	srv2, c2 := fake(1)
-	_, c3 := fake(2)
+	_, c1 := dayFake(t, 0)
+	srv2, c2 := dayFake(t, 1)
+	_, c3 := dayFake(t, 2)
 	day2, day3 := day1.Add(24*time.Hour), day1.Add(48*time.Hour)
 	ctx := context.Background()
 	sync := func(c *extract.Client, out string, day time.Time) {

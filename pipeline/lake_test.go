@@ -220,11 +220,9 @@ func lakeModes() map[string]load.WriteMode {
 func syncDays(t *testing.T, out string, lc *lakehouse.Config, days int) {
 	t.Helper()
 	for d := range days {
-		s := servicetest.NewServer(servicetest.WithUsers(120), servicetest.WithNow(servicetest.DefaultNow.Add(time.Duration(d)*24*time.Hour)))
-		c := client(t, s.URL, s.Service.AccessToken(), extract.WithPageSize(200))
+		_, c := dayFake(t, d)
 		_, err := pipeline.Sync(context.Background(), c, pipeline.Config{Out: out, Streams: lakeStreams, Iceberg: lc,
 			Now: clock(day1.Add(time.Duration(d) * 24 * time.Hour))})
-		s.Close()
 		if err != nil {
 			t.Fatalf("day %d: %v", d+1, err)
 		}
@@ -246,9 +244,8 @@ func TestSyncIntoIceberg(t *testing.T) {
 		}
 		t.Logf("rows per table: %v", counts)
 		// A same-day rerun replaces the day (merge: upserts the same keys).
-		s := servicetest.NewServer(servicetest.WithUsers(120), servicetest.WithNow(servicetest.DefaultNow.Add(48*time.Hour)))
-		defer s.Close()
-		if _, err := pipeline.Sync(context.Background(), client(t, s.URL, s.Service.AccessToken(), extract.WithPageSize(200)),
+		_, c := dayFake(t, 2)
+		if _, err := pipeline.Sync(context.Background(), c,
 			pipeline.Config{Out: out, Streams: lakeStreams, Iceberg: lc, Now: clock(day1.Add(48*time.Hour + time.Hour))}); err != nil {
 			t.Fatal(err)
 		}
@@ -297,14 +294,9 @@ func TestKilledRunsRecoverIceberg(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	fake := func(days int) (*servicetest.Server, *extract.Client) {
-		s := servicetest.NewServer(servicetest.WithUsers(120), servicetest.WithNow(servicetest.DefaultNow.Add(time.Duration(days)*24*time.Hour)))
-		t.Cleanup(s.Close)
-		return s, client(t, s.URL, s.Service.AccessToken(), extract.WithPageSize(200))
-	}
-	_, c1 := fake(0)
-	srv2, c2 := fake(1)
-	_, c3 := fake(2)
+	_, c1 := dayFake(t, 0)
+	srv2, c2 := dayFake(t, 1)
+	_, c3 := dayFake(t, 2)
 	day2, day3 := day1.Add(24*time.Hour), day1.Add(48*time.Hour)
 	sync := func(c *extract.Client, out string, lc *lakehouse.Config, day time.Time) {
 		t.Helper()
@@ -494,8 +486,7 @@ func TestDeadRunIntentDiscarded(t *testing.T) {
 	out, lakeDir := t.TempDir(), t.TempDir()
 	lc := fileLake(lakeDir)
 	syncDays(t, out, lc, 1)
-	s := servicetest.NewServer(servicetest.WithUsers(120), servicetest.WithNow(servicetest.DefaultNow.Add(24*time.Hour)))
-	defer s.Close()
+	s, _ := dayFake(t, 1)
 	cmd := startChild(t, s.URL, out, faults.Committed.For(""), day1.Add(24*time.Hour), "SEPIPE_ICEBERG_DIR="+lakeDir)
 	if err := cmd.Wait(); err == nil {
 		t.Fatal("the child was not killed")
@@ -517,9 +508,8 @@ func TestDeadRunIntentDiscarded(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s3 := servicetest.NewServer(servicetest.WithUsers(120), servicetest.WithNow(servicetest.DefaultNow.Add(48*time.Hour)))
-	defer s3.Close()
-	if _, err := pipeline.Sync(context.Background(), client(t, s3.URL, s3.Service.AccessToken(), extract.WithPageSize(200)),
+	_, c3 := dayFake(t, 2)
+	if _, err := pipeline.Sync(context.Background(), c3,
 		pipeline.Config{Out: out, Streams: killStreams, Iceberg: lc, Now: clock(day1.Add(48 * time.Hour))}); err != nil {
 		t.Fatal(err)
 	}
@@ -587,9 +577,8 @@ func TestIcebergCommitFailureIsPending(t *testing.T) {
 			}
 		}
 	})
-	s := servicetest.NewServer(servicetest.WithUsers(120), servicetest.WithNow(servicetest.DefaultNow.Add(24*time.Hour)))
-	defer s.Close()
-	_, err := pipeline.Sync(context.Background(), client(t, s.URL, s.Service.AccessToken(), extract.WithPageSize(200)),
+	_, c2 := dayFake(t, 1)
+	_, err := pipeline.Sync(context.Background(), c2,
 		pipeline.Config{Out: out, Streams: lakeStreams, Iceberg: lc, Now: clock(day2)})
 	faults.Set(nil)
 	if !errors.Is(err, pipeline.ErrLakePending) || !strings.Contains(err.Error(), "course") {
@@ -601,9 +590,8 @@ func TestIcebergCommitFailureIsPending(t *testing.T) {
 	if n := recordedIntents(t, out); n != 1 {
 		t.Errorf("%d intents recorded, want course's", n)
 	}
-	s3 := servicetest.NewServer(servicetest.WithUsers(120), servicetest.WithNow(servicetest.DefaultNow.Add(48*time.Hour)))
-	defer s3.Close()
-	if _, err := pipeline.Sync(context.Background(), client(t, s3.URL, s3.Service.AccessToken(), extract.WithPageSize(200)),
+	_, c3 := dayFake(t, 2)
+	if _, err := pipeline.Sync(context.Background(), c3,
 		pipeline.Config{Out: out, Streams: lakeStreams, Iceberg: lc, Now: clock(day2.Add(24 * time.Hour))}); err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,15 @@ func client(t *testing.T, url, token string, opts ...extract.Option) *extract.Cl
 	return c
 }
 
+// dayFake serves the test tenant (120 users) as it stands days after the
+// first day, with a client of it; the server closes when the test ends.
+func dayFake(t *testing.T, days int) (*servicetest.Server, *extract.Client) {
+	t.Helper()
+	s := servicetest.NewServer(servicetest.WithUsers(120), servicetest.WithNow(servicetest.DefaultNow.Add(time.Duration(days)*24*time.Hour)))
+	t.Cleanup(s.Close)
+	return s, client(t, s.URL, s.Service.AccessToken(), extract.WithPageSize(200))
+}
+
 // fetchRawPages is what a user would do with curl: GET every page of an
 // object and save the bodies as they came.
 func fetchRawPages(t *testing.T, baseURL, token, object, dir string) []string {
