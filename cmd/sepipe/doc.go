@@ -24,6 +24,11 @@
 //	sepipe query           read-only SQL over the published warehouse
 //	sepipe dashboard       a web page over the warehouse
 //	sepipe dbt-sources     the dbt project's sources.yml
+//	sepipe lake expire     expire old snapshots of the Iceberg lake
+//
+// A config that lists tenants (tenants:) takes --tenant NAME on every
+// command that works on one tenant; each tenant's data is in
+// <output.dir>/<tenant>.
 //
 // Trying and measuring:
 //
