@@ -50,8 +50,10 @@
 // CheckOutputPath refuses an output folder DuckDB would read as syntax.
 // sepipe's own reads of staged files turn hive partitioning off. A text
 // column that holds a value of a megabyte or more is written without
-// Parquet statistics or dictionary, one row group per batch. Rejects keep
-// the raw row's exact bytes when it is not valid UTF-8.
+// Parquet statistics, dictionary or compression, one row group per batch.
+// Rejects keep the raw row's exact bytes when it is not valid UTF-8; a
+// value too long for the warehouse is kept in a file of its partition
+// (Lake.WriteRawValue, raw_value_file).
 //
 // What the package does not do: fetch, decode, or decide when a run is
 // good; that is the pipeline's job.

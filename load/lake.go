@@ -302,3 +302,58 @@ func (l Lake) CreateSpool(run, object string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// RawValuesFolder is the folder, inside a partition, of the values too
+// long for the warehouse (see WriteRawValue). Readers of the lake's
+// part-*.parquet files do not see it.
+const RawValuesFolder = "raw-values"
+
+// WriteRawValue keeps one value too long for the warehouse: b, as the
+// service sent it, in the file name of the run's staged partition of
+// object, made durable. It returns where the file will be once the
+// partition is published, relative to the output folder (what
+// _sepipe_rejects.raw_value_file records).
+func (l Lake) WriteRawValue(run, object, date, name string, b []byte) (string, error) {
+	path := filepath.Join(l.StagingDir(run, object, date), RawValuesFolder, name)
+	fail := func(err error) (string, error) {
+		return "", &WriteError{Object: object, Step: "keep a value too long for the warehouse", Path: path, Err: err}
+	}
+	rel, err := l.within(path)
+	if err != nil {
+		return fail(err)
+	}
+	r, err := l.open()
+	if err != nil {
+		return fail(err)
+	}
+	defer r.Close()
+	if err := r.MkdirAll(filepath.Dir(rel), 0o755); err != nil {
+		return fail(err)
+	}
+	f, err := r.OpenFile(rel, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		return fail(err)
+	}
+	final, err := filepath.Rel(l.base(), filepath.Join(l.PartitionDir(object, date), RawValuesFolder, name))
+	if err != nil {
+		return fail(err)
+	}
+	return filepath.ToSlash(final), nil
+}
+
+// DropRawValues removes the values a run kept for object so far (its read
+// starts again).
+func (l Lake) DropRawValues(run, object, date string) error {
+	return l.removeAll(filepath.Join(l.StagingDir(run, object, date), RawValuesFolder))
+}

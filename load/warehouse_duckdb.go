@@ -93,7 +93,8 @@ const migrations = `
 ALTER TABLE _sepipe_runs ADD COLUMN IF NOT EXISTS published BOOLEAN DEFAULT true;
 ALTER TABLE _sepipe_run_objects ADD COLUMN IF NOT EXISTS status VARCHAR DEFAULT 'committed';
 ALTER TABLE _sepipe_run_objects ADD COLUMN IF NOT EXISTS reason VARCHAR;
-ALTER TABLE _sepipe_rejects ADD COLUMN IF NOT EXISTS raw_row_bytes BLOB;`
+ALTER TABLE _sepipe_rejects ADD COLUMN IF NOT EXISTS raw_row_bytes BLOB;
+ALTER TABLE _sepipe_rejects ADD COLUMN IF NOT EXISTS raw_value_file VARCHAR;`
 
 // OpenWarehouse opens (creating if needed) the DuckDB file at path and
 // makes sure sepipe's bookkeeping tables exist. sepipe's commands open an
@@ -889,20 +890,24 @@ func insertRejects(ctx context.Context, tx *sql.Tx, runID, object string, reject
 	for len(rejects) > 0 {
 		n := min(chunk, len(rejects))
 		var b strings.Builder
-		b.WriteString("INSERT INTO _sepipe_rejects (run_id, object, page, row_in_page, field, raw_value, reason, raw_row, raw_row_bytes) VALUES ")
-		args := make([]any, 0, n*8)
+		b.WriteString("INSERT INTO _sepipe_rejects (run_id, object, page, row_in_page, field, raw_value, reason, raw_row, raw_row_bytes, raw_value_file) VALUES ")
+		args := make([]any, 0, n*10)
 		for i, r := range rejects[:n] {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 			// Text DuckDB cannot hold (invalid UTF-8) is stored repaired, and
 			// the raw row's exact bytes beside it.
 			var rawBytes any
 			if !utf8.ValidString(r.RawRow) || !utf8.ValidString(r.RawValue) {
 				rawBytes = []byte(r.RawRow)
 			}
-			args = append(args, runID, object, r.Page, r.Row, validText(r.Field), validText(r.RawValue), validText(r.Reason), validText(r.RawRow), rawBytes)
+			var rawFile any // a value too long for the warehouse, kept in the lake
+			if r.RawFile != "" {
+				rawFile = r.RawFile
+			}
+			args = append(args, runID, object, r.Page, r.Row, validText(r.Field), validText(r.RawValue), validText(r.Reason), validText(r.RawRow), rawBytes, rawFile)
 		}
 		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
 			return &WriteError{Object: object, Step: "record rejects", Path: "_sepipe_rejects", Err: err}

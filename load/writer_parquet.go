@@ -180,8 +180,11 @@ func (w *ParquetWriter) writerProps() []parquet.WriterProperty {
 		switch {
 		case w.huge[f.Name]:
 			// Statistics and dictionaries copy values; for values of
-			// megabytes they cost gigabytes and help no reader.
-			props = append(props, parquet.WithStatsFor(f.Name, false), parquet.WithDictionaryFor(f.Name, false))
+			// megabytes they cost gigabytes and help no reader. zstd would
+			// reserve its worst-case bound beside each page: one more copy
+			// of the value.
+			props = append(props, parquet.WithStatsFor(f.Name, false), parquet.WithDictionaryFor(f.Name, false),
+				parquet.WithCompressionFor(f.Name, compress.Codecs.Uncompressed))
 		case f.Type.ID() == arrow.STRING, f.Type.ID() == arrow.LARGE_STRING, f.Type.ID() == arrow.DICTIONARY:
 			props = append(props, parquet.WithDictionaryFor(f.Name, true))
 		}

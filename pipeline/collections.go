@@ -242,7 +242,7 @@ func (c *collectionRead) page(p *extract.Page, parent string, progress Progress)
 		c.widen = true
 	}
 	if !c.widen {
-		if err := c.sink.add(r); err != nil {
+		if err := c.sink.add(r, p.Body); err != nil {
 			return service.PageInfo{}, err
 		}
 	}
@@ -376,7 +376,7 @@ func (c *collectionRead) finish(progress Progress) error {
 			return err
 		}
 		defer r.Record.Release()
-		return c.sink.add(r)
+		return c.sink.add(r, body)
 	})
 }
 

@@ -13,7 +13,9 @@
 //  2. read every stream's pages under the client's one request budget (a
 //     report object's pages 2..N by a bounded pool of workers); each page
 //     is decoded into a record batch by the one transform decoder, which
-//     also yields the rows' keys for the reader's duplicate check, and
+//     also yields the rows' keys for the reader's duplicate check (a
+//     value longer than Config.MaxValueBytes is null in the batch and
+//     written from the page body to a file of the staged partition), and
 //     handed to the stream's Parquet writers in a staging folder (and,
 //     with an Iceberg lake, Config.Iceberg, to the stream's
 //     lakehouse.StageWriter, which stages the table's data files and

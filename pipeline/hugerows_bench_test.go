@@ -16,21 +16,30 @@ import (
 )
 
 // BenchmarkHugeRows syncs an object of four pages whose one row each holds
-// a 200 MB string, with max_response_bytes raised to 256 MiB and the
-// default in-flight budget, and reports the process's peak resident
-// memory (peak-RSS-MB). Run it alone: the peak is the process's own.
+// a 200 MB string, with max_response_bytes and the in-flight budget
+// raised to 256 MiB and the default MaxValueBytes (the values are kept in
+// lake files, null in the table), and reports the process's peak
+// resident memory (peak-RSS-MB). Run it alone: the peak is the
+// process's own.
 //
 //	go test -run '^$' -bench 'HugeRows$' -benchtime 1x ./pipeline/
-func BenchmarkHugeRows(b *testing.B) { hugeRows(b, false) }
+func BenchmarkHugeRows(b *testing.B) { hugeRows(b, false, 0) }
+
+// BenchmarkHugeRowsStored is BenchmarkHugeRows with MaxValueBytes raised
+// to 256 MiB: the four values go through the Parquet writers into the
+// table and its history (what a user who raises the limit pays).
+//
+//	go test -run '^$' -bench HugeRowsStored -benchtime 1x ./pipeline/
+func BenchmarkHugeRowsStored(b *testing.B) { hugeRows(b, false, 256<<20) }
 
 // BenchmarkHugeRowsIceberg is BenchmarkHugeRows with an Iceberg lake
 // (SQLite catalog, local warehouse) beside the output folder. Run it
 // alone too:
 //
 //	go test -run '^$' -bench HugeRowsIceberg -benchtime 1x ./pipeline/
-func BenchmarkHugeRowsIceberg(b *testing.B) { hugeRows(b, true) }
+func BenchmarkHugeRowsIceberg(b *testing.B) { hugeRows(b, true, 0) }
 
-func hugeRows(b *testing.B, iceberg bool) {
+func hugeRows(b *testing.B, iceberg bool, maxValue int) {
 	const rowBytes = 200 << 20
 	chunk := []byte(strings.Repeat("x", 1<<20))
 	srv := httptest.NewServer(reportingOnly(func(w http.ResponseWriter, r *http.Request) {
@@ -61,7 +70,7 @@ func hugeRows(b *testing.B, iceberg bool) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		cfg := pipeline.Config{Out: b.TempDir(), Now: clock(day1), Only: []string{"huge"}, Progress: commandGC{}}
+		cfg := pipeline.Config{Out: b.TempDir(), Now: clock(day1), Only: []string{"huge"}, Progress: commandGC{}, MaxValueBytes: maxValue}
 		if iceberg {
 			cfg.Iceberg = fileLake(b.TempDir())
 		}
@@ -69,7 +78,7 @@ func hugeRows(b *testing.B, iceberg bool) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if r := res.Objects[0]; r.Rows != 4 {
+		if r := res.Objects[0]; r.Rows != 4 || (r.LongValues == 4) != (maxValue == 0) {
 			b.Fatalf("rows %d: %+v", r.Rows, res.Objects)
 		}
 	}

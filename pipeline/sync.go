@@ -97,6 +97,13 @@ type Config struct {
 	// (default "64MB"; DuckDB spills beyond it), so a load's memory does not
 	// grow with the size of an object.
 	DuckDBMemory string
+	// MaxValueBytes is the longest value (its JSON text) a stream stores
+	// in its table (default DefaultMaxValueBytes). A longer one is null in
+	// the row, recorded in _sepipe_rejects, and kept whole in a file of
+	// the stream's lake partition (raw_value_file): a value of hundreds of
+	// megabytes would otherwise take several times its size in memory at
+	// every stage, and DuckDB holds every such value of a batch at once.
+	MaxValueBytes int
 	// CountNewRows makes the run count, per stream, the rows whose content
 	// the table did not hold before (ObjectResult.NewRows); it costs a scan
 	// of each table during the load.
@@ -152,7 +159,15 @@ func (c *Config) setDefaults() {
 	if c.DuckDBMemory == "" {
 		c.DuckDBMemory = "64MB"
 	}
+	if c.MaxValueBytes <= 0 {
+		c.MaxValueBytes = DefaultMaxValueBytes
+	}
 }
+
+// DefaultMaxValueBytes is Config.MaxValueBytes by default: 16 MiB, far
+// above any field a report or an item carries, and a bound on what one
+// value costs a run.
+const DefaultMaxValueBytes = 16 << 20
 
 // ObjectResult is what a run did for one object.
 type ObjectResult struct {
@@ -173,7 +188,10 @@ type ObjectResult struct {
 	// RepairedValues counts text values stored with U+FFFD in place of
 	// bytes that were not valid UTF-8.
 	RepairedValues int64
-	Files          []string // published Parquet files
+	// LongValues counts values longer than Config.MaxValueBytes: null in
+	// the table, kept whole in the lake partition's raw-values folder.
+	LongValues int64
+	Files      []string // published Parquet files
 	// Status is StatusOK when the stream committed, else StatusFailed,
 	// StatusSkipped or StatusDeferred, with Err saying why.
 	Status string
@@ -732,10 +750,11 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, lh *lakehouse.
 	fullRefresh := slices.Contains(cfg.FullRefresh, id)
 	dir := lake.StagingDir(run.RunID, name, run.SnapshotDate)
 	var pk = sc.PrimaryKey // the key rows are checked (and merged) on
+	raw := &rawValues{lake: lake, run: run.RunID, object: name, date: run.SnapshotDate}
 	writers := func(schema *arrow.Schema) writerSet {
 		ws := writerSet{parquet: func(first, step int) (load.Writer, error) {
 			return load.NewParquetWriter(dir, name, schema, load.InsideFolder(lake.Root), load.WithParquetAllocator(cfg.Allocator), load.WithFileNumbers(first, step))
-		}}
+		}, raw: raw}
 		if lh != nil {
 			ws.lake = func() (*lakehouse.StageWriter, error) {
 				spec := lakehouse.TableSpec{Stream: name, Schema: schema, Mode: lakehouse.Mode(mode)}
@@ -766,7 +785,7 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, lh *lakehouse.
 			pk = []string{"id"} // items carry an id (docs/service-interface.md)
 		}
 		cr := &collectionRead{name: id, contract: contract, stored: pr.fields[id], keys: pk, required: mode == load.Merge,
-			spool: lake.SpoolPath(run.RunID, name), create: func() (*os.File, error) { return lake.CreateSpool(run.RunID, name) }, writers: writers, opts: []transform.Option{transform.WithAllocator(cfg.Allocator)}}
+			spool: lake.SpoolPath(run.RunID, name), create: func() (*os.File, error) { return lake.CreateSpool(run.RunID, name) }, writers: writers, opts: []transform.Option{transform.WithAllocator(cfg.Allocator), transform.WithMaxValueBytes(cfg.MaxValueBytes)}}
 		defer cr.close()
 		var err error
 		stats, err = cr.read(ctx, src, cfg.Progress)
@@ -808,7 +827,7 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, lh *lakehouse.
 		if query, since, err = streamQuery(id, sc, fields, pr.state[id], fullRefresh, run.SnapshotDate); err != nil {
 			return fail("config", err)
 		}
-		opts := []transform.Option{transform.WithAllocator(cfg.Allocator)}
+		opts := []transform.Option{transform.WithAllocator(cfg.Allocator), transform.WithMaxValueBytes(cfg.MaxValueBytes)}
 		if len(pk) > 0 {
 			// A key read twice in one read is drift, not data; the decoder
 			// yields the keys in the pass that decodes the page.
@@ -834,7 +853,7 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, lh *lakehouse.
 			}
 			sink.notePage(len(p.Body))
 			defer r.Record.Release()
-			if err := sink.add(r); err != nil {
+			if err := sink.add(r, p.Body); err != nil {
 				return service.PageInfo{}, err
 			}
 			cfg.Progress.PageDone(name, p.Number, r.Info.Rows, r.Info.TotalPages)
@@ -895,13 +914,17 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, lh *lakehouse.
 		Object: name, ServiceID: id, Mode: mode, Status: StatusOK, Diff: diff, Since: since, Rows: rows, RejectedRows: sink.rejectedRows,
 		Pages: stats.Pages, Requests: stats.Requests, Retries: stats.Retries,
 		Duration: dur, SchemaVersion: schemas.SchemaVersion(schema), UnknownFields: sink.unknown,
-		RepairedValues: sink.repaired,
+		RepairedValues: sink.repaired, LongValues: sink.long,
 	}
 	if sink.repaired > 0 {
 		log.Warn("text values that were not valid UTF-8 were stored with U+FFFD in place of the invalid bytes",
 			"stream", id, "values", sink.repaired)
 	}
-	if n := len(sink.rejects); n > 0 {
+	if sink.long > 0 {
+		log.Warn("values longer than max_value_bytes are null in the table; each is kept whole in a file of the lake partition (_sepipe_rejects.raw_value_file)",
+			"stream", id, "values", sink.long, "max_value_bytes", cfg.MaxValueBytes)
+	}
+	if n := int64(len(sink.rejects)) - sink.long; n > 0 {
 		log.Warn("values that do not fit their column's type are in _sepipe_rejects",
 			"stream", id, "values", n, "rows_left_out", sink.rejectedRows)
 	}
@@ -951,6 +974,7 @@ type objectSink struct {
 	rejects      []transform.Reject
 	rejectedRows int64
 	repaired     int64
+	long         int64 // values over the limit, kept in files
 	largestPage  int   // bytes of the largest page body
 	hugeBytes    int64 // bytes of the page bodies of hugePage or more
 	unknown      []string
@@ -965,6 +989,55 @@ func sinkWriters() int { return min(max(runtime.GOMAXPROCS(0), 1), 4) }
 type writerSet struct {
 	parquet func(first, step int) (load.Writer, error)
 	lake    func() (*lakehouse.StageWriter, error) // nil: no Iceberg lake
+	raw     *rawValues                             // where values too long for the warehouse go
+}
+
+// rawValues keeps the values of one stream that were longer than
+// Config.MaxValueBytes, each in a file of its own in the stream's staged
+// partition (load.Lake.WriteRawValue): stored whole, but never copied
+// through the decoder, the Parquet writers and DuckDB.
+type rawValues struct {
+	lake              load.Lake
+	run, object, date string
+
+	mu   sync.Mutex
+	next int
+}
+
+// keep saves the value of each oversize reject of r from body, the page r
+// was decoded from, and records the file in the reject.
+func (k *rawValues) keep(r *transform.Result, body []byte) error {
+	if k == nil {
+		return nil
+	}
+	for i := range r.Rejects {
+		rj := &r.Rejects[i]
+		if !rj.Oversize {
+			continue
+		}
+		k.mu.Lock()
+		k.next++
+		name := fmt.Sprintf("value-%06d.json", k.next)
+		k.mu.Unlock()
+		path, err := k.lake.WriteRawValue(k.run, k.object, k.date, name, body[rj.Start:rj.End])
+		if err != nil {
+			return err
+		}
+		rj.RawFile = path
+		rj.Reason += "; kept whole in " + path
+	}
+	return nil
+}
+
+// drop removes what was kept (the stream is read again).
+func (k *rawValues) drop() error {
+	if k == nil {
+		return nil
+	}
+	k.mu.Lock()
+	k.next = 0
+	k.mu.Unlock()
+	return k.lake.DropRawValues(k.run, k.object, k.date)
 }
 
 func newObjectSink(newWriter writerSet) (*objectSink, error) {
@@ -1007,8 +1080,11 @@ func (s *objectSink) restart() error { return s.restartWith(s.newWriter) }
 // newWriter (a collection whose schema widened writes with the new one).
 func (s *objectSink) restartWith(newWriter writerSet) error {
 	s.abort()
+	if err := s.newWriter.raw.drop(); err != nil {
+		return err
+	}
 	s.mu.Lock()
-	s.rejects, s.rejectedRows, s.repaired, s.unknown = nil, 0, 0, nil
+	s.rejects, s.rejectedRows, s.repaired, s.long, s.unknown = nil, 0, 0, 0, nil
 	s.newWriter = newWriter
 	s.mu.Unlock()
 	return s.open()
@@ -1025,7 +1101,12 @@ func (s *objectSink) notePage(n int) {
 	s.mu.Unlock()
 }
 
-func (s *objectSink) add(r transform.Result) error {
+// add writes a decoded page; body is the page r was decoded from (its
+// values too long for the warehouse are kept from it).
+func (s *objectSink) add(r transform.Result, body []byte) error {
+	if err := s.newWriter.raw.keep(&r, body); err != nil {
+		return err
+	}
 	w := <-s.free
 	err := w.Write(r.Record)
 	s.free <- w
@@ -1045,6 +1126,11 @@ func (s *objectSink) add(r transform.Result) error {
 	s.rejects = append(s.rejects, r.Rejects...)
 	s.rejectedRows += int64(r.RejectedRows)
 	s.repaired += int64(r.RepairedValues)
+	for _, rj := range r.Rejects {
+		if rj.Oversize {
+			s.long++
+		}
+	}
 	for _, u := range r.UnknownFields {
 		if !slices.Contains(s.unknown, u) {
 			s.unknown = append(s.unknown, u)

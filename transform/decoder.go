@@ -110,6 +110,13 @@ func WithDefault(id string, value []byte) Option {
 	return func(d *Decoder) { d.defID, d.defRaw = id, value }
 }
 
+// WithMaxValueBytes limits the JSON text of one value to n bytes (0: no
+// limit). A longer value is not stored: its field is null, the row is
+// kept, and a Reject marked Oversize says where the value lies in the
+// page body. A value of hundreds of megabytes would otherwise be copied
+// by every stage after the decoder, each copy the size of the value.
+func WithMaxValueBytes(n int) Option { return func(d *Decoder) { d.maxValue = n } }
+
 // node is a member name in the items' structure: a column of its own
 // (col), members below it (kids, for a flattened object), or both.
 type node struct {
@@ -159,6 +166,7 @@ type Decoder struct {
 	defID          string
 	defRaw         []byte
 	defCol         int
+	maxValue       int
 }
 
 // NewDecoder prepares a decoder for pages of the object whose schema is s
@@ -306,6 +314,9 @@ type state struct {
 	keyBuf  []byte // the page's keys so far, back to back
 	keyEnds []int  // where each row's key ends in keyBuf; -1: the row has none
 	dropRow bool   // the row must be left out even when rows are kept
+	// oversize holds the [start, end) body offsets of the row's values
+	// over the limit (kept out of RawRow), in order.
+	oversize []int
 }
 
 func (d *Decoder) get() *state {
@@ -365,6 +376,11 @@ func (d *Decoder) get() *state {
 	}
 	return st
 }
+
+// hugeText: a string value this long gets room of its exact size in its
+// column's builder, instead of the next power of two (a 200 MB value would
+// take 256 MB).
+const hugeText = 1 << 20
 
 // reserve makes room for n more rows in every builder.
 func (st *state) reserve(n int) {
@@ -519,12 +535,13 @@ func (d *Decoder) results(st *state, s *scanner, page int, body []byte, res *Res
 			st.appendKey()
 		}
 		if len(res.Rejects) > nrej {
-			raw := string(body[start:s.pos])
+			raw := st.rawRow(body, start, s.pos)
 			for i := nrej; i < len(res.Rejects); i++ {
 				res.Rejects[i].RawRow = raw
 			}
 		}
-		if st.dropRow || (!d.keepRows && len(res.Rejects) > nrej) {
+		// A value only too long keeps its row (null in its field).
+		if st.dropRow || (!d.keepRows && len(res.Rejects)-nrej > len(st.oversize)/2) {
 			res.RejectedRows++
 		} else {
 			d.commit(st)
@@ -591,6 +608,7 @@ func (d *Decoder) row(st *state, s *scanner, page, row int, res *Result) bool {
 		st.keyRaw[i] = nil
 	}
 	st.dropRow = false
+	st.oversize = st.oversize[:0]
 	st.scratch = st.scratch[:0]
 	if !d.members(st, s, d.root, page, row, res, 1) {
 		return false
@@ -665,11 +683,27 @@ func (d *Decoder) member(st *state, s *scanner, c *node, page, row int, res *Res
 	p := s.peek()
 	if c.col >= 0 && (p != '{' || c.kids == nil || d.kinds[c.col] == kJSON) {
 		vstart := s.pos
+		if d.maxValue > 0 && d.kinds[c.col] == kJSON && p != 'n' {
+			// A json value is compacted into scratch: measure it first.
+			if !s.skip(depth) {
+				return false
+			}
+			if s.pos-vstart > d.maxValue {
+				st.slots[c.col].st = unset
+				d.tooLong(st, res, page, row, d.names[c.col], vstart, s.pos)
+				return true
+			}
+			s.pos = vstart
+		}
 		reason, ok := d.value(st, s, c.col, depth)
 		if !ok {
 			return false
 		}
-		if reason != "" {
+		switch {
+		case d.maxValue > 0 && s.pos-vstart > d.maxValue:
+			st.slots[c.col].st = unset
+			d.tooLong(st, res, page, row, d.names[c.col], vstart, s.pos)
+		case reason != "":
 			st.slots[c.col].st = unset
 			res.Misfits++
 			res.Rejects = append(res.Rejects, Reject{
@@ -678,8 +712,8 @@ func (d *Decoder) member(st *state, s *scanner, c *node, page, row int, res *Res
 				RawValue: string(trimSpace(s.buf[vstart:s.pos])),
 				Reason:   reason,
 			})
-		} else if k := d.keyOf[c.col]; k >= 0 && st.slots[c.col].st == hasValue {
-			st.keyRaw[k] = trimSpace(s.buf[vstart:s.pos])
+		case d.keyOf[c.col] >= 0 && st.slots[c.col].st == hasValue:
+			st.keyRaw[d.keyOf[c.col]] = trimSpace(s.buf[vstart:s.pos])
 		}
 		return true
 	}
@@ -694,6 +728,10 @@ func (d *Decoder) member(st *state, s *scanner, c *node, page, row int, res *Res
 	vstart := s.pos
 	if !s.skip(depth) {
 		return false
+	}
+	if d.maxValue > 0 && s.pos-vstart > d.maxValue {
+		d.tooLong(st, res, page, row, c.path, vstart, s.pos)
+		return true
 	}
 	res.Misfits++
 	res.Rejects = append(res.Rejects, Reject{
@@ -721,6 +759,10 @@ func (d *Decoder) unknownMember(st *state, s *scanner, n *node, key []byte, page
 	if _, seen := st.unknown[string(name)]; !seen {
 		st.unknown[string(name)] = struct{}{}
 	}
+	if d.unknownRejects && !null && d.maxValue > 0 && s.pos-vstart > d.maxValue {
+		d.tooLong(st, res, page, row, string(name), vstart, s.pos)
+		return true
+	}
 	if d.unknownRejects && !null {
 		res.Rejects = append(res.Rejects, Reject{
 			Object: d.object, Page: page, Row: row, Field: string(name),
@@ -729,6 +771,34 @@ func (d *Decoder) unknownMember(st *state, s *scanner, n *node, key []byte, page
 		})
 	}
 	return true
+}
+
+// tooLong records the value at body[start:end], longer than the limit,
+// as an Oversize Reject: not copied, and not a reason to leave its row out.
+func (d *Decoder) tooLong(st *state, res *Result, page, row int, field string, start, end int) {
+	st.oversize = append(st.oversize, start, end)
+	res.Rejects = append(res.Rejects, Reject{
+		Object: d.object, Page: page, Row: row, Field: field,
+		Reason:   fmt.Sprintf("value of %d bytes is longer than the limit of %d; stored as null", end-start, d.maxValue),
+		Oversize: true, Start: start, End: end,
+	})
+}
+
+// rawRow is the row's JSON text, body[start:end], with its values over
+// the limit as null.
+func (st *state) rawRow(body []byte, start, end int) string {
+	if len(st.oversize) == 0 {
+		return string(body[start:end])
+	}
+	var b strings.Builder
+	at := start
+	for i := 0; i < len(st.oversize); i += 2 {
+		b.Write(body[at:st.oversize[i]])
+		b.WriteString("null")
+		at = st.oversize[i+1]
+	}
+	b.Write(body[at:end])
+	return b.String()
 }
 
 func jsonKind(c byte) string {
@@ -979,6 +1049,11 @@ func (d *Decoder) commit(st *state) {
 			}
 		case kString, kJSON:
 			if valid {
+				if sb := st.strs[i]; len(sl.b) >= hugeText && sb.DataCap()-sb.DataLen() < len(sl.b) {
+					// Room for this value exactly: Append would round up to
+					// the next power of two.
+					sb.ReserveData(len(sl.b))
+				}
 				st.strs[i].BinaryBuilder.Append(sl.b)
 			} else {
 				st.strs[i].AppendNull()

@@ -16,6 +16,10 @@
 // that is not valid JSON at all is an error (*DecodeError) naming object,
 // page and byte offset: the caller decides whether to refetch it.
 //
+// A value whose JSON text is longer than WithMaxValueBytes is not copied:
+// its field is null, its row is kept, and its Reject (Oversize) gives the
+// value's offsets in the page body, for the caller to keep it from there.
+//
 // Text that cannot be stored as sent (bytes that are not UTF-8, a lone
 // surrogate escape) is repaired, not rejected: the bad bytes become U+FFFD
 // and Result.RepairedValues counts them. Each page's rows are hashed

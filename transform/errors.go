@@ -26,13 +26,24 @@ func (e *DecodeError) Error() string {
 func (e *DecodeError) Unwrap() error { return ErrMalformedPage }
 
 // Reject is one value that did not fit its field. Its row is not in the
-// batch; RawRow holds the row as the service sent it.
+// batch (unless rows are kept, or the value was only too long); RawRow
+// holds the row as the service sent it.
 type Reject struct {
 	Object   string
 	Page     int
 	Row      int // 0-based position of the row in the page's results
 	Field    string
-	RawValue string // the JSON text of the value
+	RawValue string // the JSON text of the value; empty when Oversize
 	Reason   string
-	RawRow   string // the JSON text of the whole row
+	RawRow   string // the JSON text of the whole row, values too long for RawValue as null
+
+	// Oversize: the value's JSON text was longer than the decoder's limit
+	// (WithMaxValueBytes). It is not copied: it lies in the page body at
+	// [Start, End), for the caller to keep before it reuses the body; the
+	// row itself is kept with the field null.
+	Oversize   bool
+	Start, End int
+	// RawFile is where the caller kept an oversize value (set by the
+	// caller, not the decoder).
+	RawFile string
 }

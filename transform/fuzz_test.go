@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/sepipe/sepipe/transform"
 )
 
 // FuzzDecodePage: the decoder never panics, never leaks, and never loses a
@@ -35,6 +37,28 @@ func FuzzDecodePage(f *testing.F) {
 		for i, c := range res.Record.Columns() {
 			if int64(c.Len()) != res.Record.NumRows() {
 				t.Fatalf("column %d has %d values, batch has %d rows", i, c.Len(), res.Record.NumRows())
+			}
+		}
+
+		// With a small value limit the same page keeps every row it kept
+		// without one, and each value kept out lies in the body.
+		const limit = 8
+		ld, err := transform.NewDecoder(d.Schema(), transform.WithAllocator(mem), transform.WithMaxValueBytes(limit))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ld.Release()
+		lres, err := ld.DecodePage(1, body)
+		if err != nil {
+			t.Fatalf("the page decoded without a limit, not with one: %v", err)
+		}
+		defer lres.Record.Release()
+		if lres.Record.NumRows() < res.Record.NumRows() {
+			t.Fatalf("a value limit left rows out: %d rows, %d without it", lres.Record.NumRows(), res.Record.NumRows())
+		}
+		for _, r := range lres.Rejects {
+			if r.Oversize && (r.Start < 0 || r.End > len(body) || r.End-r.Start <= limit || r.RawValue != "") {
+				t.Fatalf("oversize reject %+v: span outside the body or not over the limit", r)
 			}
 		}
 	})

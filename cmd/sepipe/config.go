@@ -133,6 +133,9 @@ type RequestsConfig struct {
 type OutputConfig struct {
 	Dir  string     `yaml:"dir"`
 	Lake LakeConfig `yaml:"lake"`
+	// MaxValueBytes: a longer value is null in its table and kept whole
+	// in a file of the lake (pipeline.Config.MaxValueBytes; default 16 MiB).
+	MaxValueBytes int `yaml:"max_value_bytes"`
 }
 
 // LakeConfig adds lake destinations to the output folder's own lake
@@ -741,6 +744,9 @@ func (c *Config) Validate() error {
 	}
 	if err := load.CheckOutputPath(c.Output.Dir); err != nil {
 		return c.errf("output.dir", "%v", err)
+	}
+	if c.Output.MaxValueBytes < 0 {
+		return c.errf("output.max_value_bytes", "want at least 1 byte (or 0 for the default), got %d", c.Output.MaxValueBytes)
 	}
 	if err := c.validateLake(); err != nil {
 		return err

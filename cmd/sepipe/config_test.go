@@ -209,3 +209,25 @@ func TestIcebergConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxValueBytes: output.max_value_bytes reaches the sync's config;
+// a negative one is refused naming the key and line.
+func TestMaxValueBytes(t *testing.T) {
+	c, err := parseConfig("c.yaml", []byte("service:\n  tenant_url: https://acme.example.com\noutput:\n  max_value_bytes: 1048576\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDefaults()
+	if err := c.Validate(); err != nil || c.Output.MaxValueBytes != 1<<20 {
+		t.Fatalf("max_value_bytes %d, err %v", c.Output.MaxValueBytes, err)
+	}
+	c, err = parseConfig("c.yaml", []byte("service:\n  tenant_url: https://acme.example.com\noutput:\n  max_value_bytes: -1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDefaults()
+	const want = "c.yaml:4: output.max_value_bytes: want at least 1 byte (or 0 for the default), got -1"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+}

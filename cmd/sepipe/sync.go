@@ -87,6 +87,7 @@ func runSync(ctx context.Context, g *globals, c *Config, log *slog.Logger, fb fe
 		Logger:            log,
 		Progress:          fb,
 		CountNewRows:      true,
+		MaxValueBytes:     c.Output.MaxValueBytes,
 		Iceberg:           c.Output.Lake.Iceberg,
 	})
 	fb.finish()

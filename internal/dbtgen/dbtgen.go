@@ -402,10 +402,11 @@ var ownTableDocs = []struct {
 			"status": "committed, failed, skipped (not entitled) or deferred (quota)", "reason": "Why a stream did not commit"},
 		tests: map[string][]any{"run_id": {dbtTest("relationships", map[string]any{
 			"to": fmt.Sprintf("source('%s', '_sepipe_runs')", SourceName), "field": "run_id"})}}},
-	{name: "_sepipe_rejects", desc: "Values that did not fit their field's type, with the whole raw row.",
+	{name: "_sepipe_rejects", desc: "Values that did not fit their field's type, or were too long for the warehouse, with the whole raw row.",
 		cols: map[string]string{"run_id": "Run ID", "object": "Object", "page": "Page", "row_in_page": "Row in page", "field": "Field",
 			"raw_value": "Raw value", "reason": "Reason", "raw_row": "Raw row (JSON text)",
-			"raw_row_bytes": "The raw row's exact bytes when they are not valid UTF-8"}},
+			"raw_row_bytes":  "The raw row's exact bytes when they are not valid UTF-8",
+			"raw_value_file": "A value longer than output.max_value_bytes: its file in the lake, relative to the output folder"}},
 	{name: "_sepipe_state", desc: "Incremental streams: cursor field and watermark.",
 		cols: map[string]string{"stream": "Stream", "cursor_field": "Cursor field", "watermark": "Watermark", "run_id": "Run that set it",
 			"updated_at": "Updated", "snapshot_date": "Snapshot day", "prior_watermark": "Watermark before that run"}},
