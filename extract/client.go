@@ -97,6 +97,7 @@ type Client struct {
 
 	timeout     time.Duration // WithTimeout
 	maxBody     int64         // WithMaxResponseBytes
+	maxPages    int           // WithMaxPages
 	inFlight    int64         // WithMaxBytesInFlight
 	bodies      *semaphore.Weighted
 	heldMu      sync.Mutex
@@ -234,6 +235,20 @@ func WithTimeout(d time.Duration) Option {
 			return
 		}
 		c.timeout = d
+	}
+}
+
+// WithMaxPages bounds one read (of a report object or a list) to n pages
+// (default DefaultMaxPages): a first page announcing more, or pages that
+// announce no totals and are still full after n, end the read with
+// ErrEndlessPages.
+func WithMaxPages(n int) Option {
+	return func(c *Client) {
+		if n < 1 {
+			c.optErrs = append(c.optErrs, fmt.Errorf("WithMaxPages(%d): want at least 1", n))
+			return
+		}
+		c.maxPages = n
 	}
 }
 
@@ -440,6 +455,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		reporting:   &rep,
 		timeout:     DefaultTimeout,
 		maxBody:     DefaultMaxResponseBytes,
+		maxPages:    DefaultMaxPages,
 		held:        map[*bytes.Buffer]int64{},
 		rate:        rateConfig{ceiling: DefaultRateLimit, burst: DefaultBurst},
 		log:         slog.New(slog.DiscardHandler),

@@ -345,8 +345,8 @@ func (p *pager) readOnce(ctx context.Context, read int) error {
 		switch {
 		case total == -2:
 			total = t
-			if total/int64(p.limit) > MaxPages {
-				return fmt.Errorf("extract: %s: %w: the count %d at %d per page is more than the %d pages a read may take", p.name, ErrEndlessPages, total, p.limit, MaxPages)
+			if total/int64(p.limit) > int64(p.c.maxPages) {
+				return fmt.Errorf("extract: %s: %w: the count %d at %d per page is more than the %d pages a read may take (requests.max_pages)", p.name, ErrEndlessPages, total, p.limit, p.c.maxPages)
 			}
 			if total >= 0 {
 				// The pages left, and the empty one that may confirm the end.
@@ -395,6 +395,9 @@ func (p *pager) readOnce(ctx context.Context, read int) error {
 		prevRows = n
 		if total >= 0 && int64(offset) >= total {
 			prevRows = 0 // the next page confirms the end
+		}
+		if total < 0 && p.stats.Pages >= p.c.maxPages {
+			return fmt.Errorf("extract: %s: %w: %d full pages and no end (no count announced; requests.max_pages is %d)", p.name, ErrEndlessPages, p.stats.Pages, p.c.maxPages)
 		}
 	}
 }

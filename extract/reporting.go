@@ -483,9 +483,9 @@ func (r *reader) run(ctx context.Context) error {
 func (r *reader) readKnown(ctx context.Context, first service.PageInfo) error {
 	total, size := first.TotalResults, int64(r.size)
 	n := first.TotalPages
-	if int64(n) > MaxPages || total/size > MaxPages {
-		return &PageError{Object: r.object, Page: 1, Err: fmt.Errorf("%w: page 1 announces %d rows in %d pages, more than the %d pages a read may take",
-			ErrEndlessPages, total, n, MaxPages)}
+	if limit := int64(r.c.maxPages); int64(n) > limit || total/size > limit {
+		return &PageError{Object: r.object, Page: 1, Err: fmt.Errorf("%w: page 1 announces %d rows in %d pages, more than the %d pages a read may take (requests.max_pages)",
+			ErrEndlessPages, total, n, limit)}
 	}
 	if total >= 0 {
 		want := (total + size - 1) / size
@@ -550,13 +550,14 @@ func (r *reader) readKnown(ctx context.Context, first service.PageInfo) error {
 	return nil
 }
 
-// MaxPages bounds one read: an object whose page 1 announces more pages,
-// or whose pages, without totals, are still full after this many, ends its
-// stream with ErrEndlessPages (a service that lies would keep a run going
-// for ever). At 1000 rows a page it is about a billion rows.
-const MaxPages = 1 << 20
+// DefaultMaxPages bounds one read unless WithMaxPages says otherwise: an
+// object whose page 1 announces more pages, or whose pages, without
+// totals, are still full after this many, ends its stream with
+// ErrEndlessPages (a service that lies would keep a run going for ever).
+// At 1000 rows a page it is about a billion rows.
+const DefaultMaxPages = 1 << 20
 
-// ErrEndlessPages: a read's pages would not end (see MaxPages).
+// ErrEndlessPages: a read's pages would not end (see WithMaxPages).
 var ErrEndlessPages = errors.New("extract: the pages do not end")
 
 // reserve sets the request quota aside for the pages left, or fails the
@@ -602,8 +603,8 @@ func (r *reader) readWindows(ctx context.Context, first service.PageInfo) error 
 	}
 	last := 1
 	for shortAt == 0 || (shortAt == last && shortRows > 0) {
-		if last >= MaxPages {
-			return &PageError{Object: r.object, Page: last, Err: fmt.Errorf("%w: %d full pages and no end (no totals announced)", ErrEndlessPages, last)}
+		if last >= r.c.maxPages {
+			return &PageError{Object: r.object, Page: last, Err: fmt.Errorf("%w: %d full pages and no end (no totals announced; requests.max_pages is %d)", ErrEndlessPages, last, r.c.maxPages)}
 		}
 		w := r.c.concurrency
 		if shortAt != 0 {

@@ -110,6 +110,22 @@ func TestHostileWireEndlessPagesEndTheStream(t *testing.T) {
 	}
 }
 
+// TestHostileWireEndlessUntotalledPagesEndTheStream: full pages that
+// announce no totals and never end stop at requests.max_pages
+// (extract.WithMaxPages) with extract.ErrEndlessPages; course commits.
+func TestHostileWireEndlessUntotalledPagesEndTheStream(t *testing.T) {
+	const maxPages = 30
+	w := syncWire(t, servicetest.HostileEndlessUntotalled, nil, extract.WithMaxPages(maxPages))
+	w.failedAlone(t)
+	if !errors.Is(w.err, extract.ErrEndlessPages) || !strings.Contains(w.err.Error(), "no totals announced") {
+		t.Fatalf("err = %v, want extract.ErrEndlessPages for pages without totals", w.err)
+	}
+	// One window of concurrent pages may be in flight past the bound.
+	if n := w.srv.Service.RequestsFor(w.wired); n < maxPages || n > maxPages+int64(extract.DefaultConcurrency) {
+		t.Errorf("%d requests for %s, want %d to %d", n, w.wired, maxPages, maxPages+extract.DefaultConcurrency)
+	}
+}
+
 // TestHostileWireAbsurdTotalEndsTheStream: page 1 announcing 9e15 rows
 // ends the stream at once with extract.ErrEndlessPages.
 func TestHostileWireAbsurdTotalEndsTheStream(t *testing.T) {

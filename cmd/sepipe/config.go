@@ -127,6 +127,7 @@ type RequestsConfig struct {
 	Timeout           Duration `yaml:"timeout"`             // connect, headers, and any stall in a body
 	MaxResponseBytes  int      `yaml:"max_response_bytes"`  // a larger response fails its stream
 	MaxBytesInFlight  int      `yaml:"max_bytes_in_flight"` // response bodies held at once (default 4 × max_response_bytes)
+	MaxPages          int      `yaml:"max_pages"`           // pages one read may take (default extract.DefaultMaxPages)
 }
 
 // OutputConfig says where the lake and the warehouse go.
@@ -819,6 +820,8 @@ func (c *Config) Validate() error {
 		return c.errf("requests.max_response_bytes", "want at least 1 byte, got %d", r.MaxResponseBytes)
 	case r.MaxBytesInFlight < 0:
 		return c.errf("requests.max_bytes_in_flight", "want at least 1 byte (or 0 for the default), got %d", r.MaxBytesInFlight)
+	case r.MaxPages < 0:
+		return c.errf("requests.max_pages", "want at least 1 page (or 0 for the default), got %d", r.MaxPages)
 	}
 	if _, err := parseLevel(c.Log.Level); err != nil {
 		return c.errf("log.level", "%q: want debug, info, warn or error", c.Log.Level)
@@ -938,6 +941,9 @@ func (c *Config) clientOptions() []extract.Option {
 	}
 	if r.MaxBytesInFlight > 0 {
 		opts = append(opts, extract.WithMaxBytesInFlight(int64(r.MaxBytesInFlight)))
+	}
+	if r.MaxPages > 0 {
+		opts = append(opts, extract.WithMaxPages(r.MaxPages))
 	}
 	if c.Credentials.AccessToken.Set() {
 		opts = append(opts, extract.WithAccessToken(c.Credentials.AccessToken.Value.Reveal()))

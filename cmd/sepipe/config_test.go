@@ -210,9 +210,10 @@ func TestIcebergConfig(t *testing.T) {
 	}
 }
 
-// TestMaxValueBytes: output.max_value_bytes reaches the sync's config;
-// a negative one is refused naming the key and line.
-func TestMaxValueBytes(t *testing.T) {
+// TestLimits: output.max_value_bytes reaches the sync's config;
+// a negative one is refused naming the key and line. So for
+// requests.max_pages.
+func TestLimits(t *testing.T) {
 	c, err := parseConfig("c.yaml", []byte("service:\n  tenant_url: https://acme.example.com\noutput:\n  max_value_bytes: 1048576\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -229,5 +230,14 @@ func TestMaxValueBytes(t *testing.T) {
 	const want = "c.yaml:4: output.max_value_bytes: want at least 1 byte (or 0 for the default), got -1"
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err = %v, want %q", err, want)
+	}
+	c, err = parseConfig("c.yaml", []byte("service:\n  tenant_url: https://acme.example.com\nrequests:\n  max_pages: -3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDefaults()
+	const wantPages = "c.yaml:4: requests.max_pages: want at least 1 page (or 0 for the default), got -3"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), wantPages) {
+		t.Fatalf("err = %v, want %q", err, wantPages)
 	}
 }
