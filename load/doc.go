@@ -20,9 +20,10 @@
 // working database, <out>/.sepipe/state.duckdb, opened with OpenState under
 // a flock that serializes sepipe's processes (a sync, a listen batch).
 // Warehouse.Commit loads every staged object from its Parquet files with
-// read_parquet, its history table (history.go: <stream>_history, one
-// partition per snapshot day), the rejects and the run record in one
-// transaction: either all of a run is in it or none of it. Readers open
+// read_parquet into its history table (history.go: <stream>_history, one
+// partition per snapshot day) and, for an append or merge stream, its own
+// table (a replace stream's table is a view of its history's day), the
+// rejects and the run record in one transaction: either all of a run is in it or none of it. Readers open
 // the published copy, <out>/warehouse.duckdb: Warehouse.Publish (and
 // PublishState) checkpoints the working database, copies it beside the
 // published file and renames the copy over it (publish.go), so a reader

@@ -46,11 +46,11 @@ func OpenReadOnly(ctx context.Context, path string) (*Warehouse, error) {
 	return &Warehouse{db: db, path: path}, nil
 }
 
-// HasTable reports whether the warehouse has a table named object.
+// HasTable reports whether the warehouse has a table named object: a
+// table, or the view a replace stream's table is.
 func (w *Warehouse) HasTable(ctx context.Context, object string) (bool, error) {
-	var n int
-	err := w.db.QueryRowContext(ctx, `SELECT count(*) FROM duckdb_tables() WHERE schema_name = current_schema() AND table_name = ?`, object).Scan(&n)
-	return n > 0, err
+	kind, err := relationKind(ctx, w.db, object)
+	return kind != "", err
 }
 
 // OpenSandboxed opens an existing warehouse read-only for SQL that a

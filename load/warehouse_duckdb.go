@@ -391,10 +391,7 @@ func (w *Warehouse) Commit(ctx context.Context, run Run, tables []Table) error {
 		if err := CheckName(t.Object); err != nil {
 			return &WriteError{Object: t.Object, Step: "load", Err: err}
 		}
-		if err := loadTable(ctx, tx, run, t); err != nil {
-			return err
-		}
-		if err := loadHistory(ctx, tx, run, t, w.lake); err != nil {
+		if err := loadTable(ctx, tx, run, t, w.lake); err != nil {
 			return err
 		}
 		if err := recordName(ctx, tx, run.ID, t); err != nil {
@@ -498,7 +495,7 @@ func fileList(files []string) string {
 	return "[" + strings.Join(q, ", ") + "]"
 }
 
-func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table) error {
+func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake) error {
 	mode := t.Mode
 	if mode == "" {
 		mode = Replace
@@ -521,11 +518,38 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table) error {
 		}
 		*t.NewRows = n
 	}
-	if mode == Replace || t.FullRefresh {
+	// A replace stream's table is a view of its history's day: the run's
+	// rows are inserted once, into the history, not twice (see
+	// replaceView). Any other stream has a table of its own; either may
+	// replace the other when a stream's mode changes.
+	asView := mode == Replace && run.SnapshotDate != ""
+	kind, err := relationKind(ctx, tx, t.Object)
+	if err != nil {
+		return fail("inspect table", err)
+	}
+	switch {
+	case kind == "table" && asView:
+		if _, err := tx.ExecContext(ctx, "DROP TABLE "+table); err != nil {
+			return fail("replace the table by a view of the history", err)
+		}
+	case kind == "view" && !asView:
+		if _, err := tx.ExecContext(ctx, "DROP VIEW "+table); err != nil {
+			return fail("replace the view of the history by a table", err)
+		}
+	}
+	switch {
+	case asView:
+		if err := loadHistory(ctx, tx, run, t, lake); err != nil {
+			return err
+		}
+		if err := replaceView(ctx, tx, run, t); err != nil {
+			return err
+		}
+	case mode == Replace || t.FullRefresh:
 		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TABLE "+table+" ("+strings.Join(defs, ", ")+")"); err != nil {
 			return fail("create table", err)
 		}
-	} else {
+	default:
 		if _, err := tx.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+table+" ("+strings.Join(defs, ", ")+")"); err != nil {
 			return fail("create table", err)
 		}
@@ -552,6 +576,8 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table) error {
 	var countSQL string // counts the run's rows in the table; "" when got has them
 	var got int64
 	switch {
+	case asView:
+		countSQL = "SELECT count(*) FROM " + table // the history's rows of the day
 	case len(t.Files) == 0:
 		countSQL = "SELECT count(*) FROM " + table
 		if mode != Replace && !t.FullRefresh {
@@ -602,7 +628,42 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table) error {
 	if err := recordSchema(ctx, tx, run, t); err != nil {
 		return err
 	}
-	return insertRejects(ctx, tx, run.ID, t.Object, t.Rejects)
+	if err := insertRejects(ctx, tx, run.ID, t.Object, t.Rejects); err != nil {
+		return err
+	}
+	if asView {
+		return nil // its history has the rows already
+	}
+	return loadHistory(ctx, tx, run, t, lake)
+}
+
+// replaceView makes a replace stream's table a view of the run's day in
+// its history table, which loadHistory has just filled. The run's rows
+// are then inserted into DuckDB once: loading them into a table of their
+// own and again into the history was half of a load's time (issue 14).
+// The view names the history table, not a path, so the output folder
+// stays portable; its columns are the stream's fields, with the types
+// the history holds them in (a type the stream once widened stays wide).
+func replaceView(ctx context.Context, tx *sql.Tx, run Run, t Table) error {
+	h := HistoryTable(t.Object)
+	have, err := tableColumns(ctx, tx, h)
+	if err != nil {
+		return &WriteError{Object: t.Object, Step: "history: read columns", Path: h, Err: err}
+	}
+	day, err := historyDayColumn(ctx, tx, h, have, fieldNames(t.Schema))
+	if err != nil {
+		return &WriteError{Object: t.Object, Step: "history: day column", Path: h, Err: err}
+	}
+	cols := make([]string, t.Schema.NumFields())
+	for i, f := range t.Schema.Fields() {
+		cols[i] = Ident(f.Name)
+	}
+	q := "CREATE OR REPLACE VIEW " + Ident(t.Object) + " AS SELECT " + strings.Join(cols, ", ") + " FROM " + Ident(h) +
+		" WHERE " + Ident(day) + " = DATE " + Literal(run.SnapshotDate)
+	if _, err := tx.ExecContext(ctx, q); err != nil {
+		return &WriteError{Object: t.Object, Step: "create the view of the day", Path: t.Object, Err: err}
+	}
+	return nil
 }
 
 // countNew counts the staged rows whose content is not in the table yet:

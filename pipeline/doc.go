@@ -21,7 +21,8 @@
 //     lakehouse.StageWriter, which stages the table's data files and
 //     yields an Intent);
 //  3. load the working database (load.OpenState) from the staged files,
-//     each stream's table and its history, with the rejects, the run
+//     each stream's history and table (a replace stream's table is a
+//     view of its history's day), with the rejects, the run
 //     record and the Iceberg intents (_sepipe_lake_intents), in one DuckDB
 //     transaction;
 //  4. publish each staged partition into the lake by renaming it;

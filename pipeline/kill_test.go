@@ -124,7 +124,7 @@ func sameOutput(t *testing.T, want, got string) {
 	}
 	defer db.Exec("DETACH ref")
 	tables := func(catalog string) []string {
-		rows, err := db.Query(`SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND NOT starts_with(table_name, '_sepipe') ORDER BY 1`, catalog)
+		rows, err := db.Query(`SELECT table_name FROM information_schema.tables WHERE table_catalog = ? AND NOT starts_with(table_name, '_sepipe') ORDER BY 1`, catalog)
 		if err != nil {
 			t.Fatal(err)
 		}

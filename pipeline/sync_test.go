@@ -295,7 +295,7 @@ func collectionOracle(t *testing.T, db *sql.DB, base, token string, o pipeline.O
 func objectCounts(t *testing.T, out string) map[string]int64 {
 	t.Helper()
 	db := warehousetest.Open(t, out)
-	rows, err := db.Query(`SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()
+	rows, err := db.Query(`SELECT table_name FROM information_schema.tables WHERE table_catalog = current_database()
 		AND NOT starts_with(table_name, '_sepipe') AND NOT suffix(table_name, '_history') ORDER BY 1`)
 	if err != nil {
 		t.Fatal(err)

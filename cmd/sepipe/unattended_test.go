@@ -128,7 +128,7 @@ func sameTables(t *testing.T, want, got string, countOnly ...string) {
 			t.Fatal(err)
 		}
 	}
-	rows, err := db.Query(`SELECT table_name FROM duckdb_tables() WHERE database_name = 'ref' AND NOT starts_with(table_name, '_sepipe') ORDER BY 1`)
+	rows, err := db.Query(`SELECT table_name FROM information_schema.tables WHERE table_catalog = 'ref' AND NOT starts_with(table_name, '_sepipe') ORDER BY 1`)
 	if err != nil {
 		t.Fatal(err)
 	}
