@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sepipe/sepipe/service"
@@ -39,16 +40,16 @@ func TestMaxPagesEndsUntotalledReads(t *testing.T) {
 			return true
 		}
 		c, _ := newTestClient(t, f, WithMaxPages(maxPages), WithPageSize(size), WithConcurrency(conc))
-		pages := 0
+		var pages atomic.Int64 // the PageFunc is called from the page workers at once
 		_, err := c.ReadObject(context.Background(), "o", Query{}, func(ctx context.Context, p *Page) (service.PageInfo, error) {
-			pages++
+			pages.Add(1)
 			return ParsePageInfo(p.Body)
 		})
 		if !errors.Is(err, ErrEndlessPages) || !strings.Contains(err.Error(), "requests.max_pages is 12") {
 			t.Fatalf("err = %v, want ErrEndlessPages naming requests.max_pages", err)
 		}
-		if pages < maxPages || pages > maxPages+conc {
-			t.Errorf("%d pages read, want %d to %d", pages, maxPages, maxPages+conc)
+		if n := pages.Load(); n < maxPages || n > maxPages+conc {
+			t.Errorf("%d pages read, want %d to %d", n, maxPages, maxPages+conc)
 		}
 	})
 	t.Run("list", func(t *testing.T) {
