@@ -683,8 +683,9 @@ func (d *Decoder) member(st *state, s *scanner, c *node, page, row int, res *Res
 	p := s.peek()
 	if c.col >= 0 && (p != '{' || c.kids == nil || d.kinds[c.col] == kJSON) {
 		vstart := s.pos
-		if d.maxValue > 0 && d.kinds[c.col] == kJSON && p != 'n' {
-			// A json value is compacted into scratch: measure it first.
+		if d.maxValue > 0 && d.kinds[c.col] == kJSON && p != 'n' && len(s.buf)-vstart > d.maxValue {
+			// A json value is compacted into scratch: measure it first
+			// (when what is left of the page could be too long at all).
 			if !s.skip(depth) {
 				return false
 			}
