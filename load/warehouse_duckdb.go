@@ -129,7 +129,7 @@ func OpenWarehouse(ctx context.Context, path string, opts ...OpenOption) (*Wareh
 	}
 }
 
-// configure applies the memory limit and threads of o.
+// configure applies the memory limit, threads and insertion order of o.
 func (w *Warehouse) configure(ctx context.Context, o openOptions) error {
 	if o.memoryLimit != "" {
 		if err := w.db.QueryRowContext(ctx, "SELECT current_setting('memory_limit')").Scan(&w.defaultMemory); err != nil {
@@ -137,6 +137,11 @@ func (w *Warehouse) configure(ctx context.Context, o openOptions) error {
 		}
 		if _, err := w.db.ExecContext(ctx, "SET memory_limit = "+Literal(o.memoryLimit)); err != nil {
 			return fmt.Errorf("warehouse %s: memory limit %q: %w", w.path, o.memoryLimit, err)
+		}
+	}
+	if o.anyOrder {
+		if _, err := w.db.ExecContext(ctx, "SET preserve_insertion_order = false"); err != nil {
+			return fmt.Errorf("warehouse %s: preserve_insertion_order: %w", w.path, err)
 		}
 	}
 	if o.threads > 0 {
@@ -154,7 +159,17 @@ type openOptions struct {
 	lockWait    time.Duration
 	memoryLimit string
 	threads     int
+	anyOrder    bool
 }
+
+// WithRowsInAnyOrder lets DuckDB insert a statement's rows in any order
+// (preserve_insertion_order off): its threads then write row groups side
+// by side instead of in the order of the source. Measured on a replace
+// stream of 1 M rows: the load took 0.67 s instead of 0.99, and 3.5 s
+// instead of 5.6 at 5 M. The rows of one insert still land together, and
+// nothing sepipe reads depends on their order (a merge orders by file and
+// row number explicitly).
+func WithRowsInAnyOrder() OpenOption { return func(o *openOptions) { o.anyOrder = true } }
 
 // WithThreads sets DuckDB's threads for this connection (0: DuckDB's
 // default, one per core). One thread holds one huge value at a time.

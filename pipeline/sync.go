@@ -433,7 +433,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	}
 
 	// Commit what succeeded, with state and the run record, in one transaction.
-	wh, err := load.OpenState(ctx, lake, load.WithLockWait(cfg.LockWait), load.WithMemoryLimit(memoryFor(cfg.DuckDBMemory, staged)), load.WithThreads(threadsFor(staged)))
+	wh, err := load.OpenState(ctx, lake, load.WithLockWait(cfg.LockWait), load.WithMemoryLimit(memoryFor(cfg.DuckDBMemory, staged)), load.WithThreads(threadsFor(staged)), load.WithRowsInAnyOrder())
 	if err != nil {
 		discardLake(ctx, lh, staged, log)
 		return nil, err
