@@ -58,16 +58,17 @@ func relationKind(ctx context.Context, q querier, name string) (string, error) {
 }
 
 // loadHistory puts a run's partition of t into its history table,
-// replacing that day's rows. A history table that does not exist yet is
-// first filled from the stream's earlier partitions in the lake. A run
-// without a snapshot day has no partition and no history.
-func loadHistory(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake) error {
+// replacing that day's rows, and returns the table's day column. A history
+// table that does not exist yet is first filled from the stream's earlier
+// partitions in the lake. A run without a snapshot day has no partition
+// and no history ("" and no error).
+func loadHistory(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake) (day string, err error) {
 	if run.SnapshotDate == "" {
-		return nil
+		return "", nil
 	}
 	h := HistoryTable(t.Object)
-	fail := func(step string, err error) error {
-		return &WriteError{Object: t.Object, Step: step, Path: h, Err: err}
+	fail := func(step string, err error) (string, error) {
+		return "", &WriteError{Object: t.Object, Step: step, Path: h, Err: err}
 	}
 	kind, err := relationKind(ctx, tx, h)
 	if err != nil {
@@ -81,7 +82,7 @@ func loadHistory(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake) 
 	}
 	if kind == "" && lake != nil {
 		if err := backfillHistory(ctx, tx, *lake, t.Object, run.SnapshotDate); err != nil {
-			return err
+			return "", err
 		}
 	}
 	fields := fieldNames(t.Schema)
@@ -89,7 +90,6 @@ func loadHistory(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake) 
 	if err != nil {
 		return fail("history: read columns", err)
 	}
-	var day string
 	if len(have) == 0 {
 		day = historyDay
 		if hasColumn(fields, historyDay) {
@@ -110,13 +110,13 @@ func loadHistory(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake) 
 	}
 	cols, err := alignTo(ctx, tx, t.Object, h, t.Schema)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM "+Ident(h)+" WHERE "+Ident(day)+" = CAST(? AS DATE)", run.SnapshotDate); err != nil {
 		return fail("history: replace the day's rows", err)
 	}
 	if len(t.Files) == 0 {
-		return nil
+		return day, nil
 	}
 	names := make([]string, t.Schema.NumFields())
 	exprs := make([]string, t.Schema.NumFields())
@@ -133,7 +133,7 @@ func loadHistory(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake) 
 	if _, err := tx.ExecContext(ctx, q, run.SnapshotDate); err != nil {
 		return fail("history: load parquet", err)
 	}
-	return nil
+	return day, nil
 }
 
 // historyDayColumn finds the day column of an existing history table.

@@ -554,10 +554,11 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake) er
 	}
 	switch {
 	case asView:
-		if err := loadHistory(ctx, tx, run, t, lake); err != nil {
+		day, err := loadHistory(ctx, tx, run, t, lake)
+		if err != nil {
 			return err
 		}
-		if err := replaceView(ctx, tx, run, t); err != nil {
+		if err := replaceView(ctx, tx, run, t, day); err != nil {
 			return err
 		}
 	case mode == Replace || t.FullRefresh:
@@ -649,7 +650,8 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake) er
 	if asView {
 		return nil // its history has the rows already
 	}
-	return loadHistory(ctx, tx, run, t, lake)
+	_, err = loadHistory(ctx, tx, run, t, lake)
+	return err
 }
 
 // replaceView makes a replace stream's table a view of the run's day in
@@ -659,16 +661,9 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake) er
 // The view names the history table, not a path, so the output folder
 // stays portable; its columns are the stream's fields, with the types
 // the history holds them in (a type the stream once widened stays wide).
-func replaceView(ctx context.Context, tx *sql.Tx, run Run, t Table) error {
+// day is the history's day column.
+func replaceView(ctx context.Context, tx *sql.Tx, run Run, t Table, day string) error {
 	h := HistoryTable(t.Object)
-	have, err := tableColumns(ctx, tx, h)
-	if err != nil {
-		return &WriteError{Object: t.Object, Step: "history: read columns", Path: h, Err: err}
-	}
-	day, err := historyDayColumn(ctx, tx, h, have, fieldNames(t.Schema))
-	if err != nil {
-		return &WriteError{Object: t.Object, Step: "history: day column", Path: h, Err: err}
-	}
 	cols := make([]string, t.Schema.NumFields())
 	for i, f := range t.Schema.Fields() {
 		cols[i] = Ident(f.Name)
@@ -741,18 +736,19 @@ func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, colList, src s
 	// load's 64 MB), where this count is a hash aggregate DuckDB can spill.
 	//
 	// (The reader's own check compares the keys' JSON text; 1 and 1.0, or
-	// one instant written two ways, are one key here.)
-	var nulls, repeated int64
+	// one instant written two ways, are one key here.) extra counts the
+	// rows past the first of each key.
+	var nulls, extra int64
 	q := "SELECT coalesce(sum(n) FILTER (WHERE " + strings.Join(nullCheck, " OR ") + "), 0), coalesce(sum(n - 1), 0) FROM (SELECT " +
 		strings.Join(pk, ", ") + ", count(*) AS n FROM " + src + " GROUP BY ALL)"
-	if err := tx.QueryRowContext(ctx, q).Scan(&nulls, &repeated); err != nil {
+	if err := tx.QueryRowContext(ctx, q).Scan(&nulls, &extra); err != nil {
 		return 0, 0, &WriteError{Object: t.Object, Step: "merge: check keys", Err: err}
 	}
 	if nulls > 0 {
 		return 0, 0, &WriteError{Object: t.Object, Step: "merge", Err: fmt.Errorf("%d rows have a null primary key (%s)", nulls, strings.Join(t.PrimaryKey, ", "))}
 	}
 	from := src
-	if repeated > 0 {
+	if extra > 0 {
 		order := "filename DESC, file_row_number DESC"
 		if t.Cursor != "" {
 			order = Ident(t.Cursor) + " DESC NULLS LAST, " + order
@@ -779,7 +775,7 @@ func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, colList, src s
 		return 0, 0, &WriteError{Object: t.Object, Step: "merge: insert", Path: t.Object, Err: err}
 	}
 	n, _ := res.RowsAffected()
-	return n, t.Rows - repeated, nil
+	return n, t.Rows - extra, nil
 }
 
 // alignColumns adds the columns a table lacks and widens the ones whose
