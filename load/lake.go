@@ -284,23 +284,30 @@ func (l Lake) SpoolPath(run, object string) string {
 // through the output folder as an os.Root.
 func (l Lake) CreateSpool(run, object string) (*os.File, error) {
 	path := l.SpoolPath(run, object)
-	rel, err := l.within(path)
-	if err != nil {
-		return nil, &WriteError{Object: object, Step: "create spool", Path: path, Err: err}
-	}
-	r, err := l.open()
-	if err != nil {
-		return nil, &WriteError{Object: object, Step: "create spool", Path: path, Err: err}
-	}
-	defer r.Close()
-	if err := r.MkdirAll(filepath.Dir(rel), 0o755); err != nil {
-		return nil, &WriteError{Object: object, Step: "create spool", Path: path, Err: err}
-	}
-	f, err := r.Create(rel)
+	f, err := l.create(path, os.O_RDWR)
 	if err != nil {
 		return nil, &WriteError{Object: object, Step: "create spool", Path: path, Err: err}
 	}
 	return f, nil
+}
+
+// create creates (or empties) the file path inside the output folder, and
+// its folders, through the folder opened as an os.Root; flag adds to
+// O_CREATE|O_TRUNC how the file is opened.
+func (l Lake) create(path string, flag int) (*os.File, error) {
+	rel, err := l.within(path)
+	if err != nil {
+		return nil, err
+	}
+	r, err := l.open()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if err := r.MkdirAll(filepath.Dir(rel), 0o755); err != nil {
+		return nil, err
+	}
+	return r.OpenFile(rel, os.O_CREATE|os.O_TRUNC|flag, 0o644)
 }
 
 // RawValuesFolder is the folder, inside a partition, of the values too
@@ -318,19 +325,7 @@ func (l Lake) WriteRawValue(run, object, date, name string, b []byte) (string, e
 	fail := func(err error) (string, error) {
 		return "", &WriteError{Object: object, Step: "keep a value too long for the warehouse", Path: path, Err: err}
 	}
-	rel, err := l.within(path)
-	if err != nil {
-		return fail(err)
-	}
-	r, err := l.open()
-	if err != nil {
-		return fail(err)
-	}
-	defer r.Close()
-	if err := r.MkdirAll(filepath.Dir(rel), 0o755); err != nil {
-		return fail(err)
-	}
-	f, err := r.OpenFile(rel, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := l.create(path, os.O_WRONLY)
 	if err != nil {
 		return fail(err)
 	}
