@@ -103,11 +103,14 @@ func (c *ListenConfig) setDefaults() {
 // SpoolDir is the spool folder of an output folder.
 func SpoolDir(out string) string { return filepath.Join(out, ".sepipe", "events") }
 
+// ErrListening is wrapped when another listener holds the event spool.
+var ErrListening = errors.New("another sepipe listen is using this output folder's event spool")
+
 // Listen receives webhook deliveries until ctx is done and lands their
 // events in the warehouse:
 //
 //  1. lock the spool (a second receiver on the same folder fails with
-//     ErrBusy), replay it (cutting off a torn last record) and load what
+//     ErrListening), replay it (cutting off a torn last record) and load what
 //     it holds;
 //  2. serve deliveries (Receiver): each accepted event is
 //     appended to the spool and fsynced (group commit) before the 2xx;

@@ -341,6 +341,9 @@ func (w wireEvent) event(raw []byte) (*service.Event, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: time %q is not ISO 8601", ErrMalformedDelivery, w.Time)
 		}
+		if !spoolableTime(t) {
+			return nil, fmt.Errorf("%w: time %q is outside the years 1678 to 2262", ErrMalformedDelivery, w.Time)
+		}
 		ev.Time = t.UTC()
 	}
 	return ev, nil

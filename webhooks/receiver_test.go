@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/internal/webhooktest"
 	"github.com/sepipe/sepipe/service"
 	"github.com/sepipe/sepipe/webhooks"
 )
@@ -63,13 +63,6 @@ func (s *memSink) get(id string) (service.Event, bool) {
 	return ev, ok
 }
 
-func sign(key string, raw []byte, ts int64) string {
-	m := hmac.New(sha256.New, []byte(key))
-	m.Write(raw)
-	m.Write([]byte("." + strconv.FormatInt(ts, 10)))
-	return base64.StdEncoding.EncodeToString(m.Sum(nil))
-}
-
 const (
 	rKey    = "c2lnbmluZy1rZXktb25lLXRoaXJ0eS10d28tYnl0ZXM="
 	rOldKey = "b2xkLWtleS1iZWZvcmUtcm90YXRpb24tMzItYnl0ZXM="
@@ -97,29 +90,30 @@ func TestReceiverStatuses(t *testing.T) {
 		status  int
 		stored  string // id stored, "" if nothing
 	}{
-		{"post ok", "POST", "subscription=lms", body, false, sign(rKey, body, ts), fmt.Sprint(ts), 200, "ev-1"},
-		{"post rotated old key", "POST", "", body, false, sign(rOldKey, body, ts), fmt.Sprint(ts), 200, "ev-1"},
-		{"several signatures, one good", "POST", "", body, false, "bm9wZQ==, " + sign("other", body, ts) + "," + sign(rKey, body, ts), fmt.Sprint(ts), 200, "ev-1"},
-		{"get ok", "GET", getQuery, nil, false, sign(rKey, []byte(getQuery), ts), fmt.Sprint(ts), 200, "ev-get"},
-		{"forged", "POST", "", body, false, sign("not-the-key", body, ts), fmt.Sprint(ts), 401, ""},
-		{"tampered body", "POST", "", eventBody("ev-2"), false, sign(rKey, body, ts), fmt.Sprint(ts), 401, ""},
-		{"signature of another timestamp", "POST", "", body, false, sign(rKey, body, ts-1), fmt.Sprint(ts), 401, ""},
+		{"post ok", "POST", "subscription=lms", body, false, webhooktest.Sign(rKey, body, ts), fmt.Sprint(ts), 200, "ev-1"},
+		{"post rotated old key", "POST", "", body, false, webhooktest.Sign(rOldKey, body, ts), fmt.Sprint(ts), 200, "ev-1"},
+		{"several signatures, one good", "POST", "", body, false, "bm9wZQ==, " + webhooktest.Sign("other", body, ts) + "," + webhooktest.Sign(rKey, body, ts), fmt.Sprint(ts), 200, "ev-1"},
+		{"get ok", "GET", getQuery, nil, false, webhooktest.Sign(rKey, []byte(getQuery), ts), fmt.Sprint(ts), 200, "ev-get"},
+		{"forged", "POST", "", body, false, webhooktest.Sign("not-the-key", body, ts), fmt.Sprint(ts), 401, ""},
+		{"tampered body", "POST", "", eventBody("ev-2"), false, webhooktest.Sign(rKey, body, ts), fmt.Sprint(ts), 401, ""},
+		{"signature of another timestamp", "POST", "", body, false, webhooktest.Sign(rKey, body, ts-1), fmt.Sprint(ts), 401, ""},
 		{"no signature", "POST", "", body, false, "", fmt.Sprint(ts), 401, ""},
-		{"no timestamp", "POST", "", body, false, sign(rKey, body, ts), "", 401, ""},
+		{"no timestamp", "POST", "", body, false, webhooktest.Sign(rKey, body, ts), "", 401, ""},
 		{"garbage signature", "POST", "", body, false, "%%%", fmt.Sprint(ts), 401, ""},
-		{"get tampered query", "GET", strings.Replace(getQuery, "ev-get", "ev-x", 1), nil, false, sign(rKey, []byte(getQuery), ts), fmt.Sprint(ts), 401, ""},
-		{"stale", "POST", "", body, false, sign(rKey, body, ts-301), fmt.Sprint(ts - 301), 400, ""},
-		{"too far in the future", "POST", "", body, false, sign(rKey, body, ts+301), fmt.Sprint(ts + 301), 400, ""},
-		{"edge of window", "POST", "", body, false, sign(rKey, body, ts-300), fmt.Sprint(ts - 300), 200, "ev-1"},
+		{"get tampered query", "GET", strings.Replace(getQuery, "ev-get", "ev-x", 1), nil, false, webhooktest.Sign(rKey, []byte(getQuery), ts), fmt.Sprint(ts), 401, ""},
+		{"stale", "POST", "", body, false, webhooktest.Sign(rKey, body, ts-301), fmt.Sprint(ts - 301), 400, ""},
+		{"too far in the future", "POST", "", body, false, webhooktest.Sign(rKey, body, ts+301), fmt.Sprint(ts + 301), 400, ""},
+		{"edge of window", "POST", "", body, false, webhooktest.Sign(rKey, body, ts-300), fmt.Sprint(ts - 300), 200, "ev-1"},
 		{"signed non-numeric timestamp", "POST", "", body, false, signStr(rKey, body, "soon"), "soon", 400, ""},
-		{"not json", "POST", "", []byte("not json"), false, sign(rKey, []byte("not json"), ts), fmt.Sprint(ts), 400, ""},
-		{"no id", "POST", "", []byte(`{"type":"x"}`), false, sign(rKey, []byte(`{"type":"x"}`), ts), fmt.Sprint(ts), 400, ""},
-		{"bad time", "POST", "", []byte(`{"type":"x","id":"i","time":"yesterday"}`), false, sign(rKey, []byte(`{"type":"x","id":"i","time":"yesterday"}`), ts), fmt.Sprint(ts), 400, ""},
-		{"get data not json", "GET", "type=x&id=i&data=%7B", nil, false, sign(rKey, []byte("type=x&id=i&data=%7B"), ts), fmt.Sprint(ts), 400, ""},
-		{"oversized", "POST", "", bytes.Repeat([]byte("x"), 1025), false, sign(rKey, bytes.Repeat([]byte("x"), 1025), ts), fmt.Sprint(ts), 413, ""},
-		{"oversized chunked", "POST", "", bytes.Repeat([]byte("x"), 1025), true, sign(rKey, bytes.Repeat([]byte("x"), 1025), ts), fmt.Sprint(ts), 413, ""},
+		{"not json", "POST", "", []byte("not json"), false, webhooktest.Sign(rKey, []byte("not json"), ts), fmt.Sprint(ts), 400, ""},
+		{"no id", "POST", "", []byte(`{"type":"x"}`), false, webhooktest.Sign(rKey, []byte(`{"type":"x"}`), ts), fmt.Sprint(ts), 400, ""},
+		{"bad time", "POST", "", []byte(`{"type":"x","id":"i","time":"yesterday"}`), false, webhooktest.Sign(rKey, []byte(`{"type":"x","id":"i","time":"yesterday"}`), ts), fmt.Sprint(ts), 400, ""},
+		{"time the spool cannot hold", "POST", "", []byte(`{"type":"x","id":"i","time":"1000-01-01T00:00:00Z"}`), false, webhooktest.Sign(rKey, []byte(`{"type":"x","id":"i","time":"1000-01-01T00:00:00Z"}`), ts), fmt.Sprint(ts), 400, ""},
+		{"get data not json", "GET", "type=x&id=i&data=%7B", nil, false, webhooktest.Sign(rKey, []byte("type=x&id=i&data=%7B"), ts), fmt.Sprint(ts), 400, ""},
+		{"oversized", "POST", "", bytes.Repeat([]byte("x"), 1025), false, webhooktest.Sign(rKey, bytes.Repeat([]byte("x"), 1025), ts), fmt.Sprint(ts), 413, ""},
+		{"oversized chunked", "POST", "", bytes.Repeat([]byte("x"), 1025), true, webhooktest.Sign(rKey, bytes.Repeat([]byte("x"), 1025), ts), fmt.Sprint(ts), 413, ""},
 		{"oversized get", "GET", "id=" + strings.Repeat("x", 1025), nil, false, "", fmt.Sprint(ts), 413, ""},
-		{"put", "PUT", "", body, false, sign(rKey, body, ts), fmt.Sprint(ts), 405, ""},
+		{"put", "PUT", "", body, false, webhooktest.Sign(rKey, body, ts), fmt.Sprint(ts), 405, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -188,7 +182,7 @@ func TestReceiverDuplicateAndSinkFailure(t *testing.T) {
 	body := eventBody("ev-dup")
 	send := func() *httptest.ResponseRecorder {
 		req := httptest.NewRequest("POST", "/", bytes.NewReader(body))
-		req.Header.Set(webhooks.SignatureHeader, sign(rKey, body, rNow.Unix()))
+		req.Header.Set(webhooks.SignatureHeader, webhooktest.Sign(rKey, body, rNow.Unix()))
 		req.Header.Set(webhooks.SignatureTimestampHeader, fmt.Sprint(rNow.Unix()))
 		w := httptest.NewRecorder()
 		rc.ServeHTTP(w, req)
@@ -233,7 +227,7 @@ func TestReceiverConcurrent(t *testing.T) {
 				body := eventBody(fmt.Sprintf("ev-%d-%d", i, j%2)) // every event twice
 				req, _ := http.NewRequest("POST", srv.URL, bytes.NewReader(body))
 				ts := time.Now().Unix()
-				req.Header.Set(webhooks.SignatureHeader, sign(rKey, body, ts))
+				req.Header.Set(webhooks.SignatureHeader, webhooktest.Sign(rKey, body, ts))
 				req.Header.Set(webhooks.SignatureTimestampHeader, fmt.Sprint(ts))
 				resp, err := srv.Client().Do(req)
 				if err != nil {
@@ -392,7 +386,7 @@ func postSigned(body []byte, ts int64) (*httptest.ResponseRecorder, *memSink) {
 	sink := newMemSink()
 	rc, _ := webhooks.NewReceiver(sink, []string{rKey}, webhooks.WithReceiverClock(func() time.Time { return rNow }))
 	req := httptest.NewRequest("POST", "/hook", bytes.NewReader(body))
-	req.Header.Set(webhooks.SignatureHeader, sign(rKey, body, ts))
+	req.Header.Set(webhooks.SignatureHeader, webhooktest.Sign(rKey, body, ts))
 	req.Header.Set(webhooks.SignatureTimestampHeader, fmt.Sprint(ts))
 	w := httptest.NewRecorder()
 	rc.ServeHTTP(w, req)

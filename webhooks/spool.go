@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -43,10 +44,7 @@ import (
 // warehouse.
 //
 // The spool does not lock its folder; its owner makes sure one process
-// uses it (pipeline.Listen holds a lock file).
-
-// ErrListening is wrapped when another listener holds the event spool.
-var ErrListening = errors.New("another sepipe listen is using this output folder's event spool")
+// uses it (Listen holds a lock file).
 
 // ErrSpoolClosed is returned by Accept after Close.
 var ErrSpoolClosed = errors.New("webhooks: spool closed")
@@ -288,7 +286,7 @@ func (s *Spool) newSegment(num int64) error {
 	return nil
 }
 
-// fsyncDir is syncDir reporting its error: a segment must not be used
+// fsyncDir syncs a folder, reporting its error: a segment must not be used
 // before its name is durable.
 func fsyncDir(dir string) error {
 	d, err := os.Open(dir)
@@ -533,6 +531,14 @@ func (s *Spool) Close() error {
 }
 
 // encodeRecord frames ev as a spool record.
+// A record keeps an event's time as nanoseconds since 1970 plus one (0:
+// none), an int64: the years 1678 to 2262. spoolableTime reports whether
+// t is one of them; the receiver refuses an event whose time is not, so
+// that a replayed event never comes back with another time.
+var minSpoolTime, maxSpoolTime = time.Unix(0, math.MinInt64+1), time.Unix(0, math.MaxInt64-1)
+
+func spoolableTime(t time.Time) bool { return !t.Before(minSpoolTime) && !t.After(maxSpoolTime) }
+
 func encodeRecord(ev *service.Event) []byte {
 	payload := make([]byte, 0, len(ev.Raw)+len(ev.ID)+len(ev.Type)+len(ev.Subscription)+32)
 	for _, b := range [][]byte{[]byte(ev.ID), []byte(ev.Type), []byte(ev.Subscription), ev.Raw} {
