@@ -31,17 +31,19 @@ func (l *Lakehouse) Expire(ctx context.Context, olderThan time.Duration) ([]Expi
 	return l.ExpireNamespace(ctx, l.cfg.Namespace, olderThan)
 }
 
-// ExpireNamespace is Expire for the tables of namespace.
+// ExpireNamespace is Expire for the tables of namespace; a namespace no
+// run has made yet has none.
 func (l *Lakehouse) ExpireNamespace(ctx context.Context, namespace string, olderThan time.Duration) ([]Expired, error) {
+	streams, err := l.Tables(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
 	var (
 		out  []Expired
 		errs []error
 	)
-	for ident, err := range l.cat.ListTables(ctx, table.Identifier{namespace}) {
-		if err != nil {
-			return out, &TableError{Table: namespace, Step: "expire: list tables", Err: err}
-		}
-		e, err := l.ExpireTable(ctx, ident, olderThan)
+	for _, s := range streams {
+		e, err := l.ExpireTable(ctx, l.Identifier(namespace, s), olderThan)
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -655,17 +655,10 @@ var tenantName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 // tenantBlocks are the top-level keys a tenant's block replaces.
 var tenantBlocks = []string{"service", "credentials", "legacy"}
 
-// UseTenant makes c the config of tenant name: its service, credentials
-// and legacy login take the top level's place, and its output folder is
-// <output.dir>/<name> (TenantDir). name "" is right only for a config
-// without tenants; a config with tenants needs one named.
-func (c *Config) UseTenant(name string) error {
-	if len(c.Tenants) == 0 {
-		if name != "" {
-			return usagef("--tenant %s: the config lists no tenants (add a tenants: block, or leave --tenant out)", name)
-		}
-		return nil
-	}
+// validateTenants checks the tenants block of a config that has one:
+// names that can name a folder and a namespace, no top-level block a
+// tenant's replaces, no namespace of the config's own.
+func (c *Config) validateTenants() error {
 	for _, k := range sortedKeys(c.Tenants) {
 		if !tenantName.MatchString(k) {
 			return c.errf("tenants."+k, "a tenant's name is lower-case letters, digits, - and _ (it names a folder), got %q", k)
@@ -678,6 +671,23 @@ func (c *Config) UseTenant(name string) error {
 	}
 	if _, ok := c.lines["output.lake.iceberg.namespace"]; ok {
 		return c.errf("output.lake.iceberg.namespace", "with tenants, each tenant's tables are in a namespace named after it: leave namespace out")
+	}
+	return nil
+}
+
+// UseTenant makes c the config of tenant name: its service, credentials
+// and legacy login take the top level's place, and its output folder is
+// <output.dir>/<name> (TenantDir). name "" is right only for a config
+// without tenants; a config with tenants needs one named.
+func (c *Config) UseTenant(name string) error {
+	if len(c.Tenants) == 0 {
+		if name != "" {
+			return usagef("--tenant %s: the config lists no tenants (add a tenants: block, or leave --tenant out)", name)
+		}
+		return nil
+	}
+	if err := c.validateTenants(); err != nil {
+		return err
 	}
 	names := strings.Join(sortedKeys(c.Tenants), ", ")
 	if name == "" {

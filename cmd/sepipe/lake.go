@@ -69,7 +69,11 @@ tables, or only those of --tenant.`,
 			// With tenants: the one --tenant names, else every tenant's
 			// namespace (one maintenance job for a shared catalog).
 			namespaces := sortedKeys(c.Tenants)
-			if tenant != "" || len(c.Tenants) == 0 {
+			if tenant == "" && len(c.Tenants) > 0 {
+				if err := c.validateTenants(); err != nil {
+					return err
+				}
+			} else {
 				if err := c.UseTenant(tenant); err != nil {
 					return err
 				}

@@ -143,3 +143,50 @@ func TestTwoTenantsSyncAtOnce(t *testing.T) {
 		t.Errorf("sync without --tenant: exit %d, %s", code, errOut)
 	}
 }
+
+// TestLakeExpireEveryTenant: `lake expire` without --tenant expires every
+// tenant's namespace: one whose tenant has not synced yet has no tables
+// (and fails nothing), and the tenants block is checked as for a sync.
+func TestLakeExpireEveryTenant(t *testing.T) {
+	base := t.TempDir()
+	svc := servicetest.New(servicetest.WithUsers(10))
+	srv := httptest.NewServer(svc)
+	t.Cleanup(srv.Close)
+	t.Setenv("SEPIPE_TEST_ACME_TOKEN", svc.AccessToken())
+	lake := filepath.Join(base, "lake")
+	write := func(second string) string {
+		t.Helper()
+		doc := fmt.Sprintf(`tenants:
+  acme:
+    service: {tenant_url: %s}
+    credentials: {access_token: "${SEPIPE_TEST_ACME_TOKEN}"}
+  %s:
+    service: {tenant_url: %s}
+    credentials: {access_token: "${SEPIPE_TEST_ACME_TOKEN}"}
+include: [user]
+requests: {rate: 1000}
+output:
+  dir: %s
+  lake:
+    iceberg:
+      catalog: {uri: %s}
+      warehouse: file://%s
+`, srv.URL, second, srv.URL, filepath.Join(base, "data"), filepath.Join(lake, "catalog.db"), filepath.Join(lake, "warehouse"))
+		cfg := filepath.Join(base, "sepipe.yaml")
+		if err := os.WriteFile(cfg, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	cfg := write("globex")
+	mustRun(t, "sync", "--config", cfg, "--tenant", "acme", "--quiet")
+	out := mustRun(t, "lake", "expire", "--config", cfg, "--older-than", "90d")
+	if !strings.Contains(out, "acme.user") || strings.Contains(out, "globex.") {
+		t.Errorf("lake expire over every tenant, globex never synced:\n%s", out)
+	}
+	cfg = write("Globex")
+	code, _, errOut := runCLI(t, "lake", "expire", "--config", cfg, "--older-than", "90d")
+	if code != exitUsage || !strings.Contains(errOut, "tenants.Globex") {
+		t.Errorf("a tenant name that cannot name a namespace: exit %d, %s", code, errOut)
+	}
+}
