@@ -126,12 +126,12 @@ func (l *Lakehouse) Discard(ctx context.Context, in Intent) error {
 	}
 	live := map[string]bool{}
 	if tbl.CurrentSnapshot() != nil {
-		tasks, err := tbl.Scan().PlanFiles(ctx)
+		files, err := allFiles(ctx, tbl)
 		if err != nil {
 			return &TableError{Table: name, Step: "discard: list live files", Err: err}
 		}
-		for _, t := range tasks {
-			live[t.File.FilePath()] = true
+		for _, f := range files {
+			live[f] = true
 		}
 	}
 	fsys, err := tbl.FS(ctx)

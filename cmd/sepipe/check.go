@@ -44,7 +44,8 @@ streams) or skipped (not configured):
 
 The access token (or the OAuth client that refreshes it) is required; the API
 token and the legacy login are checked when configured. Nothing is written
-except, with OAuth, the rotated tokens in the token store. Exit code 1 if any
+except, with OAuth, the rotated tokens in the token store, and an Iceberg SQL
+catalog on SQLite, which opening creates when its file does not exist yet. Exit code 1 if any
 check failed (not entitled is not a failure), so it fits a deployment pipeline
 or a monitoring probe.`,
 		Example: `  sepipe check
