@@ -57,7 +57,7 @@ type Option func(*Lakehouse)
 func WithAllocator(mem memory.Allocator) Option { return func(l *Lakehouse) { l.mem = mem } }
 
 // WithRowsPerFile sets how many rows go into one data file before the next
-// is started (default 1,966,080, as load's ParquetWriter).
+// is started (default 1,966,080).
 func WithRowsPerFile(n int64) Option { return func(l *Lakehouse) { l.rowsPerFile = max(n, 1) } }
 
 // WithCommitAttempts sets how many times a commit is planned and sent

@@ -23,7 +23,14 @@
 // read_parquet into its history table (history.go: <stream>_history, one
 // partition per snapshot day) and, for an append or merge stream, its own
 // table (a replace stream's table is a view of its history's day), the
-// rejects and the run record in one transaction: either all of a run is in it or none of it. Readers open
+// rejects and the run record in one transaction: either all of a run is
+// in it or none of it. That transaction may begin before the run's
+// streams are all staged (Warehouse.Begin): RunLoad.LoadFiles puts a
+// replace stream's finished part files into its history while the run
+// fetches, RunLoad.Commit loads the rest (or refuses with
+// ErrEarlyLoadStale when its tables do not hold what was loaded), and
+// Warehouse.Wanted says whether another process waits for the lock
+// meanwhile. Readers open
 // the published copy, <out>/warehouse.duckdb: Warehouse.Publish (and
 // PublishState) checkpoints the working database, copies it beside the
 // published file and renames the copy over it (publish.go), so a reader

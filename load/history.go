@@ -66,9 +66,21 @@ func loadHistory(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake) 
 	if run.SnapshotDate == "" {
 		return "", nil
 	}
+	day, cols, err := prepareHistory(ctx, tx, run, t, lake)
+	if err != nil {
+		return "", err
+	}
+	return day, insertHistory(ctx, tx, run, t, t.Files, day, cols)
+}
+
+// prepareHistory makes t's history table ready for the run's rows: it
+// exists (filled from the lake's earlier partitions when it did not), has
+// t's columns, and holds no rows of the run's day. It returns the day
+// column and the table's column types.
+func prepareHistory(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake) (day string, cols map[string]string, err error) {
 	h := HistoryTable(t.Object)
-	fail := func(step string, err error) (string, error) {
-		return "", &WriteError{Object: t.Object, Step: step, Path: h, Err: err}
+	fail := func(step string, err error) (string, map[string]string, error) {
+		return "", nil, &WriteError{Object: t.Object, Step: step, Path: h, Err: err}
 	}
 	kind, err := relationKind(ctx, tx, h)
 	if err != nil {
@@ -82,7 +94,7 @@ func loadHistory(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake) 
 	}
 	if kind == "" && lake != nil {
 		if err := backfillHistory(ctx, tx, *lake, t.Object, run.SnapshotDate); err != nil {
-			return "", err
+			return "", nil, err
 		}
 	}
 	fields := fieldNames(t.Schema)
@@ -108,15 +120,26 @@ func loadHistory(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake) 
 			return fail("history: day column", err)
 		}
 	}
-	cols, err := alignTo(ctx, tx, t.Object, h, t.Schema)
+	cols, err = alignTo(ctx, tx, t.Object, h, t.Schema)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM "+Ident(h)+" WHERE "+Ident(day)+" = CAST(? AS DATE)", run.SnapshotDate); err != nil {
 		return fail("history: replace the day's rows", err)
 	}
-	if len(t.Files) == 0 {
-		return day, nil
+	return day, cols, nil
+}
+
+// insertHistory inserts the rows of files, written with t's schema, into
+// t's history table as the run's day; cols are the table's column types
+// (prepareHistory, alignTo).
+func insertHistory(ctx context.Context, tx *sql.Tx, run Run, t Table, files []string, day string, cols map[string]string) error {
+	if len(files) == 0 {
+		return nil
+	}
+	h := HistoryTable(t.Object)
+	fail := func(step string, err error) error {
+		return &WriteError{Object: t.Object, Step: step, Path: h, Err: err}
 	}
 	names := make([]string, t.Schema.NumFields())
 	exprs := make([]string, t.Schema.NumFields())
@@ -129,11 +152,11 @@ func loadHistory(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake) 
 		exprs[i] = castTo(Ident(f.Name), from, cols[f.Name])
 	}
 	q := fmt.Sprintf("INSERT INTO %s (%s, %s) SELECT %s, CAST(? AS DATE) FROM %s",
-		Ident(h), strings.Join(names, ", "), Ident(day), strings.Join(exprs, ", "), readStaged(t.Files))
+		Ident(h), strings.Join(names, ", "), Ident(day), strings.Join(exprs, ", "), readStaged(files))
 	if _, err := tx.ExecContext(ctx, q, run.SnapshotDate); err != nil {
 		return fail("history: load parquet", err)
 	}
-	return day, nil
+	return nil
 }
 
 // historyDayColumn finds the day column of an existing history table.

@@ -36,6 +36,10 @@ func (l Lake) StatePath() string { return filepath.Join(l.Root, ".sepipe", "stat
 
 func (l Lake) stateLockPath() string { return filepath.Join(l.Root, ".sepipe", "state.lock") }
 
+// stateWantPath is where a process waiting for the state lock says so
+// (lockState, Warehouse.Wanted).
+func (l Lake) stateWantPath() string { return filepath.Join(l.Root, ".sepipe", "state.want") }
+
 // nextPath is where a publish copies the working database before renaming
 // it over WarehousePath: in the same file system, outside the names a
 // reader opens.
@@ -68,7 +72,7 @@ func OpenState(ctx context.Context, lake Lake, opts ...OpenOption) (*Warehouse, 
 	if err := os.MkdirAll(filepath.Dir(lake.StatePath()), 0o755); err != nil {
 		return nil, fmt.Errorf("output folder %s: %w", lake.Root, err)
 	}
-	unlock, err := lockState(ctx, lake.stateLockPath(), o.lockWait)
+	unlock, err := lockState(ctx, lake, o.lockWait)
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +244,7 @@ func PublishState(ctx context.Context, lake Lake, opts ...OpenOption) error {
 		defer wh.Close()
 		return wh.Publish(ctx)
 	}
-	unlock, err := lockState(ctx, lake.stateLockPath(), o.lockWait)
+	unlock, err := lockState(ctx, lake, o.lockWait)
 	if err != nil {
 		return err
 	}

@@ -131,21 +131,32 @@ func OpenWarehouse(ctx context.Context, path string, opts ...OpenOption) (*Wareh
 
 // configure applies the memory limit, threads and insertion order of o.
 func (w *Warehouse) configure(ctx context.Context, o openOptions) error {
-	if o.memoryLimit != "" {
-		if err := w.db.QueryRowContext(ctx, "SELECT current_setting('memory_limit')").Scan(&w.defaultMemory); err != nil {
+	return w.configureOn(ctx, w.db, o)
+}
+
+// configureOn applies o on db's connection (the database's, or a
+// transaction's: the warehouse has one connection).
+func (w *Warehouse) configureOn(ctx context.Context, db interface {
+	querier
+	execer
+}, o openOptions) error {
+	if o.memoryLimit != "" && w.defaultMemory == "" {
+		if err := db.QueryRowContext(ctx, "SELECT current_setting('memory_limit')").Scan(&w.defaultMemory); err != nil {
 			return fmt.Errorf("warehouse %s: memory limit: %w", w.path, err)
 		}
-		if _, err := w.db.ExecContext(ctx, "SET memory_limit = "+Literal(o.memoryLimit)); err != nil {
+	}
+	if o.memoryLimit != "" {
+		if _, err := db.ExecContext(ctx, "SET memory_limit = "+Literal(o.memoryLimit)); err != nil {
 			return fmt.Errorf("warehouse %s: memory limit %q: %w", w.path, o.memoryLimit, err)
 		}
 	}
 	if o.anyOrder {
-		if _, err := w.db.ExecContext(ctx, "SET preserve_insertion_order = false"); err != nil {
+		if _, err := db.ExecContext(ctx, "SET preserve_insertion_order = false"); err != nil {
 			return fmt.Errorf("warehouse %s: preserve_insertion_order: %w", w.path, err)
 		}
 	}
 	if o.threads > 0 {
-		if _, err := w.db.ExecContext(ctx, fmt.Sprintf("SET threads = %d", o.threads)); err != nil {
+		if _, err := db.ExecContext(ctx, fmt.Sprintf("SET threads = %d", o.threads)); err != nil {
 			return fmt.Errorf("warehouse %s: threads %d: %w", w.path, o.threads, err)
 		}
 	}
@@ -396,45 +407,11 @@ func columnDefs(object string, s *arrow.Schema, mode WriteMode) ([]string, error
 // partitions. Each table's history table gets the run's partition in the
 // same transaction.
 func (w *Warehouse) Commit(ctx context.Context, run Run, tables []Table) error {
-	tx, err := w.db.BeginTx(ctx, nil)
+	r, err := w.Begin(ctx, run)
 	if err != nil {
-		return fmt.Errorf("warehouse %s: begin: %w", w.path, err)
-	}
-	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	rowsPer := map[string]int64{}
-	for _, t := range tables {
-		if err := CheckName(t.Object); err != nil {
-			return &WriteError{Object: t.Object, Step: "load", Err: err}
-		}
-		if err := loadTable(ctx, tx, run, t, w.lake); err != nil {
-			return err
-		}
-		if err := recordName(ctx, tx, run.ID, t); err != nil {
-			return err
-		}
-		if err := recordLakeIntent(ctx, tx, run, t); err != nil {
-			return err
-		}
-		rowsPer[t.Object] = t.Rows
-		st := t.Stats
-		if _, err := tx.ExecContext(ctx, `INSERT INTO _sepipe_run_objects
-			(run_id, object, rows, rejected_rows, pages, requests, retries, duration_ms, schema_version, files, status)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			run.ID, t.Object, t.Rows, st.RejectedRows, st.Pages, st.Requests, st.Retries,
-			st.Duration.Milliseconds(), schemas.SchemaVersion(t.Schema), len(t.Files), StreamCommitted); err != nil {
-			return &WriteError{Object: t.Object, Step: "record run object", Path: "_sepipe_run_objects", Err: err}
-		}
-	}
-	if err := insertOutcomes(ctx, tx, run); err != nil {
 		return err
 	}
-	if err := insertRun(ctx, tx, run, rowsPer, false); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("warehouse %s: commit run %s: %w", w.path, run.ID, err)
-	}
-	return nil
+	return r.Commit(ctx, run, tables)
 }
 
 // RecordFailure writes a run that did not commit data, so the history says
@@ -510,7 +487,7 @@ func fileList(files []string) string {
 	return "[" + strings.Join(q, ", ") + "]"
 }
 
-func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake) error {
+func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, early *earlyTable) error {
 	mode := t.Mode
 	if mode == "" {
 		mode = Replace
@@ -554,7 +531,7 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake) er
 	}
 	switch {
 	case asView:
-		day, err := loadHistory(ctx, tx, run, t, lake)
+		day, err := early.finish(ctx, tx, run, t, lake)
 		if err != nil {
 			return err
 		}

@@ -33,10 +33,18 @@ var _ Writer = (*ParquetWriter)(nil)
 type ParquetOption func(*ParquetWriter)
 
 // WithRowsPerFile sets how many rows go into one part file before the next
-// is started (default 16 row groups of DefaultRowGroupRows, 1,966,080).
+// is started (default 2 row groups of DefaultRowGroupRows, 245,760: a
+// run loads each finished file into DuckDB while it still fetches).
 // A file is closed by the first batch that reaches the limit, so it may
 // hold a few more rows.
 func WithRowsPerFile(n int64) ParquetOption { return func(w *ParquetWriter) { w.rowsPerFile = n } }
+
+// WithFileDone has fn called with each part file's path once the file is
+// complete and synced (a load may read it from then on), from the
+// goroutine that called Write or Close.
+func WithFileDone(fn func(path string)) ParquetOption {
+	return func(w *ParquetWriter) { w.fileDone = fn }
+}
 
 // WithRowGroupRows sets the Parquet row group length (default
 // DefaultRowGroupRows).
@@ -82,6 +90,7 @@ type ParquetWriter struct {
 	mem         memory.Allocator
 	firstFile   int
 	fileStep    int
+	fileDone    func(path string)
 
 	f     *os.File
 	bw    *bufio.Writer
@@ -95,7 +104,7 @@ type ParquetWriter struct {
 // NewParquetWriter creates dir (and parents) and prepares to write batches
 // of schema s there. No file exists until the first Write.
 func NewParquetWriter(dir, object string, s *arrow.Schema, opts ...ParquetOption) (*ParquetWriter, error) {
-	w := &ParquetWriter{dir: dir, object: object, schema: s, rowsPerFile: 16 * DefaultRowGroupRows, rowGroup: DefaultRowGroupRows,
+	w := &ParquetWriter{dir: dir, object: object, schema: s, rowsPerFile: 2 * DefaultRowGroupRows, rowGroup: DefaultRowGroupRows,
 		mem: memory.DefaultAllocator, fileStep: 1}
 	for _, o := range opts {
 		o(w)
@@ -277,6 +286,9 @@ func (w *ParquetWriter) finish() error {
 	}
 	if err := f.Close(); err != nil {
 		return &WriteError{Object: w.object, Step: "close parquet file", Path: name, Err: err}
+	}
+	if w.fileDone != nil {
+		w.fileDone(name)
 	}
 	return nil
 }

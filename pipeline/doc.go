@@ -24,7 +24,13 @@
 //     each stream's history and table (a replace stream's table is a
 //     view of its history's day), with the rejects, the run
 //     record and the Iceberg intents (_sepipe_lake_intents), in one DuckDB
-//     transaction;
+//     transaction. That transaction may begin during step 2: the early
+//     load (earlyload.go) puts a replace stream's finished part files
+//     into its history while the run still fetches, when the working
+//     database is free and the processors are mostly idle (a slow or
+//     rate-limited service), and gives the database up, with all it
+//     loaded, when another process waits for it; the commit loads only
+//     what is left, or everything again when a stream it loaded failed;
 //  4. publish each staged partition into the lake by renaming it;
 //  5. commit each Iceberg intent (one snapshot per stream, idempotent by
 //     run id) and mark it committed;

@@ -38,3 +38,39 @@ func TestIDText(t *testing.T) {
 		}
 	}
 }
+
+// TestCPUIdle: the early load runs in the time the processors were idle
+// since the last look, at least minSample apart, and not before a first
+// window has passed.
+func TestCPUIdle(t *testing.T) {
+	var idle, total uint64
+	c := cpuIdle{read: func() (uint64, uint64, bool) { return idle, total, true }}
+	if c.idle() {
+		t.Fatal("idle before a window has passed")
+	}
+	step := func(idleTicks, totalTicks uint64) bool {
+		idle, total = idle+idleTicks, total+totalTicks
+		c.at = c.at.Add(-minSample) // a window has passed
+		return c.idle()
+	}
+	if !step(90, 100) {
+		t.Error("90 % idle: not idle")
+	}
+	if step(10, 100) {
+		t.Error("10 % idle (the fetch keeps the processors busy): idle")
+	}
+	idle, total = idle+100, total+100
+	if c.idle() {
+		t.Error("a look within minSample changed the answer")
+	}
+	if !step(50, 100) {
+		t.Error("75 % idle over the window since the last sample (150 of 200): not idle")
+	}
+	if step(0, 0) {
+		t.Error("no processor time passed: idle")
+	}
+	c = cpuIdle{read: func() (uint64, uint64, bool) { return 0, 0, false }}
+	if !c.idle() {
+		t.Error("where the processors' times cannot be read, the load runs")
+	}
+}

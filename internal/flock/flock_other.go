@@ -12,3 +12,6 @@ func TryLock(path string, busy error) (unlock func(), err error) { return func()
 func Lock(ctx context.Context, path string, o Options) (unlock func(), err error) {
 	return func() {}, nil
 }
+
+// Wanted is always false where flock is not available.
+func Wanted(path string) bool { return false }

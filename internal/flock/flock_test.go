@@ -82,3 +82,52 @@ func TestLockBoundedWaitGivesHeldError(t *testing.T) {
 		t.Fatalf("Lock after the context ended: %v, want %v", err, stop)
 	}
 }
+
+func TestWantedWhileAnotherLockWaits(t *testing.T) {
+	dir := t.TempDir()
+	path, wantPath := filepath.Join(dir, "db.lock"), filepath.Join(dir, "db.want")
+	if Wanted(wantPath) {
+		t.Fatal("Wanted before anyone waited")
+	}
+	unlock, err := Lock(context.Background(), path, Options{Want: wantPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if Wanted(wantPath) {
+		t.Fatal("Wanted while no one waits")
+	}
+	got := make(chan error, 1)
+	go func() {
+		u, err := Lock(context.Background(), path, Options{Wait: -1, Want: wantPath})
+		if err == nil {
+			u()
+		}
+		got <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !Wanted(wantPath) {
+		if time.Now().After(deadline) {
+			t.Fatal("a waiting Lock was never Wanted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	unlock()
+	if err := <-got; err != nil {
+		t.Fatalf("the waiting Lock: %v", err)
+	}
+	if Wanted(wantPath) {
+		t.Error("still Wanted after the waiter took the lock and let it go")
+	}
+	// A Lock that does not wait never says it wants the lock.
+	unlock, err = Lock(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	if _, err := Lock(context.Background(), path, Options{Want: wantPath}); err == nil {
+		t.Fatal("second Lock without a wait succeeded")
+	}
+	if Wanted(wantPath) {
+		t.Error("Wanted after a Lock that does not wait")
+	}
+}

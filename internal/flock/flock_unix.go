@@ -43,6 +43,7 @@ func Lock(ctx context.Context, path string, o Options) (unlock func(), err error
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	deadline := time.Now().Add(o.Wait)
+	waiting := false
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
@@ -61,6 +62,15 @@ func Lock(ctx context.Context, path string, o Options) (unlock func(), err error
 			f.Close()
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
+		if o.Wait != 0 && o.Want != "" && !waiting {
+			release, err := want(o.Want, perm)
+			if err != nil {
+				f.Close()
+				return nil, err
+			}
+			defer release()
+			waiting = true
+		}
 		if o.Wait >= 0 && !time.Now().Before(deadline) {
 			holder, _ := os.ReadFile(path)
 			f.Close()
@@ -73,4 +83,38 @@ func Lock(ctx context.Context, path string, o Options) (unlock func(), err error
 		case <-time.After(poll):
 		}
 	}
+}
+
+// want holds a shared lock on path while a Lock waits (Options.Want).
+// The blocking flock waits only for a Wanted probe, which holds the
+// exclusive lock for an instant.
+func want(path string, perm os.FileMode) (release func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, perm)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+// Wanted reports whether a Lock is waiting with Options.Want set to
+// path: the holder of that lock should finish, or give it up, soon.
+func Wanted(path string) bool {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return false // no one has ever waited
+	}
+	defer f.Close()
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if err != nil {
+		return errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
 }

@@ -19,6 +19,10 @@ type Options struct {
 	// Note is written after the pid into the lock file, for whoever finds
 	// it held (a program name, say).
 	Note string
+	// Want, when set, names a second file that a waiting Lock holds a
+	// shared lock on for as long as it waits: the holder of the lock can
+	// ask Wanted(Want) whether anyone is waiting for it, and give it up.
+	Want string
 }
 
 // ErrHeld is the default Options.Busy.

@@ -1,0 +1,281 @@
+package load
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/sepipe/sepipe/internal/flock"
+	"github.com/sepipe/sepipe/schemas"
+)
+
+// RunLoad is a run's one transaction on the warehouse, begun before the
+// run's streams are all staged. LoadFiles puts a replace stream's
+// finished part files into its history while the run still fetches the
+// rest (DuckDB's insert is most of a load's time, issue 14); Commit then
+// loads what is left and records the run, exactly as Warehouse.Commit
+// does. Nothing of the transaction is visible, or survives a killed
+// process, before Commit returns.
+//
+// A RunLoad is not safe for concurrent use.
+type RunLoad struct {
+	w     *Warehouse
+	tx    *sql.Tx
+	run   Run
+	early map[string]*earlyTable
+	done  bool
+}
+
+// earlyTable is what LoadFiles has put into one stream's history.
+type earlyTable struct {
+	counts bool              // checked for a commit that counts new rows
+	day    string            // the history's day column
+	cols   map[string]string // the history's column types
+	schema *arrow.Schema     // the schema the files were written with
+	files  []string
+}
+
+// ErrEarlyLoadStale is returned by RunLoad.Commit when its tables are not
+// what LoadFiles loaded (a stream failed, was read again into other
+// files, or is not a replace stream after all). The transaction is rolled
+// back: begin again and commit from the staged files.
+var ErrEarlyLoadStale = errors.New("the rows loaded while the run fetched are not the run's tables")
+
+// ErrNotEarly is returned by RunLoad.LoadFiles for a stream that cannot
+// load before the commit; the transaction goes on, and the commit loads
+// the stream's files.
+var ErrNotEarly = errors.New("the stream loads at the commit")
+
+// Begin starts run's transaction (its ID and SnapshotDate; the rest of
+// the record is given to Commit).
+func (w *Warehouse) Begin(ctx context.Context, run Run) (*RunLoad, error) {
+	tx, err := w.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("warehouse %s: begin: %w", w.path, err)
+	}
+	return &RunLoad{w: w, tx: tx, run: run, early: map[string]*earlyTable{}}, nil
+}
+
+// Wanted reports whether another sepipe process is waiting for the
+// working database's lock. A sync that took it to load while it fetches
+// gives it up (RunLoad.Rollback, Close) so that a listen batch or a
+// publish is not held for the rest of the fetch.
+func (w *Warehouse) Wanted() bool {
+	return w.lake != nil && flock.Wanted(w.lake.stateWantPath())
+}
+
+// Configure applies opts' memory limit, threads and insertion order
+// (their lock wait is for opening only) before the rest of the run is
+// loaded: a run that began before its streams were staged learns only then
+// how large its pages were.
+func (r *RunLoad) Configure(ctx context.Context, opts ...OpenOption) error {
+	o := openOptions{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return r.w.configureOn(ctx, r.tx, o)
+}
+
+// LoadFiles inserts the rows of t.Files, finished part files of a replace
+// stream written with t.Schema, into the stream's history as the run's
+// day. The first call for a stream prepares its history (created,
+// aligned to t.Schema, the day's earlier rows deleted); a later call with
+// a wider schema widens it again. t.NewRows set says the commit will
+// count the stream's new rows against its table as it was: a table that
+// is a view of the run's day (a rerun on the same day) would change under
+// that count, so such a stream gets ErrNotEarly.
+func (r *RunLoad) LoadFiles(ctx context.Context, t Table) error {
+	if r.done {
+		return errors.New("load: the run's transaction has ended")
+	}
+	if t.Mode != Replace && t.Mode != "" || t.FullRefresh || r.run.SnapshotDate == "" {
+		return &WriteError{Object: t.Object, Step: "load early", Path: t.Object,
+			Err: errors.New("only a replace stream of a run with a snapshot day loads while it fetches")}
+	}
+	if err := CheckName(t.Object); err != nil {
+		return &WriteError{Object: t.Object, Step: "load", Err: err}
+	}
+	e := r.early[t.Object]
+	if e == nil {
+		if t.NewRows != nil {
+			shows, err := showsDay(ctx, r.tx, t.Object, r.run.SnapshotDate)
+			if err != nil {
+				return &WriteError{Object: t.Object, Step: "load early: inspect the table", Path: t.Object, Err: err}
+			}
+			if shows {
+				return fmt.Errorf("%s: %w: its table shows the run's day, and counting the new rows compares with it", t.Object, ErrNotEarly)
+			}
+		}
+		day, cols, err := prepareHistory(ctx, r.tx, r.run, t, r.w.lake)
+		if err != nil {
+			return err
+		}
+		e = &earlyTable{counts: t.NewRows != nil, day: day, cols: cols, schema: t.Schema}
+		r.early[t.Object] = e
+	}
+	if err := e.align(ctx, r.tx, t); err != nil {
+		return err
+	}
+	if err := insertHistory(ctx, r.tx, r.run, t, t.Files, e.day, e.cols); err != nil {
+		return err
+	}
+	e.files = append(e.files, t.Files...)
+	return nil
+}
+
+// Forget deletes the rows LoadFiles inserted for object: its stream is
+// being read again, and its part files are about to go.
+func (r *RunLoad) Forget(ctx context.Context, object string) error {
+	e := r.early[object]
+	if e == nil || len(e.files) == 0 {
+		return nil
+	}
+	h := HistoryTable(object)
+	if _, err := r.tx.ExecContext(ctx, "DELETE FROM "+Ident(h)+" WHERE "+Ident(e.day)+" = CAST(? AS DATE)", r.run.SnapshotDate); err != nil {
+		return &WriteError{Object: object, Step: "history: forget the rows loaded early", Path: h, Err: err}
+	}
+	e.files = nil
+	return nil
+}
+
+// Loaded is how many part files LoadFiles has put in for object.
+func (r *RunLoad) Loaded(object string) int {
+	if e := r.early[object]; e != nil {
+		return len(e.files)
+	}
+	return 0
+}
+
+// Rollback ends the transaction and drops everything in it.
+func (r *RunLoad) Rollback() error {
+	if r.done {
+		return nil
+	}
+	r.done = true
+	return r.tx.Rollback()
+}
+
+// Commit loads every table of a run, moves the incremental state, records
+// the schema versions, the rejects and the run, all in one transaction:
+// either all of it is in the warehouse or none of it. The run is recorded
+// as not yet published; MarkPublished finishes it once the lake has its
+// partitions. Each table's history table gets the run's partition in the
+// same transaction; the files LoadFiles loaded are not loaded again.
+// When tables do not hold what LoadFiles loaded, Commit rolls back and
+// returns ErrEarlyLoadStale. The transaction has ended when it returns.
+func (r *RunLoad) Commit(ctx context.Context, run Run, tables []Table) error {
+	if r.done {
+		return errors.New("load: the run's transaction has ended")
+	}
+	defer r.Rollback() //nolint:errcheck // no-op after the commit
+	if run.ID != r.run.ID || run.SnapshotDate != r.run.SnapshotDate {
+		return fmt.Errorf("warehouse %s: commit run %s (%s) in the transaction of run %s (%s)", r.w.path, run.ID, run.SnapshotDate, r.run.ID, r.run.SnapshotDate)
+	}
+	if err := r.check(tables); err != nil {
+		return err
+	}
+	tx := r.tx
+	rowsPer := map[string]int64{}
+	for _, t := range tables {
+		if err := CheckName(t.Object); err != nil {
+			return &WriteError{Object: t.Object, Step: "load", Err: err}
+		}
+		if err := loadTable(ctx, tx, run, t, r.w.lake, r.early[t.Object]); err != nil {
+			return err
+		}
+		if err := recordName(ctx, tx, run.ID, t); err != nil {
+			return err
+		}
+		if err := recordLakeIntent(ctx, tx, run, t); err != nil {
+			return err
+		}
+		rowsPer[t.Object] = t.Rows
+		st := t.Stats
+		if _, err := tx.ExecContext(ctx, `INSERT INTO _sepipe_run_objects
+			(run_id, object, rows, rejected_rows, pages, requests, retries, duration_ms, schema_version, files, status)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			run.ID, t.Object, t.Rows, st.RejectedRows, st.Pages, st.Requests, st.Retries,
+			st.Duration.Milliseconds(), schemas.SchemaVersion(t.Schema), len(t.Files), StreamCommitted); err != nil {
+			return &WriteError{Object: t.Object, Step: "record run object", Path: "_sepipe_run_objects", Err: err}
+		}
+	}
+	if err := insertOutcomes(ctx, tx, run); err != nil {
+		return err
+	}
+	if err := insertRun(ctx, tx, run, rowsPer, false); err != nil {
+		return err
+	}
+	r.done = true
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("warehouse %s: commit run %s: %w", r.w.path, run.ID, err)
+	}
+	return nil
+}
+
+// check refuses tables that do not hold what LoadFiles loaded: each
+// stream loaded early must be a replace stream among tables whose files
+// include the ones loaded, and may count its new rows only if LoadFiles
+// was told so (that count compares with the table as it was).
+func (r *RunLoad) check(tables []Table) error {
+	for object, e := range r.early {
+		i := slices.IndexFunc(tables, func(t Table) bool { return t.Object == object })
+		if i < 0 {
+			return fmt.Errorf("%w: %s is not committed", ErrEarlyLoadStale, object)
+		}
+		t := tables[i]
+		if t.Mode != Replace && t.Mode != "" || t.NewRows != nil && !e.counts {
+			return fmt.Errorf("%w: %s is not loaded as a replace stream", ErrEarlyLoadStale, object)
+		}
+		for _, f := range e.files {
+			if !slices.Contains(t.Files, f) {
+				return fmt.Errorf("%w: %s does not hold %s", ErrEarlyLoadStale, object, f)
+			}
+		}
+	}
+	return nil
+}
+
+// align widens the history for t's schema when it is not the one the
+// loaded files were written with.
+func (e *earlyTable) align(ctx context.Context, tx *sql.Tx, t Table) error {
+	if e.schema.Equal(t.Schema) {
+		return nil
+	}
+	cols, err := alignTo(ctx, tx, t.Object, HistoryTable(t.Object), t.Schema)
+	if err != nil {
+		return err
+	}
+	e.schema, e.cols = t.Schema, cols
+	return nil
+}
+
+// finish puts a replace stream's run into its history: all of it
+// (loadHistory) when nothing was loaded early (e is nil), else the files
+// LoadFiles has not loaded. It returns the history's day column.
+func (e *earlyTable) finish(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake) (string, error) {
+	if e == nil {
+		return loadHistory(ctx, tx, run, t, lake)
+	}
+	if err := e.align(ctx, tx, t); err != nil {
+		return "", err
+	}
+	rest := slices.DeleteFunc(slices.Clone(t.Files), func(f string) bool { return slices.Contains(e.files, f) })
+	return e.day, insertHistory(ctx, tx, run, t, rest, e.day, e.cols)
+}
+
+// showsDay reports whether object is a view (a replace stream's table)
+// of its history's rows of day. The view names the day as a literal;
+// whatever DuckDB makes of its text, the date is in it.
+func showsDay(ctx context.Context, tx *sql.Tx, object, day string) (bool, error) {
+	var text string
+	err := tx.QueryRowContext(ctx, `SELECT sql FROM duckdb_views() WHERE schema_name = current_schema() AND view_name = ?`, object).Scan(&text)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil && strings.Contains(text, day), err
+}

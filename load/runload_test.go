@@ -1,0 +1,159 @@
+package load_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/sepipe/sepipe/load"
+)
+
+// stageParts writes rows [from, to) of "thing" for run as part files of
+// per rows each, starting at file number first.
+func stageParts(t *testing.T, lake load.Lake, run, date string, first, from, to, per int) load.Table {
+	t.Helper()
+	w, err := load.NewParquetWriter(lake.StagingDir(run, "thing", date), "thing", schema(t),
+		load.WithRowsPerFile(int64(per)), load.WithFileNumbers(first, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := from; i < to; i += per {
+		rec := batch(t, memory.DefaultAllocator, i, min(per, to-i))
+		if err := w.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return load.Table{Object: "thing", Schema: schema(t), Files: w.Files(), Rows: w.Rows()}
+}
+
+// TestRunLoadLoadsWhileFetching: part files a run loads before its commit
+// are invisible until the commit, are not loaded twice by it, are taken
+// out again when the stream is read anew, and a commit whose tables do not
+// hold them rolls the whole transaction back, keeping the day's earlier
+// rows.
+func TestRunLoadLoadsWhileFetching(t *testing.T) {
+	ctx := context.Background()
+	lake, wh := newWarehouse(t)
+	day := "2026-11-26"
+	now := time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)
+	run := func(id string) load.Run {
+		return load.Run{ID: id, Started: now, Finished: now, Status: "succeeded", SnapshotDate: day}
+	}
+	if err := wh.Commit(ctx, run("r1"), []load.Table{stage(t, lake, "r1", day, 40)}); err != nil {
+		t.Fatal(err)
+	}
+
+	// r2 loads two part files early, is read again, loads one file of
+	// its second read early and commits that read's three files.
+	rl, err := wh.Begin(ctx, run("r2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := stageParts(t, lake, "r2", day, 0, 0, 20, 10)
+	if err := rl.LoadFiles(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := rl.Forget(ctx, "thing"); err != nil {
+		t.Fatal(err)
+	}
+	again := stageParts(t, lake, "r2", day, 10, 100, 130, 10)
+	early := again
+	early.Files = again.Files[:1]
+	if err := rl.LoadFiles(ctx, early); err != nil {
+		t.Fatal(err)
+	}
+	if n := rl.Loaded("thing"); n != 1 {
+		t.Errorf("Loaded = %d, want 1", n)
+	}
+	if err := rl.Commit(ctx, run("r2"), []load.Table{again}); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	if n := count(t, wh.DB(), `SELECT count(*) FROM thing`); n != 30 {
+		t.Errorf("the table has %d rows, want the second read's 30 (each file once)", n)
+	}
+	if n := count(t, wh.DB(), `SELECT count(*) FROM thing WHERE id < 100`); n != 0 {
+		t.Errorf("%d rows of the forgotten first read stayed", n)
+	}
+	if n := count(t, wh.DB(), `SELECT count(DISTINCT id) FROM thing_history`); n != 30 {
+		t.Errorf("the history holds %d distinct ids, want 30", n)
+	}
+
+	// r3 loads a file early but its stream does not commit: nothing of
+	// r3 stays and r2's rows of the day are still there.
+	rl, err = wh.Begin(ctx, run("r3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rl.LoadFiles(ctx, stageParts(t, lake, "r3", day, 0, 500, 505, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rl.Commit(ctx, run("r3"), nil); !errors.Is(err, load.ErrEarlyLoadStale) {
+		t.Fatalf("commit without the stream loaded early: %v, want ErrEarlyLoadStale", err)
+	}
+	if n := count(t, wh.DB(), `SELECT count(*) FROM thing_history WHERE id >= 100 AND id < 130`); n != 30 {
+		t.Errorf("after the stale commit the history holds %d of r2's rows, want 30", n)
+	}
+	if n := count(t, wh.DB(), `SELECT count(*) FROM _sepipe_runs WHERE run_id = 'r3'`); n != 0 {
+		t.Error("the stale commit recorded its run")
+	}
+	// So does a commit whose stream wrote other files.
+	rl, err = wh.Begin(ctx, run("r4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rl.LoadFiles(ctx, stageParts(t, lake, "r4", day, 0, 600, 610, 10)); err != nil {
+		t.Fatal(err)
+	}
+	other := stageParts(t, lake, "r4", day, 5, 700, 710, 10)
+	if err := rl.Commit(ctx, run("r4"), []load.Table{other}); !errors.Is(err, load.ErrEarlyLoadStale) {
+		t.Fatalf("commit of other files: %v, want ErrEarlyLoadStale", err)
+	}
+	if err := wh.Commit(ctx, run("r4"), []load.Table{other}); err != nil {
+		t.Fatalf("the commit from the staged files after the stale one: %v", err)
+	}
+	if n := count(t, wh.DB(), `SELECT count(*) FROM thing`); n != 10 {
+		t.Errorf("the table has %d rows, want r4's 10", n)
+	}
+}
+
+// TestWantedWhileAnotherProcessWaits: a waiting OpenState tells the
+// holder of the working database that it wants it.
+func TestWantedWhileAnotherProcessWaits(t *testing.T) {
+	ctx := context.Background()
+	lake := load.Lake{Root: t.TempDir()}
+	wh, err := load.OpenState(ctx, lake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wh.Wanted() {
+		t.Fatal("Wanted with no one waiting")
+	}
+	done := make(chan error, 1)
+	go func() {
+		other, err := load.OpenState(ctx, lake, load.WithLockWait(time.Minute))
+		if err == nil {
+			err = other.Close()
+		}
+		done <- err
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !wh.Wanted() {
+		if time.Now().After(deadline) {
+			t.Fatal("a waiting OpenState was never Wanted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := wh.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the waiting OpenState: %v", err)
+	}
+}
