@@ -33,8 +33,9 @@ var _ Writer = (*ParquetWriter)(nil)
 type ParquetOption func(*ParquetWriter)
 
 // WithRowsPerFile sets how many rows go into one part file before the next
-// is started (default 2 row groups of DefaultRowGroupRows, 245,760: a
-// run loads each finished file into DuckDB while it still fetches).
+// is started (default one row group, DefaultRowGroupRows: a run loads
+// each finished file into DuckDB while it still fetches, and what is
+// left for the commit is mostly the file each writer has open).
 // A file is closed by the first batch that reaches the limit, so it may
 // hold a few more rows.
 func WithRowsPerFile(n int64) ParquetOption { return func(w *ParquetWriter) { w.rowsPerFile = n } }
@@ -104,7 +105,7 @@ type ParquetWriter struct {
 // NewParquetWriter creates dir (and parents) and prepares to write batches
 // of schema s there. No file exists until the first Write.
 func NewParquetWriter(dir, object string, s *arrow.Schema, opts ...ParquetOption) (*ParquetWriter, error) {
-	w := &ParquetWriter{dir: dir, object: object, schema: s, rowsPerFile: 2 * DefaultRowGroupRows, rowGroup: DefaultRowGroupRows,
+	w := &ParquetWriter{dir: dir, object: object, schema: s, rowsPerFile: DefaultRowGroupRows, rowGroup: DefaultRowGroupRows,
 		mem: memory.DefaultAllocator, fileStep: 1}
 	for _, o := range opts {
 		o(w)

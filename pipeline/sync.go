@@ -657,10 +657,11 @@ func memoryFor(configured string, staged []*stagedObject) string {
 
 // earlyMemoryLimit is DuckDB's memory limit while a run loads during its
 // fetch (at most the configured one): the fetch's own buffers are live
-// then, and every megabyte DuckDB's pool holds adds to the run's peak
-// (measured at 1 M rows, 50 requests a second: 64 MB 299 MB peak RSS,
-// 32 MB 275 MB, 16 MB 220-245 MB but a slower load).
-const earlyMemoryLimit = 32 << 20
+// then, and what DuckDB's pool holds adds to the run's peak. Measured at
+// 1 M rows and 50 requests a second, part files of one row group: 16 MB
+// 239-250 MB peak RSS, 24 MB 258-265 MB, the same load time; 64 MB (part
+// files of two row groups) 299 MB.
+const earlyMemoryLimit = 16 << 20
 
 func earlyMemory(configured string) string {
 	if n := sizeBytes(configured); n > 0 && n <= earlyMemoryLimit {
