@@ -26,8 +26,7 @@
 // rejects and the run record in one transaction: either all of a run is
 // in it or none of it. That transaction may begin before the run's
 // streams are all staged (Warehouse.Begin): RunLoad.LoadFiles puts a
-// replace stream's finished part files into its history while the run
-// fetches, RunLoad.Commit loads the rest (or refuses with
+// stream's finished part files into its history while the run fetches, RunLoad.Commit loads the rest (or refuses with
 // ErrEarlyLoadStale when its tables do not hold what was loaded), and
 // Warehouse.Wanted says whether another process waits for the lock
 // meanwhile. Readers open

@@ -15,9 +15,9 @@ import (
 )
 
 // RunLoad is a run's one transaction on the warehouse, begun before the
-// run's streams are all staged. LoadFiles puts a replace stream's
-// finished part files into its history while the run still fetches the
-// rest (DuckDB's insert is most of a load's time, issue 14); Commit then
+// run's streams are all staged. LoadFiles puts a stream's finished part
+// files into its history (a replace stream's table is a view of it) while
+// the run still fetches the rest (DuckDB's insert is most of a load's time, issue 14); Commit then
 // loads what is left and records the run, exactly as Warehouse.Commit
 // does. Nothing of the transaction is visible, or survives a killed
 // process, before Commit returns.
@@ -81,9 +81,9 @@ func (r *RunLoad) Configure(ctx context.Context, opts ...OpenOption) error {
 	return r.w.configureOn(ctx, r.tx, o)
 }
 
-// LoadFiles inserts the rows of t.Files, finished part files of a replace
-// stream written with t.Schema, into the stream's history as the run's
-// day. The first call for a stream prepares its history (created,
+// LoadFiles inserts the rows of t.Files, finished part files of a stream
+// written with t.Schema, into the stream's history as the run's day (for
+// an append or merge stream, the commit loads its own table). The first call for a stream prepares its history (created,
 // aligned to t.Schema, the day's earlier rows deleted); a later call with
 // a wider schema widens it again. t.NewRows set says the commit will
 // count the stream's new rows against its table as it was: a table that
@@ -93,9 +93,9 @@ func (r *RunLoad) LoadFiles(ctx context.Context, t Table) error {
 	if r.done {
 		return errors.New("load: the run's transaction has ended")
 	}
-	if t.Mode != Replace && t.Mode != "" || t.FullRefresh || r.run.SnapshotDate == "" {
+	if r.run.SnapshotDate == "" {
 		return &WriteError{Object: t.Object, Step: "load early", Path: t.Object,
-			Err: errors.New("only a replace stream of a run with a snapshot day loads while it fetches")}
+			Err: errors.New("only a run with a snapshot day loads while it fetches")}
 	}
 	if err := CheckName(t.Object); err != nil {
 		return &WriteError{Object: t.Object, Step: "load", Err: err}
@@ -218,9 +218,9 @@ func (r *RunLoad) Commit(ctx context.Context, run Run, tables []Table) error {
 }
 
 // check refuses tables that do not hold what LoadFiles loaded: each
-// stream loaded early must be a replace stream among tables whose files
-// include the ones loaded, and may count its new rows only if LoadFiles
-// was told so (that count compares with the table as it was).
+// stream loaded early must be among tables, with files that include the
+// ones loaded, and may count its new rows only if LoadFiles was told so
+// (that count compares with the table as it was).
 func (r *RunLoad) check(tables []Table) error {
 	for object, e := range r.early {
 		i := slices.IndexFunc(tables, func(t Table) bool { return t.Object == object })
@@ -228,8 +228,8 @@ func (r *RunLoad) check(tables []Table) error {
 			return fmt.Errorf("%w: %s is not committed", ErrEarlyLoadStale, object)
 		}
 		t := tables[i]
-		if t.Mode != Replace && t.Mode != "" || t.NewRows != nil && !e.counts {
-			return fmt.Errorf("%w: %s is not loaded as a replace stream", ErrEarlyLoadStale, object)
+		if t.NewRows != nil && !e.counts {
+			return fmt.Errorf("%w: %s counts its new rows against a table that may have changed", ErrEarlyLoadStale, object)
 		}
 		for _, f := range e.files {
 			if !slices.Contains(t.Files, f) {
@@ -254,9 +254,9 @@ func (e *earlyTable) align(ctx context.Context, tx *sql.Tx, t Table) error {
 	return nil
 }
 
-// finish puts a replace stream's run into its history: all of it
-// (loadHistory) when nothing was loaded early (e is nil), else the files
-// LoadFiles has not loaded. It returns the history's day column.
+// finish puts a stream's run into its history: all of it (loadHistory)
+// when nothing was loaded early (e is nil), else the files LoadFiles has
+// not loaded. It returns the history's day column.
 func (e *earlyTable) finish(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake) (string, error) {
 	if e == nil {
 		return loadHistory(ctx, tx, run, t, lake)

@@ -157,3 +157,37 @@ func TestWantedWhileAnotherProcessWaits(t *testing.T) {
 		t.Fatalf("the waiting OpenState: %v", err)
 	}
 }
+
+// TestRunLoadAppendStreamsHistoryEarly: an append stream's part files go
+// into its history early; the commit loads its table from every file and
+// its history only from the rest.
+func TestRunLoadAppendStreamsHistoryEarly(t *testing.T) {
+	ctx := context.Background()
+	lake, wh := newWarehouse(t)
+	day := "2026-11-26"
+	now := time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)
+	run := load.Run{ID: "a1", Started: now, Finished: now, Status: "succeeded", SnapshotDate: day}
+	rl, err := wh.Begin(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := stageParts(t, lake, "a1", day, 0, 0, 35, 10)
+	all.Mode = load.Append
+	early := all
+	early.Files = all.Files[:2]
+	if err := rl.LoadFiles(ctx, early); err != nil {
+		t.Fatal(err)
+	}
+	if err := rl.Commit(ctx, run, []load.Table{all}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, wh.DB(), `SELECT count(*) FROM thing WHERE _sepipe_run_id = 'a1'`); n != 35 {
+		t.Errorf("the append table has %d rows of the run, want 35", n)
+	}
+	if n := count(t, wh.DB(), `SELECT count(*) FROM thing_history`); n != 35 {
+		t.Errorf("the history has %d rows, want 35 (each file once)", n)
+	}
+	if n := count(t, wh.DB(), `SELECT count(DISTINCT id) FROM thing_history`); n != 35 {
+		t.Errorf("the history has %d distinct ids, want 35", n)
+	}
+}

@@ -624,10 +624,10 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, ea
 	if err := insertRejects(ctx, tx, run.ID, t.Object, t.Rejects); err != nil {
 		return err
 	}
-	if asView {
-		return nil // its history has the rows already
+	if asView || run.SnapshotDate == "" {
+		return nil // its history has the rows already, or it has none
 	}
-	_, err = loadHistory(ctx, tx, run, t, lake)
+	_, err = early.finish(ctx, tx, run, t, lake)
 	return err
 }
 

@@ -25,8 +25,8 @@
 //     view of its history's day), with the rejects, the run
 //     record and the Iceberg intents (_sepipe_lake_intents), in one DuckDB
 //     transaction. That transaction may begin during step 2: the early
-//     load (earlyload.go) puts a replace stream's finished part files
-//     into its history while the run still fetches, when the working
+//     load (earlyload.go) puts each stream's finished part files into
+//     its history while the run still fetches, when the working
 //     database is free and the processors are mostly idle (a slow or
 //     rate-limited service), and gives the database up, with all it
 //     loaded, when another process waits for it; the commit loads only

@@ -16,10 +16,11 @@ import (
 	"github.com/sepipe/sepipe/load"
 )
 
-// earlyLoader loads a run's finished part files of replace streams into
+// earlyLoader loads a run's finished part files into the streams'
+// history tables (a replace stream's table is a view of its history) in
 // the working database while the run still fetches (issue 14): DuckDB's
 // insert is most of a load, and without it the load waits for the last
-// page. The files go into the run's one transaction (load.RunLoad), so the
+// page. An append or merge stream's own table is loaded at the commit. The files go into the run's one transaction (load.RunLoad), so the
 // run protocol is unchanged: nothing is visible, or survives a killed
 // process, before the commit, and the commit loads whatever was not
 // loaded early.
@@ -71,10 +72,9 @@ func newEarlyLoader(ctx context.Context, run load.Run, counts bool, open func(co
 	return l
 }
 
-// stream is what a stream's writers tell the loader; nil when the stream
-// does not load early.
-func (l *earlyLoader) stream(object string, mode load.WriteMode) *earlyStream {
-	if l == nil || mode != load.Replace {
+// stream is what a stream's writers tell the loader (nil without one).
+func (l *earlyLoader) stream(object string) *earlyStream {
+	if l == nil {
 		return nil
 	}
 	return &earlyStream{l: l, object: object}
@@ -247,7 +247,7 @@ func (l *earlyLoader) load(ctx context.Context, f partFile) {
 		l.giveUp("another sepipe process waits for the working database", nil)
 		return
 	}
-	t := load.Table{Object: f.object, Schema: f.schema, Files: []string{f.path}, Mode: load.Replace}
+	t := load.Table{Object: f.object, Schema: f.schema, Files: []string{f.path}}
 	if l.counts {
 		t.NewRows = new(int64) // only says that the commit counts
 	}

@@ -400,8 +400,8 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	run := load.Run{ID: res.RunID, Started: started, SnapshotDate: res.SnapshotDate, Status: "succeeded"}
 	staged := make([]*stagedObject, len(streams))
 	g, gctx := errgroup.WithContext(ctx)
-	// The early load puts replace streams' part files into the run's
-	// transaction while the run fetches. It lives in the run's context,
+	// The early load puts the streams' part files into their histories,
+	// in the run's transaction, while the run fetches. It lives in the run's context,
 	// not the group's: that ends when the group does, and with it the
 	// transaction.
 	early := newEarlyLoader(ctx, run, cfg.CountNewRows, func(ctx context.Context) (*load.Warehouse, error) {
@@ -810,7 +810,7 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, lh *lakehouse.
 	dir := lake.StagingDir(run.RunID, name, run.SnapshotDate)
 	var pk = sc.PrimaryKey // the key rows are checked (and merged) on
 	raw := &rawValues{lake: lake, run: run.RunID, object: name, date: run.SnapshotDate}
-	early := el.stream(name, mode)
+	early := el.stream(name)
 	writers := func(schema *arrow.Schema) writerSet {
 		ws := writerSet{parquet: func(first, step int) (load.Writer, error) {
 			opts := []load.ParquetOption{load.InsideFolder(lake.Root), load.WithParquetAllocator(cfg.Allocator),
