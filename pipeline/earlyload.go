@@ -13,6 +13,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/sepipe/sepipe/internal/faults"
 	"github.com/sepipe/sepipe/load"
 )
 
@@ -169,7 +170,8 @@ func (c *cpuIdle) idle() bool {
 	}
 	// The first sample only starts the window: until a window has passed
 	// the answer is no.
-	c.last = !c.at.IsZero() && total > c.totalT && float64(idle-c.idleT) >= idleShare*float64(total-c.totalT)
+	c.last = !c.at.IsZero() && total > c.totalT && idle >= c.idleT &&
+		float64(idle-c.idleT) >= idleShare*float64(total-c.totalT)
 	c.at, c.idleT, c.totalT = now, idle, total
 	return c.last
 }
@@ -258,6 +260,8 @@ func (l *earlyLoader) load(ctx context.Context, f partFile) {
 		l.log.Debug("a stream loads at the commit", "stream", f.object, "reason", err)
 	case err != nil:
 		l.giveUp("loading a part file failed", err)
+	default:
+		faults.At(faults.EarlyLoaded, f.object)
 	}
 }
 

@@ -401,9 +401,9 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	staged := make([]*stagedObject, len(streams))
 	g, gctx := errgroup.WithContext(ctx)
 	// The early load puts the streams' part files into their histories,
-	// in the run's transaction, while the run fetches. It lives in the run's context,
-	// not the group's: that ends when the group does, and with it the
-	// transaction.
+	// in the run's transaction, while the run fetches. It lives in the
+	// run's context, not the group's: that ends when the group does, and
+	// with it the transaction.
 	early := newEarlyLoader(ctx, run, cfg.CountNewRows, func(ctx context.Context) (*load.Warehouse, error) {
 		return load.OpenState(ctx, lake, load.WithLockWait(0), load.WithMemoryLimit(earlyMemory(cfg.DuckDBMemory)), load.WithThreads(1), load.WithRowsInAnyOrder())
 	}, log)
@@ -451,8 +451,6 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 				log.Debug("part files loaded while the run fetched", "stream", s.object, "files", n)
 			}
 		}
-	}
-	if rl != nil {
 		// The early load ran on one thread, beside the fetch; the rest
 		// gets DuckDB's default, a thread per core.
 		threads := threadsFor(staged)

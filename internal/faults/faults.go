@@ -13,6 +13,10 @@ type Point string
 
 // The points, in the order a run passes them.
 const (
+	// EarlyLoaded: one of a stream's part files is in the run's working
+	// database transaction, loaded while the run still fetches (per
+	// object); nothing is committed.
+	EarlyLoaded Point = "early loaded"
 	// Staged: every stream is staged as Parquet; nothing is committed.
 	Staged Point = "staged"
 	// Committed: the working database's transaction committed the run.
@@ -41,7 +45,7 @@ const (
 
 // All lists every point; the kill tests cover each.
 func All() []Point {
-	return []Point{LakeStaged, Staged, Committed, SetAside, Published, LakeCommitted, PublishCopied, PublishRenamed, EventsLoaded}
+	return []Point{EarlyLoaded, LakeStaged, Staged, Committed, SetAside, Published, LakeCommitted, PublishCopied, PublishRenamed, EventsLoaded}
 }
 
 // For names the point for one object, as hooks receive it: "published
