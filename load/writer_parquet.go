@@ -33,7 +33,7 @@ var _ Writer = (*ParquetWriter)(nil)
 type ParquetOption func(*ParquetWriter)
 
 // WithRowsPerFile sets how many rows go into one part file before the next
-// is started (default one row group, DefaultRowGroupRows: a run loads
+// is started (default DefaultRowGroupRows, two row groups: a run loads
 // each finished file into DuckDB while it still fetches, and what is
 // left for the commit is mostly the file each writer has open).
 // A file is closed by the first batch that reaches the limit, so it may
@@ -47,8 +47,8 @@ func WithFileDone(fn func(path string)) ParquetOption {
 	return func(w *ParquetWriter) { w.fileDone = fn }
 }
 
-// WithRowGroupRows sets the Parquet row group length (default
-// DefaultRowGroupRows).
+// WithRowGroupRows sets the Parquet row group length (default half of
+// DefaultRowGroupRows, 61,440: two fill one of DuckDB's).
 func WithRowGroupRows(n int64) ParquetOption { return func(w *ParquetWriter) { w.rowGroup = n } }
 
 // DefaultRowGroupRows is DuckDB's own row group size (120 × 1024 rows).
@@ -56,8 +56,13 @@ func WithRowGroupRows(n int64) ParquetOption { return func(w *ParquetWriter) { w
 // groups, written to the database file as they come; other lengths make
 // DuckDB re-cut them in memory and write everything at the checkpoint
 // (measured with 131,072-row groups: 1 to 2 s more CPU per million rows,
-// most of it at the checkpoint). A row group is buffered in memory,
-// encoded and compressed, until it is complete.
+// most of it at the checkpoint). Half of it divides it as well: two
+// Parquet row groups fill one of DuckDB's, which is still written as it
+// comes (the checkpoint after loading 1 M rows takes 0.01 s either way).
+// A row group is buffered in memory, encoded and compressed, until it is
+// complete, and DuckDB's reader holds one decompressed: with half as many
+// rows, a sync that loads while it fetches peaked at 270-274 MB instead of
+// 293-312 MB (1 M rows, merge, 50 requests a second), at the same speed.
 const DefaultRowGroupRows = 122_880
 
 // WithFileNumbers numbers the part files first, first+step, first+2*step,
@@ -105,7 +110,7 @@ type ParquetWriter struct {
 // NewParquetWriter creates dir (and parents) and prepares to write batches
 // of schema s there. No file exists until the first Write.
 func NewParquetWriter(dir, object string, s *arrow.Schema, opts ...ParquetOption) (*ParquetWriter, error) {
-	w := &ParquetWriter{dir: dir, object: object, schema: s, rowsPerFile: DefaultRowGroupRows, rowGroup: DefaultRowGroupRows,
+	w := &ParquetWriter{dir: dir, object: object, schema: s, rowsPerFile: DefaultRowGroupRows, rowGroup: DefaultRowGroupRows / 2,
 		mem: memory.DefaultAllocator, fileStep: 1}
 	for _, o := range opts {
 		o(w)
