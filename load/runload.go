@@ -41,8 +41,8 @@ type earlyTable struct {
 }
 
 // ErrEarlyLoadStale is returned by RunLoad.Commit when its tables are not
-// what LoadFiles loaded (a stream failed, was read again into other
-// files, or is not a replace stream after all). The transaction is rolled
+// what LoadFiles loaded (a stream failed, or was read again into other
+// files). The transaction is rolled
 // back: begin again and commit from the staged files.
 var ErrEarlyLoadStale = errors.New("the rows loaded while the run fetched are not the run's tables")
 
@@ -60,6 +60,11 @@ func (w *Warehouse) Begin(ctx context.Context, run Run) (*RunLoad, error) {
 	}
 	return &RunLoad{w: w, tx: tx, run: run, early: map[string]*earlyTable{}}, nil
 }
+
+// CanLoadEarly reports whether a run may hold the working database while
+// it fetches: only where the state lock is real, so that Wanted can tell
+// it to give the database up.
+func CanLoadEarly() bool { return flock.Available }
 
 // Wanted reports whether another sepipe process is waiting for the
 // working database's lock. A sync that took it to load while it fetches

@@ -66,7 +66,12 @@ type partFile struct {
 	path   string
 }
 
+// newEarlyLoader starts the loader of run; nil where the working
+// database's lock cannot tell it that another process waits.
 func newEarlyLoader(ctx context.Context, run load.Run, counts bool, open func(context.Context) (*load.Warehouse, error), log *slog.Logger) *earlyLoader {
+	if !load.CanLoadEarly() {
+		return nil
+	}
 	l := &earlyLoader{ctx: ctx, open: open, run: run, log: log, counts: counts, skip: map[string]bool{}, gens: map[string]int{},
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go l.loop(ctx)
@@ -93,6 +98,9 @@ func (l *earlyLoader) loop(ctx context.Context) {
 			// No file may come for a long while (a slow service): look
 			// for a waiting process in between too.
 			l.yieldIfWanted()
+			if l.stopped() {
+				return
+			}
 			continue
 		case <-l.wake:
 		}
@@ -269,6 +277,9 @@ func (l *earlyLoader) load(ctx context.Context, f partFile) {
 // Called with mu held.
 func (l *earlyLoader) giveUp(why string, err error) {
 	l.off = true
+	l.qmu.Lock()
+	l.stop, l.queue = true, nil // queue no more files; the loop ends
+	l.qmu.Unlock()
 	if l.rl != nil {
 		_ = l.rl.Rollback()
 		_ = l.wh.Close()

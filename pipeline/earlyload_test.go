@@ -265,3 +265,52 @@ func TestEarlyLoadGivesWayToAWaitingProcess(t *testing.T) {
 		t.Errorf("the table has %d distinct rows, the run read %d", n, rows)
 	}
 }
+
+// TestEarlyLoadKeepsNewRowsRight: a run that counts its new rows (as
+// `sepipe sync` does) compares with the table as it was. On the first day
+// every row is new; a rerun the same day of unchanged data, whose table
+// is a view of that day, finds none new: such a stream loads at the
+// commit instead of during the fetch.
+func TestEarlyLoadKeepsNewRowsRight(t *testing.T) {
+	svc := servicetest.New(servicetest.WithUsers(300))
+	srv := httptest.NewServer(svc)
+	defer srv.Close()
+	out := t.TempDir()
+	c := client(t, srv.URL, svc.AccessToken(), extract.WithPageSize(200))
+	sync := func(at time.Time, logs *logWatch) pipeline.ObjectResult {
+		t.Helper()
+		res, err := pipeline.Sync(context.Background(), c, pipeline.Config{Out: out, Now: clock(at),
+			Only: []string{"userCourseProgress"}, CountNewRows: true, Logger: slog.New(logs)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Objects[0]
+	}
+	first := newLogWatch()
+	o := sync(day1, first)
+	if o.NewRows != o.Rows || o.Rows < 3000 {
+		t.Errorf("first run: %d new rows of %d, want all", o.NewRows, o.Rows)
+	}
+	if !strings.Contains(first.text(), "part files loaded while the run fetched") {
+		t.Errorf("the first run loaded nothing while it fetched; the log:\n%s", first.text())
+	}
+	rerun := newLogWatch()
+	o = sync(day1.Add(time.Hour), rerun)
+	if o.NewRows != 0 {
+		t.Errorf("a same-day rerun of unchanged data: %d new rows, want 0", o.NewRows)
+	}
+	if !strings.Contains(rerun.text(), "a stream loads at the commit") {
+		t.Errorf("the rerun loaded its stream while it fetched; the log:\n%s", rerun.text())
+	}
+	next := newLogWatch()
+	o = sync(day1.Add(24*time.Hour), next)
+	if o.NewRows != 0 {
+		t.Errorf("the next day, unchanged data: %d new rows, want 0", o.NewRows)
+	}
+	if !strings.Contains(next.text(), "part files loaded while the run fetched") {
+		t.Errorf("the next day's run loaded nothing while it fetched; the log:\n%s", next.text())
+	}
+	if n := historyRows(t, out, "userCourseProgress", "2026-11-24"); n != o.Rows {
+		t.Errorf("the next day's history has %d rows, want %d", n, o.Rows)
+	}
+}

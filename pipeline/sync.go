@@ -459,10 +459,12 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		}
 		if err := rl.Configure(ctx, append(settings, load.WithThreads(threads))...); err != nil {
 			_ = rl.Rollback()
-			rl = nil
+			_ = wh.Close()
+			wh, rl = nil, nil
 			log.Debug("the run loads its rows after the fetch instead of during it", "err", err)
 		}
-	} else {
+	}
+	if wh == nil {
 		if wh, err = load.OpenState(ctx, lake, append(settings, load.WithLockWait(cfg.LockWait))...); err != nil {
 			discardLake(ctx, lh, staged, log)
 			return nil, err
@@ -516,9 +518,12 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	commit := func() error {
 		if rl != nil {
 			err := rl.Commit(ctx, run, tables)
-			if !errors.Is(err, load.ErrEarlyLoadStale) {
-				return err
+			if err == nil {
+				return nil
 			}
+			// Stale, or an error the early rows may have caused (DuckDB's
+			// memory holding them): nothing of the transaction stays, so
+			// the run loads once more from the staged files.
 			log.Debug("the rows loaded while the run fetched are loaded again from the staged files", "err", err)
 		}
 		return wh.Commit(ctx, run, tables)

@@ -131,3 +131,20 @@ func TestWantedWhileAnotherLockWaits(t *testing.T) {
 		t.Error("Wanted after a Lock that does not wait")
 	}
 }
+
+// TestLockWaitsWhenItCannotSayItWants: a Want file that cannot be opened
+// does not stop a Lock from waiting.
+func TestLockWaitsWhenItCannotSayItWants(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "db.lock")
+	unlock, err := Lock(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { time.Sleep(150 * time.Millisecond); unlock() }()
+	u, err := Lock(context.Background(), path, Options{Wait: time.Minute, Want: filepath.Join(dir, "missing", "db.want")})
+	if err != nil {
+		t.Fatalf("waiting Lock with an unusable Want: %v", err)
+	}
+	u()
+}

@@ -16,6 +16,9 @@ import (
 // poll is how often a waiting Lock tries again.
 const poll = 50 * time.Millisecond
 
+// Available: the locks are real here (flock(2)), and Wanted answers.
+const Available = true
+
 // TryLock takes an exclusive, non-blocking flock on path (created if
 // needed) and writes this process's pid into it; busy is the error wrapped
 // when another process holds it, with the holder's pid.
@@ -63,12 +66,10 @@ func Lock(ctx context.Context, path string, o Options) (unlock func(), err error
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
 		if o.Wait != 0 && o.Want != "" && !waiting {
-			release, err := want(o.Want, perm)
-			if err != nil {
-				f.Close()
-				return nil, err
+			// Best effort: a waiter that cannot say so still waits.
+			if release, err := want(o.Want, perm); err == nil {
+				defer release()
 			}
-			defer release()
 			waiting = true
 		}
 		if o.Wait >= 0 && !time.Now().Before(deadline) {

@@ -20,8 +20,9 @@ type Options struct {
 	// it held (a program name, say).
 	Note string
 	// Want, when set, names a second file that a waiting Lock holds a
-	// shared lock on for as long as it waits: the holder of the lock can
-	// ask Wanted(Want) whether anyone is waiting for it, and give it up.
+	// shared lock on for as long as it waits (when it can open it): the
+	// holder of the lock can ask Wanted(Want) whether anyone is waiting
+	// for it, and give it up.
 	Want string
 }
 
