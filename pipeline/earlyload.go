@@ -1,19 +1,15 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/sepipe/sepipe/internal/cpuidle"
 	"github.com/sepipe/sepipe/internal/faults"
 	"github.com/sepipe/sepipe/load"
 )
@@ -22,10 +18,14 @@ import (
 // history tables (a replace stream's table is a view of its history) in
 // the working database while the run still fetches (issue 14): DuckDB's
 // insert is most of a load, and without it the load waits for the last
-// page. An append or merge stream's own table is loaded at the commit. The files go into the run's one transaction (load.RunLoad), so the
-// run protocol is unchanged: nothing is visible, or survives a killed
+// page. An append or merge stream's own table is loaded at the commit.
+// The files go into the run's one transaction (load.RunLoad), so the run
+// protocol is unchanged: nothing is visible, or survives a killed
 // process, before the commit, and the commit loads whatever was not
-// loaded early.
+// loaded early. It loads only while the processors have been mostly idle
+// (cpuidle): against a slow or rate-limited service the fetch leaves most
+// of their time; when the fetch keeps every core busy, loading beside it
+// only slows it down.
 //
 // Loading early holds the working database's lock for the fetch. The
 // loader takes it only when it is free, and gives it up, with everything
@@ -53,7 +53,7 @@ type earlyLoader struct {
 	gens  map[string]int // a stream's read; forget starts the next
 	stop  bool
 
-	idle cpuIdle // used by the loop only
+	idle cpuidle.Meter // used by the loop only
 
 	wake chan struct{}
 	done chan struct{}
@@ -113,7 +113,7 @@ func (l *earlyLoader) loop(ctx context.Context) {
 			if ctx.Err() != nil || l.stopped() {
 				return
 			}
-			if !loadEarlyAlways && !l.idle.idle() {
+			if !loadEarlyAlways && !l.idle.Idle() {
 				// The machine is busy fetching: keep the files for later
 				// (or for the commit) and look again in a while.
 				l.qmu.Lock()
@@ -146,136 +146,8 @@ func (l *earlyLoader) yieldIfWanted() {
 // it found it busy.
 const busyRecheck = 100 * time.Millisecond
 
-// cpuIdle tells whether the processors sepipe may use have been mostly
-// idle since it was last asked (at least minSample ago; until then its
-// last answer stands). The early load uses only the time the fetch
-// leaves: against a slow or rate-limited service, most of it; when the
-// fetch keeps every core busy, loading during it only slows it down. It
-// looks at the machine (/proc/stat) and, in a container with a CPU quota,
-// at the quota (cgroup v2): the processors are idle when both say so.
-type cpuIdle struct {
-	read []cpuReader
-	at   time.Time
-	prev []cpuTimes
-	last bool
-}
-
-// cpuReader reads cumulative idle and total processor seconds of one
-// view of the processors; ok is false where it does not apply.
-type cpuReader func() cpuTimes
-
-type cpuTimes struct {
-	idle, total float64
-	ok          bool
-}
-
-const (
-	minSample = 200 * time.Millisecond
-	// idleShare is the share of the processors' time that must have been
-	// idle: on two cores, most of one.
-	idleShare = 0.4
-)
-
-func (c *cpuIdle) idle() bool {
-	if c.read == nil {
-		c.read = []cpuReader{procStat, func() cpuTimes { return cgroupCPU("/sys/fs/cgroup", time.Now()) }}
-	}
-	now := time.Now()
-	if !c.at.IsZero() && now.Sub(c.at) < minSample {
-		return c.last
-	}
-	cur := make([]cpuTimes, len(c.read))
-	for i, r := range c.read {
-		cur[i] = r()
-	}
-	// The first sample only starts the window: until a window has passed
-	// the answer is no. With nothing to go by, the answer is yes.
-	first := c.at.IsZero()
-	idle, known := true, false
-	for i, t := range cur {
-		if !t.ok {
-			continue
-		}
-		known = true
-		if first || !c.prev[i].ok {
-			idle = false
-			continue
-		}
-		dt, di := t.total-c.prev[i].total, t.idle-c.prev[i].idle
-		if dt <= 0 || di < idleShare*dt {
-			idle = false
-		}
-	}
-	c.last = idle || !known
-	c.at, c.prev = now, cur
-	return c.last
-}
-
 // loadEarlyAlways skips the look at the processors (tests).
 var loadEarlyAlways bool
-
-// clockTick is Linux's USER_HZ, the unit of /proc/stat.
-const clockTick = 100
-
-// procStat reads the machine's idle and total processor time from Linux's
-// /proc/stat (not ok elsewhere).
-func procStat() cpuTimes {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return cpuTimes{}
-	}
-	line, _, _ := bytes.Cut(b, []byte("\n"))
-	f := strings.Fields(string(line))
-	if len(f) < 5 || f[0] != "cpu" {
-		return cpuTimes{}
-	}
-	var idle, total uint64
-	for i, v := range f[1:] {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return cpuTimes{}
-		}
-		total += n
-		if i == 3 || i == 4 { // idle, iowait
-			idle += n
-		}
-	}
-	return cpuTimes{idle: float64(idle) / clockTick, total: float64(total) / clockTick, ok: true}
-}
-
-// cgroupCPU reads, from a cgroup v2 folder, the processor time the quota
-// allows up to now and how much of it went unused (not ok without a
-// quota: cpu.max says "max", or there is no cgroup v2).
-func cgroupCPU(dir string, now time.Time) cpuTimes {
-	b, err := os.ReadFile(filepath.Join(dir, "cpu.max"))
-	if err != nil {
-		return cpuTimes{}
-	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 || f[0] == "max" {
-		return cpuTimes{}
-	}
-	quota, err1 := strconv.ParseFloat(f[0], 64)
-	period, err2 := strconv.ParseFloat(f[1], 64)
-	if err1 != nil || err2 != nil || quota <= 0 || period <= 0 {
-		return cpuTimes{}
-	}
-	b, err = os.ReadFile(filepath.Join(dir, "cpu.stat"))
-	if err != nil {
-		return cpuTimes{}
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
-			used, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				return cpuTimes{}
-			}
-			total := float64(now.UnixMicro()) / 1e6 * quota / period
-			return cpuTimes{idle: total - used/1e6, total: total, ok: true}
-		}
-	}
-	return cpuTimes{}
-}
 
 func (l *earlyLoader) stopped() bool {
 	l.qmu.Lock()

@@ -23,13 +23,14 @@ var allowed = map[string][]string{
 	"schemas":                {"service"},
 	"transform":              {"schemas", "service"},
 	"load":                   {"internal/faults", "internal/flock", "schemas", "service", "transform"},
-	"pipeline":               {"extract", "internal/faults", "internal/flock", "lakehouse", "load", "schemas", "service", "transform"},
+	"pipeline":               {"extract", "internal/cpuidle", "internal/faults", "internal/flock", "lakehouse", "load", "schemas", "service", "transform"},
 	"dashboard":              {"load"},
 	"lakehouse":              nil, // Iceberg tables through iceberg-go; takes Arrow, knows no stage
 	"internal/bench":         {"extract", "extract/servicetest", "load", "pipeline", "service"},
 	"internal/demo":          {"extract", "extract/servicetest", "pipeline", "webhooks"},
 	"internal/dbtgen":        {"extract", "load", "pipeline", "schemas", "service"},
 	"internal/layout":        nil,
+	"internal/cpuidle":       nil,                                                      // whether the processors were mostly idle lately (the early load)
 	"internal/faults":        nil,                                                      // the run protocol\'s crash points and the tests\' hook
 	"internal/flock":         nil,                                                      // the output folder\'s advisory locks
 	"internal/webhooktest":   {"service", "webhooks"},                                  // tests only: deliver signed events to a listener
