@@ -24,16 +24,16 @@ import (
 //
 // A RunLoad is not safe for concurrent use.
 type RunLoad struct {
-	w     *Warehouse
-	tx    *sql.Tx
-	run   Run
-	early map[string]*earlyTable
-	done  bool
+	w      *Warehouse
+	tx     *sql.Tx
+	run    Run
+	counts bool // CountingNewRows
+	early  map[string]*earlyTable
+	done   bool
 }
 
 // earlyTable is what LoadFiles has put into one stream's history.
 type earlyTable struct {
-	counts bool              // checked for a commit that counts new rows
 	day    string            // the history's day column
 	cols   map[string]string // the history's column types
 	schema *arrow.Schema     // the schema the files were written with
@@ -51,14 +51,27 @@ var ErrEarlyLoadStale = errors.New("the rows loaded while the run fetched are no
 // the stream's files.
 var ErrNotEarly = errors.New("the stream loads at the commit")
 
+// BeginOption configures Begin.
+type BeginOption func(*RunLoad)
+
+// CountingNewRows says that the commit counts streams' new rows
+// (Table.NewRows) against their tables as they were before the run: a
+// stream whose table is a view of the run's day (a rerun on the same day)
+// would change under that count, so LoadFiles gives it ErrNotEarly.
+func CountingNewRows() BeginOption { return func(r *RunLoad) { r.counts = true } }
+
 // Begin starts run's transaction (its ID and SnapshotDate; the rest of
 // the record is given to Commit).
-func (w *Warehouse) Begin(ctx context.Context, run Run) (*RunLoad, error) {
+func (w *Warehouse) Begin(ctx context.Context, run Run, opts ...BeginOption) (*RunLoad, error) {
 	tx, err := w.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("warehouse %s: begin: %w", w.path, err)
 	}
-	return &RunLoad{w: w, tx: tx, run: run, early: map[string]*earlyTable{}}, nil
+	r := &RunLoad{w: w, tx: tx, run: run, early: map[string]*earlyTable{}}
+	for _, o := range opts {
+		o(r)
+	}
+	return r, nil
 }
 
 // CanLoadEarly reports whether a run may hold the working database while
@@ -90,10 +103,7 @@ func (r *RunLoad) Configure(ctx context.Context, opts ...OpenOption) error {
 // written with t.Schema, into the stream's history as the run's day (for
 // an append or merge stream, the commit loads its own table). The first call for a stream prepares its history (created,
 // aligned to t.Schema, the day's earlier rows deleted); a later call with
-// a wider schema widens it again. t.NewRows set says the commit will
-// count the stream's new rows against its table as it was: a table that
-// is a view of the run's day (a rerun on the same day) would change under
-// that count, so such a stream gets ErrNotEarly.
+// a wider schema widens it again. See CountingNewRows for ErrNotEarly.
 func (r *RunLoad) LoadFiles(ctx context.Context, t Table) error {
 	if r.done {
 		return errors.New("load: the run's transaction has ended")
@@ -107,7 +117,7 @@ func (r *RunLoad) LoadFiles(ctx context.Context, t Table) error {
 	}
 	e := r.early[t.Object]
 	if e == nil {
-		if t.NewRows != nil {
+		if r.counts {
 			shows, err := showsDay(ctx, r.tx, t.Object, r.run.SnapshotDate)
 			if err != nil {
 				return &WriteError{Object: t.Object, Step: "load early: inspect the table", Path: t.Object, Err: err}
@@ -120,7 +130,7 @@ func (r *RunLoad) LoadFiles(ctx context.Context, t Table) error {
 		if err != nil {
 			return err
 		}
-		e = &earlyTable{counts: t.NewRows != nil, day: day, cols: cols, schema: t.Schema}
+		e = &earlyTable{day: day, cols: cols, schema: t.Schema}
 		r.early[t.Object] = e
 	}
 	if err := e.align(ctx, r.tx, t); err != nil {
@@ -224,8 +234,8 @@ func (r *RunLoad) Commit(ctx context.Context, run Run, tables []Table) error {
 
 // check refuses tables that do not hold what LoadFiles loaded: each
 // stream loaded early must be among tables, with files that include the
-// ones loaded, and may count its new rows only if LoadFiles was told so
-// (that count compares with the table as it was).
+// ones loaded, and may count its new rows only if Begin was told so
+// (CountingNewRows: that count compares with the table as it was).
 func (r *RunLoad) check(tables []Table) error {
 	for object, e := range r.early {
 		i := slices.IndexFunc(tables, func(t Table) bool { return t.Object == object })
@@ -233,7 +243,7 @@ func (r *RunLoad) check(tables []Table) error {
 			return fmt.Errorf("%w: %s is not committed", ErrEarlyLoadStale, object)
 		}
 		t := tables[i]
-		if t.NewRows != nil && !e.counts {
+		if t.NewRows != nil && !r.counts {
 			return fmt.Errorf("%w: %s counts its new rows against a table that may have changed", ErrEarlyLoadStale, object)
 		}
 		for _, f := range e.files {

@@ -38,20 +38,19 @@ type earlyLoader struct {
 	open func(context.Context) (*load.Warehouse, error)
 	run  load.Run
 	log  *slog.Logger
-	// counts: the commit counts new rows against the tables as they were
-	// (load.RunLoad.LoadFiles refuses a stream whose table would change).
-	counts bool
+	// begin: load.CountingNewRows when the commit counts new rows against
+	// the tables as they were.
+	begin []load.BeginOption
 
 	mu   sync.Mutex // held while loading; forget waits for it
 	wh   *load.Warehouse
 	rl   *load.RunLoad
-	off  bool            // gave up for this run
 	skip map[string]bool // streams that load at the commit
 
 	qmu   sync.Mutex // guards what follows
 	queue []partFile
 	gens  map[string]int // a stream's read; forget starts the next
-	stop  bool
+	stop  bool           // finished, or gave up for the rest of the run
 
 	idle cpuidle.Meter // used by the loop only
 
@@ -73,9 +72,12 @@ func newEarlyLoader(ctx context.Context, run load.Run, counts bool, open func(co
 	if !load.CanLoadEarly() {
 		return nil
 	}
-	l := &earlyLoader{ctx: ctx, open: open, run: run, log: log, counts: counts, skip: map[string]bool{}, gens: map[string]int{},
+	l := &earlyLoader{ctx: ctx, open: open, run: run, log: log, skip: map[string]bool{}, gens: map[string]int{},
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
-	go l.loop(ctx)
+	if counts {
+		l.begin = append(l.begin, load.CountingNewRows())
+	}
+	go l.loop()
 	return l
 }
 
@@ -87,7 +89,8 @@ func (l *earlyLoader) stream(object string) *earlyStream {
 	return &earlyStream{l: l, object: object}
 }
 
-func (l *earlyLoader) loop(ctx context.Context) {
+func (l *earlyLoader) loop() {
+	ctx := l.ctx
 	defer close(l.done)
 	tick := time.NewTicker(wantCheck)
 	defer tick.Stop()
@@ -167,9 +170,9 @@ func (l *earlyLoader) load(ctx context.Context, f partFile) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.qmu.Lock()
-	stale := f.gen != l.gens[f.object]
+	skip := f.gen != l.gens[f.object] || l.stop
 	l.qmu.Unlock()
-	if l.off || stale || l.skip[f.object] {
+	if skip || l.skip[f.object] {
 		return
 	}
 	if l.rl == nil {
@@ -181,7 +184,7 @@ func (l *earlyLoader) load(ctx context.Context, f partFile) {
 			l.giveUp("could not open the working database", err)
 			return
 		}
-		rl, err := wh.Begin(ctx, l.run)
+		rl, err := wh.Begin(ctx, l.run, l.begin...)
 		if err != nil {
 			wh.Close()
 			l.giveUp("could not begin the run's transaction", err)
@@ -194,11 +197,7 @@ func (l *earlyLoader) load(ctx context.Context, f partFile) {
 		l.giveUp("another sepipe process waits for the working database", nil)
 		return
 	}
-	t := load.Table{Object: f.object, Schema: f.schema, Files: []string{f.path}}
-	if l.counts {
-		t.NewRows = new(int64) // only says that the commit counts
-	}
-	err := l.rl.LoadFiles(ctx, t)
+	err := l.rl.LoadFiles(ctx, load.Table{Object: f.object, Schema: f.schema, Files: []string{f.path}})
 	switch {
 	case errors.Is(err, load.ErrNotEarly):
 		l.skip[f.object] = true
@@ -213,7 +212,6 @@ func (l *earlyLoader) load(ctx context.Context, f partFile) {
 // giveUp drops what was loaded and the lock, for the rest of the run.
 // Called with mu held.
 func (l *earlyLoader) giveUp(why string, err error) {
-	l.off = true
 	l.qmu.Lock()
 	l.stop, l.queue = true, nil // queue no more files; the loop ends
 	l.qmu.Unlock()
@@ -261,7 +259,7 @@ func (l *earlyLoader) finish() (*load.Warehouse, *load.RunLoad) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	wh, rl := l.wh, l.rl
-	l.wh, l.rl, l.off = nil, nil, true
+	l.wh, l.rl = nil, nil
 	return wh, rl
 }
 
