@@ -197,24 +197,11 @@ func TestDuckDBTypes(t *testing.T) {
 	}
 }
 
-// stage writes n rows of "thing" into the staging folder of run.
+// stage writes n rows of "thing" into the staging folder of run, in one
+// part file.
 func stage(t *testing.T, lake load.Lake, run, date string, n int) load.Table {
 	t.Helper()
-	w, err := load.NewParquetWriter(lake.StagingDir(run, "thing", date), "thing", schema(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n > 0 {
-		rec := batch(t, memory.DefaultAllocator, 0, n)
-		if err := w.Write(rec); err != nil {
-			t.Fatal(err)
-		}
-		rec.Release()
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return load.Table{Object: "thing", Schema: schema(t), Files: w.Files(), Rows: w.Rows()}
+	return stageParts(t, lake, run, date, 0, 0, n, max(n, 1))
 }
 
 // newWarehouse opens a warehouse in a new output folder, closed when the

@@ -400,12 +400,9 @@ func columnDefs(object string, s *arrow.Schema, mode WriteMode) ([]string, error
 	return defs, nil
 }
 
-// Commit loads every table of a run, moves the incremental state, records
-// the schema versions, the rejects and the run, all in one transaction:
-// either all of it is in the warehouse or none of it. The run is recorded
-// as not yet published; MarkPublished finishes it once the lake has its
-// partitions. Each table's history table gets the run's partition in the
-// same transaction.
+// Commit loads a run's tables and records the run in one transaction,
+// begun and committed here (Begin, RunLoad.Commit, which says what goes
+// in).
 func (w *Warehouse) Commit(ctx context.Context, run Run, tables []Table) error {
 	r, err := w.Begin(ctx, run)
 	if err != nil {
@@ -624,8 +621,8 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, ea
 	if err := insertRejects(ctx, tx, run.ID, t.Object, t.Rejects); err != nil {
 		return err
 	}
-	if asView || run.SnapshotDate == "" {
-		return nil // its history has the rows already, or it has none
+	if asView {
+		return nil // its history has the rows already
 	}
 	_, err = early.finish(ctx, tx, run, t, lake)
 	return err
