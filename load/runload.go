@@ -106,7 +106,7 @@ func (r *RunLoad) Configure(ctx context.Context, opts ...OpenOption) error {
 // a wider schema widens it again. See CountingNewRows for ErrNotEarly.
 func (r *RunLoad) LoadFiles(ctx context.Context, t Table) error {
 	if r.done {
-		return errors.New("load: the run's transaction has ended")
+		return fmt.Errorf("warehouse %s: run %s: its transaction has ended", r.w.path, r.run.ID)
 	}
 	if r.run.SnapshotDate == "" {
 		return &WriteError{Object: t.Object, Step: "load early", Path: t.Object,
@@ -185,7 +185,7 @@ func (r *RunLoad) Rollback() error {
 // returns ErrEarlyLoadStale. The transaction has ended when it returns.
 func (r *RunLoad) Commit(ctx context.Context, run Run, tables []Table) error {
 	if r.done {
-		return errors.New("load: the run's transaction has ended")
+		return fmt.Errorf("warehouse %s: run %s: its transaction has ended", r.w.path, r.run.ID)
 	}
 	defer r.Rollback() //nolint:errcheck // no-op after the commit
 	if run.ID != r.run.ID || run.SnapshotDate != r.run.SnapshotDate {
