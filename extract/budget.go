@@ -183,20 +183,20 @@ func (b *budget) waitToken(ctx context.Context, delay time.Duration, res *rate.R
 // release frees a slot and adapts the limit to the outcome (a 429 goes
 // through throttled).
 func (b *budget) release(s slot, o outcome) {
-	b.settle(s, o, 0)
+	b.settle(s, o, 0, 0)
 }
 
 // throttled frees the slot of a request answered 429; retryAfter is the
-// answer's hint (0: none). It reports whether the rate was lowered, and
-// the rate now.
-func (b *budget) throttled(s slot, retryAfter time.Duration) (lowered bool, rps float64) {
-	lowered = b.settle(s, outcomeThrottled, retryAfter)
+// answer's hint (0: none) and limit the request quota it announced (0:
+// none). It reports whether the rate was lowered, and the rate now.
+func (b *budget) throttled(s slot, retryAfter time.Duration, limit int) (lowered bool, rps float64) {
+	lowered = b.settle(s, outcomeThrottled, retryAfter, limit)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return lowered, b.rate.r
 }
 
-func (b *budget) settle(s slot, o outcome, retryAfter time.Duration) (lowered bool) {
+func (b *budget) settle(s slot, o outcome, retryAfter time.Duration, limit int) (lowered bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.inflight--
@@ -208,7 +208,7 @@ func (b *budget) settle(s slot, o outcome, retryAfter time.Duration) (lowered bo
 		if s.epoch == b.epoch {
 			b.limit = max(1, b.limit/2)
 			b.epoch++
-			lowered = b.rate.throttled(b.clock(), s)
+			lowered = b.rate.throttled(b.clock(), s, limit)
 		}
 	case outcomeOK:
 		b.run++
@@ -284,6 +284,20 @@ func (c *Client) Rate() float64 {
 // rateSame) doubles the next climb, up to rateSlowestClimb times: a limit
 // that holds is probed less and less often.
 //
+// A 429 may announce the service's limit (quota.go reads it). When the
+// requests counted in the estimated window match it (within rateSame, and
+// at least rateConfirmMin requests), the estimate is the service's own
+// word, confirmed by the count: not low, whatever the ramp before, and the
+// window is right. The announced limit then stands for the client's
+// count, which misses requests that overtook the refused one; the rate
+// levels off at rateConfirmedPlateau of the estimate instead of
+// ratePlateau; and the climb is the slowest at once, so a short run is not
+// probed again and a long one seldom. The client's first 429 whose count
+// is well under the announced limit (by more than rateSame) came in a
+// window someone else used too (another client of the tenant, the run
+// before): it says nothing about the rate, as a 429 after no accepted
+// answer; the next one counts whatever it finds.
+//
 // The first estimate may be low: taken while the rate was still doubling,
 // it counts a window of which the client used only the end (a token
 // bucket that holds less than a window's worth refuses the ramp soon
@@ -312,6 +326,10 @@ const (
 	// ratePlateau: ... and to at most this share of the rate the service
 	// accepted, where it stays longest: the margin for bursts and jitter.
 	ratePlateau = 0.95
+	// rateConfirmedPlateau: the same for a limit the service announced
+	// and the count confirmed: the estimate is exact, so the margin is
+	// for jitter only.
+	rateConfirmedPlateau = 0.98
 	// rateProbe: one climb past the plateau, the rate is this much above.
 	rateProbe = 0.05
 	// rateCubicWindows: held-back time, in service windows, to reach the
@@ -325,6 +343,10 @@ const (
 	// rateSlowestClimb times the first).
 	rateSame         = 0.1
 	rateSlowestClimb = 4
+	// rateConfirmMin: an announced limit confirms the count of at least
+	// this many requests only (fewer match by chance: a token bucket
+	// holding one request announces 1, and the first 429 counts 1).
+	rateConfirmMin = 10
 	// burstTime: the automatic burst is this much of the rate.
 	burstTime = 25 * time.Millisecond
 	// minRate is the floor of the adaptive rate, requests per second.
@@ -353,15 +375,17 @@ type rateCtl struct {
 	ceiling float64       // +Inf: none
 	burst   int           // 0: automatic
 
-	r      float64       // the current rate
-	slow   bool          // slow start: no 429 measured yet
-	est    float64       // the last 429's estimate of the service's rate
-	same   int           // estimates in a row that confirmed the one before
-	from   float64       // the rate right after the last decrease
-	climb  time.Duration // held-back time from the decrease to the plateau
-	held   time.Duration // held-back time since the last doubling (slow start) or decrease
-	last   time.Time     // the latest token's time
-	window time.Duration // the estimate of the service's window
+	r       float64       // the current rate
+	slow    bool          // slow start: no 429 measured yet
+	shared  bool          // a 429 in slow start found its window shared (see throttled)
+	est     float64       // the last 429's estimate of the service's rate
+	plateau float64       // the share of est the climb levels off at
+	same    int           // estimates in a row that confirmed the one before
+	from    float64       // the rate right after the last decrease
+	climb   time.Duration // held-back time from the decrease to the plateau
+	held    time.Duration // held-back time since the last doubling (slow start) or decrease
+	last    time.Time     // the latest token's time
+	window  time.Duration // the estimate of the service's window
 	// windowKnown: a 429 said Retry-After; without one the window is a
 	// guess and the estimate may be low.
 	windowKnown bool
@@ -466,7 +490,7 @@ func (c *rateCtl) grow(now time.Time, d time.Duration) {
 	}
 	k := c.climb.Seconds()
 	x := (c.held.Seconds() - k) / k
-	plateau := ratePlateau * c.est
+	plateau := c.plateau * c.est
 	if x < 0 {
 		c.set(now, plateau+(plateau-c.from)*x*x*x) // from c.from up to the plateau
 		return
@@ -525,8 +549,9 @@ func (c *rateCtl) accepted(ref time.Time) (n int, rps float64) {
 }
 
 // throttled lowers the rate after the first 429 of a round, to a request
-// sent at s.sent at rate s.rate. It reports whether it did.
-func (c *rateCtl) throttled(now time.Time, s slot) bool {
+// sent at s.sent at rate s.rate; limit is the request quota the 429
+// announced (0: none). It reports whether it did.
+func (c *rateCtl) throttled(now time.Time, s slot, limit int) bool {
 	if c.lim == nil || s.sent.IsZero() {
 		return false
 	}
@@ -534,21 +559,41 @@ func (c *rateCtl) throttled(now time.Time, s slot) bool {
 	if n == 0 {
 		return false // nothing learnt about the rate
 	}
+	if c.slow && !c.shared && float64(n) < (1-rateSame)*float64(limit) {
+		// The first 429, in a window the service says holds more than
+		// the client sent: someone else used part of it.
+		c.shared = true
+		return false
+	}
+	confirmed := n >= rateConfirmMin && math.Abs(float64(n-limit)) <= rateSame*float64(limit)
+	if confirmed {
+		// The service's count, not the client's: requests sent after the
+		// refused one may have overtaken it.
+		acc *= float64(limit) / float64(n)
+	}
 	est := min(s.rate, acc)
-	if !c.slow && math.Abs(est-c.est) <= rateSame*c.est {
+	switch {
+	case confirmed:
+		c.same = bits.Len(rateSlowestClimb) - 1
+	case !c.slow && math.Abs(est-c.est) <= rateSame*c.est:
 		c.same = min(c.same+1, bits.Len(rateSlowestClimb)-1)
-	} else {
+	default:
 		c.same = 0
 	}
 	c.est = est
-	from := min(rateBackoff*s.rate, ratePlateau*acc, c.r)
+	c.plateau = ratePlateau
+	if confirmed {
+		c.plateau = rateConfirmedPlateau
+	}
+	from := min(rateBackoff*s.rate, c.plateau*acc, c.r)
 	c.held = 0
 	c.climb = rateCubicWindows * c.window << c.same
-	if c.slow {
-		c.climb = rateFirstClimbWindows * c.window
-	}
-	if !c.windowKnown {
+	switch {
+	case confirmed:
+	case !c.windowKnown:
 		c.climb = 2 * c.window
+	case c.slow:
+		c.climb = rateFirstClimbWindows * c.window
 	}
 	c.slow = false
 	c.set(now, from)

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"math/bits"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -214,6 +217,13 @@ func (s *tokenBucket) admit(t time.Time) (bool, time.Duration) {
 	return false, max(wholeSeconds(time.Duration((1-s.tokens)/s.rate*float64(time.Second))), time.Second)
 }
 
+// announcing is a service whose 429s announce limit, as meta.rateLimit's
+// limit does.
+type announcing struct {
+	simService
+	limit int
+}
+
 func wholeSeconds(d time.Duration) time.Duration {
 	return (d + time.Second - 1).Truncate(time.Second)
 }
@@ -230,6 +240,10 @@ type simResult struct {
 // rc, against svc, in simulated time.
 func simulate(t *testing.T, svc simService, rc rateConfig, requests, workers, maxInFlight int, latency time.Duration) simResult {
 	t.Helper()
+	limit := 0 // the limit its 429s announce
+	if a, ok := svc.(announcing); ok {
+		limit = a.limit
+	}
 	start := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
 	now := start
 	clock := func() time.Time { return now }
@@ -328,7 +342,7 @@ func simulate(t *testing.T, svc simService, rc rateConfig, requests, workers, ma
 					w.state = 4
 				}
 			} else {
-				b.throttled(w.s, w.retryAfter)
+				b.throttled(w.s, w.retryAfter, limit)
 				res.throttled++
 				w.sleptUntil = now.Add(w.retryAfter)
 				b.pause(w.sleptUntil)
@@ -362,6 +376,10 @@ func TestRateConvergesOnTheServiceLimit(t *testing.T) {
 			{"10 s fixed window", &fixedWindow{n: 10 * n, w: 10 * time.Second}, 1.15, 0.8},
 			{"token bucket", &tokenBucket{rate: float64(n), capacity: float64(n)}, 1.15, 0.8},
 			{"small token bucket", &tokenBucket{rate: float64(n), capacity: max(1, float64(n)/10)}, 1.6, 0.7},
+			{"fixed window, announced", announcing{&fixedWindow{n: n, w: time.Second}, n}, 1.15, 0.8},
+			{"10 s fixed window, announced", announcing{&fixedWindow{n: 10 * n, w: 10 * time.Second}, 10 * n}, 1.15, 0.8},
+			{"token bucket, announced", announcing{&tokenBucket{rate: float64(n), capacity: float64(n)}, n}, 1.15, 0.8},
+			{"small token bucket, announced", announcing{&tokenBucket{rate: float64(n), capacity: max(1, float64(n)/10)}, max(1, n/10)}, 1.6, 0.7},
 		} {
 			t.Run(fmt.Sprintf("%s/%d", c.name, n), func(t *testing.T) {
 				r := simulate(t, c.svc, rateConfig{}, 60*n, DefaultConcurrency, DefaultConcurrency, 5*time.Millisecond)
@@ -435,7 +453,7 @@ func TestRateLowersOncePerRound(t *testing.T) {
 	rateNow := func() float64 { b.mu.Lock(); defer b.mu.Unlock(); return b.rate.r }
 
 	// The first 429 of the client: nothing accepted before it.
-	b.throttled(take(), time.Second)
+	b.throttled(take(), time.Second, 0)
 	if r := rateNow(); r != 100 {
 		t.Fatalf("a 429 after no accepted answer moved the rate to %.2f", r)
 	}
@@ -446,7 +464,7 @@ func TestRateLowersOncePerRound(t *testing.T) {
 	}
 	round := []slot{take(), take(), take(), take()}
 	for _, s := range round {
-		b.throttled(s, time.Second)
+		b.throttled(s, time.Second, 0)
 	}
 	if r := rateNow(); r != ratePlateau*20 {
 		t.Fatalf("rate %.2f after the round, want %.2f (%.2f × the 20 accepted in the window)", r, ratePlateau*20, ratePlateau)
@@ -454,7 +472,7 @@ func TestRateLowersOncePerRound(t *testing.T) {
 	// A Retry-After of 10 s: the window is 10 s from then on.
 	now = now.Add(time.Second)
 	b.release(take(), outcomeOK)
-	b.throttled(take(), 10*time.Second)
+	b.throttled(take(), 10*time.Second, 0)
 	if b.rate.window != 10*time.Second {
 		t.Fatalf("window %s after Retry-After: 10, want 10s", b.rate.window)
 	}
@@ -503,7 +521,7 @@ func TestRateClimbLengthensWhileTheLimitHolds(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.reserve()
-		if lowered, _ := b.throttled(b.send(), time.Second); !lowered {
+		if lowered, _ := b.throttled(b.send(), time.Second, 0); !lowered {
 			t.Fatal("the 429 did not lower the rate")
 		}
 		now = now.Add(time.Second) // the pause: the next round counts alone
@@ -523,5 +541,136 @@ func TestRateClimbLengthensWhileTheLimitHolds(t *testing.T) {
 		if got := round(c.accepted); got != c.want {
 			t.Fatalf("round %d (%d accepted): climb %s, want %s", i+1, c.accepted, got, c.want)
 		}
+	}
+}
+
+// A 429 that announces the service's limit, matched by the count in the
+// window, is the service's word: the rate levels off at
+// rateConfirmedPlateau of it (the client's count of 18 stands corrected
+// to the 20 announced) and the climb is the slowest at once. A count too
+// small to tell leaves the client's own estimate and the short first
+// climb. A first 429 whose count is well under the announcement (an
+// hourly quota, a window someone else used) says nothing; the next one
+// lowers the rate by the count.
+func TestRateTakesAnAnnouncedLimit(t *testing.T) {
+	for _, c := range []struct {
+		name                string
+		announced, accepted int
+		saysNothing         bool // the first 429
+		rate                float64
+		climb               time.Duration
+	}{
+		{"matched", 20, 18, false, rateConfirmedPlateau * 20, rateCubicWindows * time.Second << (bits.Len(rateSlowestClimb) - 1)},
+		{"none", 0, 18, false, ratePlateau * 18, rateFirstClimbWindows * time.Second},
+		{"too few to tell", 5, 5, false, ratePlateau * 5, rateFirstClimbWindows * time.Second},
+		{"hourly quota", 3600, 18, true, ratePlateau * 18, rateFirstClimbWindows * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			now := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+			clock := func() time.Time { return now }
+			b := newRateBudget(8, 10, rateConfig{start: 100}, clock, nil)
+			b.clock = clock
+			take := func() slot {
+				t.Helper()
+				if err := b.takeSlot(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				b.reserve()
+				return b.send()
+			}
+			for range c.accepted {
+				now = now.Add(time.Second / time.Duration(c.accepted+1))
+				b.release(take(), outcomeOK)
+			}
+			now = now.Add(time.Second / time.Duration(c.accepted+1))
+			lowered, rps := b.throttled(take(), time.Second, c.announced)
+			if lowered == c.saysNothing {
+				t.Fatalf("first 429: lowered %v, rate %.4f; want lowered %v", lowered, rps, !c.saysNothing)
+			}
+			if c.saysNothing {
+				lowered, rps = b.throttled(take(), time.Second, c.announced)
+			}
+			if !lowered {
+				t.Fatal("the 429 did not lower the rate")
+			}
+			if math.Abs(rps-c.rate) > 1e-9 || b.rate.climb != c.climb {
+				t.Fatalf("rate %.4f, climb %s; want %.4f, %s", rps, b.rate.climb, c.rate, c.climb)
+			}
+		})
+	}
+}
+
+// Over the wire: the limit a 429's body announces (meta.rateLimit, as
+// servicetest's WithRateLimit sends it) reaches the rate. Twenty requests
+// go at once, the 21st is refused: the rate drops to
+// rateConfirmedPlateau × 20 when the 429 says its limit is 20, and to
+// ratePlateau × 20 when it says nothing.
+func TestClientTakesTheLimitA429Announces(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		meta string
+		want float64
+	}{
+		{"announced", `,"meta":{"rateLimit":{"limit":20,"remaining":0,"reset":%d}}`, rateConfirmedPlateau * 20},
+		{"silent", "", ratePlateau * 20},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var n atomic.Int64
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if n.Add(1) != 21 {
+					io.WriteString(w, describeOK)
+					return
+				}
+				w.Header().Set("Retry-After", "1")
+				w.WriteHeader(http.StatusTooManyRequests)
+				meta := c.meta
+				if meta != "" {
+					// A reset that has passed: the quota does not hold the
+					// retry back (the recorded sleeps pass no time).
+					meta = fmt.Sprintf(meta, time.Now().Unix())
+				}
+				io.WriteString(w, `{"response":{"code":1429,"name":"RateLimitError","message":"slow down"}`+meta+`}`)
+			})
+			cl, _ := newTestClient(t, h, WithMaxInFlight(1, 1))
+			recordSleeps(cl)
+			cl.budget.rate = newRateCtl(rateConfig{start: 1000}, time.Now()) // twenty at once
+			for i := range 21 {
+				if _, err := cl.Describe(context.Background(), "x"); err != nil {
+					t.Fatalf("request %d: %v", i+1, err)
+				}
+			}
+			if got := cl.Rate(); math.Abs(got-c.want) > 1e-9 {
+				t.Fatalf("rate %.4f after the 429, want %.4f", got, c.want)
+			}
+		})
+	}
+}
+
+// A read that starts in a window someone else has mostly used (the run
+// before, another client of the tenant) counts a fifth of the limit at its
+// first 429. When the 429 announces the limit, that 429 says nothing and
+// the next one, in a window of its own, finds the limit: the read keeps to
+// 1.15 × the ideal. A silent service leaves the client a fifth of the
+// limit to climb back from, which takes longer.
+func TestRateFirstWindowShared(t *testing.T) {
+	start := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC) // simulate's
+	for _, n := range []int{5, 20, 50, 200} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			used := func() *fixedWindow {
+				return &fixedWindow{n: n, w: time.Second, start: start, count: n - max(1, n/5)}
+			}
+			ann := simulate(t, announcing{used(), n}, rateConfig{}, 60*n, DefaultConcurrency, DefaultConcurrency, 5*time.Millisecond)
+			silent := simulate(t, used(), rateConfig{}, 60*n, DefaultConcurrency, DefaultConcurrency, 5*time.Millisecond)
+			ideal := time.Duration(float64(ann.accepted) / float64(n) * float64(time.Second))
+			over := ann.elapsed.Seconds() / ideal.Seconds()
+			share := float64(ann.throttled) / float64(ann.accepted+ann.throttled)
+			t.Logf("announced: %s (%.3f × the ideal), %d throttled; silent: %s", ann.elapsed.Round(time.Millisecond), over, ann.throttled, silent.elapsed.Round(time.Millisecond))
+			if over > 1.15 || share > 0.02 {
+				t.Errorf("announced: %.3f × the ideal, %.2f %% throttled; want at most 1.15 and 2 %%", over, 100*share)
+			}
+			if ann.elapsed >= silent.elapsed {
+				t.Errorf("announced %s, not faster than silent %s", ann.elapsed, silent.elapsed)
+			}
+		})
 	}
 }

@@ -25,8 +25,9 @@
 //     DefaultStartRate, doubles while the limiter holds requests back, and
 //     on a 429 (once per round) drops just under the rate the service
 //     accepted in its window, then climbs back along a cubic and probes
-//     above; WithRateLimit sets a ceiling on it, WithoutRateLimit turns it
-//     off;
+//     above; a limit the 429 announces and the count confirms is taken as
+//     the service's word (closer under it, probed seldom); WithRateLimit
+//     sets a ceiling on it, WithoutRateLimit turns it off;
 //   - retries reads (429 honouring Retry-After, 5xx, dropped connections,
 //     bodies cut short) within a budget of attempts and total wait; never
 //     retries a create or update once it may have reached the service

@@ -113,24 +113,24 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 		st.attempts++
 		start := time.Now()
 		resp, sent, err := c.attempt(ctx, info, u, bearer, buf)
+		q := parseQuotaHeaders(resp.header, c.now())
+		if !q.ok && resp.status == http.StatusTooManyRequests {
+			q = parseQuotaMeta(buf.Bytes(), c.now())
+		}
 		switch {
 		case err != nil || retryableStatus(resp.status) && resp.status != http.StatusTooManyRequests:
 			c.budget.release(sl, outcomeFailed)
 		case resp.status == http.StatusTooManyRequests:
 			ra, _ := parseRetryAfter(resp.header.Get("Retry-After"), c.now())
-			if lowered, rps := c.budget.throttled(sl, ra); lowered {
+			if lowered, rps := c.budget.throttled(sl, ra, q.limit); lowered {
 				c.log.DebugContext(ctx, "request rate lowered after a 429", "interface", info.iface, "op", info.op,
-					"rate", math.Round(rps*100)/100)
+					"rate", math.Round(rps*100)/100, "announced_limit", q.limit)
 			}
 		default:
 			c.budget.release(sl, outcomeOK)
 		}
 		c.logAttempt(ctx, info, u, resp.status, st.attempts, time.Since(start), err)
-		if q := parseQuotaHeaders(resp.header, c.now()); q.ok {
-			c.budget.observeQuota(q)
-		} else if resp.status == http.StatusTooManyRequests {
-			c.budget.observeQuota(parseQuotaMeta(buf.Bytes(), c.now()))
-		}
+		c.budget.observeQuota(q)
 		if ctx.Err() != nil {
 			return st, context.Cause(ctx)
 		}

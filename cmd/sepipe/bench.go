@@ -47,8 +47,10 @@ answers 429 (with Retry-After) to data requests beyond N per --rate-window, as
 a rate-limited service does. The sync does not know N: it runs with the default
 settings, as a default sepipe sync does, and finds the rate itself. The report
 gives its time against the ideal, the requests the fake answered divided by N
-(in windows), and the share of requests answered 429. Only the sync phase runs
-unless --phases says otherwise (fetch and read_json read the unlimited fake).`,
+(in windows), and the share of requests answered 429. Each run starts a window
+after the one before ended, so that it meets windows of its own, as a nightly
+sync does. Only the sync phase runs unless --phases says otherwise (fetch and
+read_json read the unlimited fake).`,
 		Example: `  sepipe bench --rows 1000000
   sepipe bench --rows 5000000 --repeat 1
   sepipe bench --rows 600000 --rate-limit 20 --repeat 1`,

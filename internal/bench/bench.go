@@ -84,8 +84,9 @@ type Config struct {
 	// beyond RateLimit in one RateWindow (default 1 s), with Retry-After
 	// and meta.rateLimit, as servicetest.WithRateLimit does. The sync
 	// does not know the limit: its client has the default settings (no
-	// ceiling on its adaptive rate). The other phases read the unlimited
-	// fake, as without it.
+	// ceiling on its adaptive rate). Each run starts a window after the
+	// run before ended, in a window of its own. The other phases read the
+	// unlimited fake, as without it.
 	RateLimit  int
 	RateWindow time.Duration
 	// Mode is the sync's write mode for the object: "replace" (default),
@@ -292,6 +293,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		phases = []string{PhaseSync, PhaseFetch, PhaseReadJSON}
 	}
 	best := map[string]*PhaseResult{PhaseSync: &res.Sync, PhaseFetch: &res.Fetch, PhaseReadJSON: &res.ReadJSON}
+	var limitedEnd time.Time // when the last run against the limited fake ended
 	for rep := range cfg.Repeat {
 		for _, phase := range phases {
 			s := spec
@@ -305,6 +307,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			if limited != nil && phase == PhaseSync {
 				s.URL, s.Token, s.Defaults = limited.URL, limited.Service.AccessToken(), true
 				before = limited.Faults()
+				// Each run meets windows of its own, as a nightly sync
+				// does: the run before must not have used part of its
+				// first one.
+				if d := time.Until(limitedEnd.Add(cfg.RateWindow)); d > 0 {
+					select {
+					case <-ctx.Done():
+						return nil, context.Cause(ctx)
+					case <-time.After(d):
+					}
+				}
 			}
 			runtime.GC() // start each phase from a quiet heap
 			cpu0 := processCPU()
@@ -316,6 +328,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				r.ServiceCPU = processCPU() - cpu0 // the phase ran in a child: this was the fake's
 			}
 			if s.Defaults {
+				limitedEnd = time.Now()
 				after := limited.Faults()
 				r.Requests, r.Throttled = after.Requests-before.Requests, after.RateLimited-before.RateLimited
 				r.Ideal = time.Duration(float64(r.Requests-r.Throttled) / float64(cfg.RateLimit) * float64(cfg.RateWindow))
