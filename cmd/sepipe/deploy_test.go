@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -53,7 +54,8 @@ type k8sObject struct {
 // TestDeployManifest keeps deploy/kubernetes true to the binary: every
 // CronJob runs a command and flags sepipe has, on a config (the ConfigMap)
 // that loads for its tenant with only the variables of the tenant's
-// Secret, and mounts the tenant's volume where its data goes.
+// Secret, and mounts the tenant's volume where its data goes; one more
+// runs lake expire over every tenant's tables.
 func TestDeployManifest(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "..", "deploy", "kubernetes", "*.yaml"))
 	if err != nil || len(files) == 0 {
@@ -86,12 +88,16 @@ func TestDeployManifest(t *testing.T) {
 		t.Fatalf("no %s %q in deploy/kubernetes", kind, name)
 		return nil
 	}
-	jobs := 0
+	jobs, expires := 0, 0
 	for _, o := range objs {
 		if o.Kind != "CronJob" {
 			continue
 		}
-		jobs++
+		if args := o.Spec.JobTemplate.Spec.Template.Spec.Containers; len(args) == 1 && slices.Equal(args[0].Args[:min(2, len(args[0].Args))], []string{"lake", "expire"}) {
+			expires++
+		} else {
+			jobs++
+		}
 		t.Run(o.Metadata.Name, func(t *testing.T) {
 			cs := o.Spec.JobTemplate.Spec.Template.Spec.Containers
 			if len(cs) != 1 {
@@ -108,7 +114,11 @@ func TestDeployManifest(t *testing.T) {
 			}
 			cfgPath, _ := cmd.Flags().GetString("config")
 			tenant, _ := cmd.Flags().GetString("tenant")
-			if cfgPath == "" || tenant == "" {
+			expire := cmd.CommandPath() == "sepipe lake expire"
+			switch {
+			case expire && (cfgPath == "" || tenant != ""):
+				t.Fatalf("args %q: want --config and every tenant (no --tenant)", c.Args)
+			case !expire && (cfgPath == "" || tenant == ""):
 				t.Fatalf("args %q: want --config and --tenant", c.Args)
 			}
 			// The config file comes from a mounted ConfigMap.
@@ -145,6 +155,27 @@ func TestDeployManifest(t *testing.T) {
 				t.Fatal(err)
 			}
 			conf, err := LoadConfig(file, true)
+			if expire {
+				// The maintenance job: the lake of every tenant, an age
+				// the command takes.
+				if err == nil {
+					err = conf.validateTenants()
+				}
+				if err == nil {
+					err = conf.validateLake()
+				}
+				if err != nil {
+					t.Fatalf("the ConfigMap's config for lake expire: %v", err)
+				}
+				if len(conf.Tenants) < 2 || conf.Output.Lake.Iceberg == nil {
+					t.Fatalf("lake expire: want the tenants' shared Iceberg lake, got %d tenants, lake %+v", len(conf.Tenants), conf.Output.Lake.Iceberg)
+				}
+				older, _ := cmd.Flags().GetString("older-than")
+				if age, err := ParseDuration(older); err != nil || age < 7*24*time.Hour {
+					t.Fatalf("lake expire --older-than %q: want an age of days, longer than a run stays unsettled (%v)", older, err)
+				}
+				return
+			}
 			if err == nil {
 				err = conf.UseTenant(tenant)
 			}
@@ -170,7 +201,7 @@ func TestDeployManifest(t *testing.T) {
 			}
 		})
 	}
-	if jobs < 2 {
-		t.Errorf("%d CronJobs, want one per tenant (two in the example)", jobs)
+	if jobs < 2 || expires != 1 {
+		t.Errorf("%d sync CronJobs and %d lake expire, want one per tenant (two in the example) and one to maintain the lake", jobs, expires)
 	}
 }
