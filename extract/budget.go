@@ -183,20 +183,20 @@ func (b *budget) waitToken(ctx context.Context, delay time.Duration, res *rate.R
 // release frees a slot and adapts the limit to the outcome (a 429 goes
 // through throttled).
 func (b *budget) release(s slot, o outcome) {
-	b.settle(s, o, 0, 0)
+	b.settle(s, o, 0, quotaInfo{})
 }
 
 // throttled frees the slot of a request answered 429; retryAfter is the
-// answer's hint (0: none) and limit the request quota it announced (0:
-// none). It reports whether the rate was lowered, and the rate now.
-func (b *budget) throttled(s slot, retryAfter time.Duration, limit int) (lowered bool, rps float64) {
-	lowered = b.settle(s, outcomeThrottled, retryAfter, limit)
+// answer's hint (0: none) and q the request quota it announced (q.ok
+// false: none). It reports whether the rate was lowered, and the rate now.
+func (b *budget) throttled(s slot, retryAfter time.Duration, q quotaInfo) (lowered bool, rps float64) {
+	lowered = b.settle(s, outcomeThrottled, retryAfter, q)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return lowered, b.rate.r
 }
 
-func (b *budget) settle(s slot, o outcome, retryAfter time.Duration, limit int) (lowered bool) {
+func (b *budget) settle(s slot, o outcome, retryAfter time.Duration, q quotaInfo) (lowered bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.inflight--
@@ -208,7 +208,7 @@ func (b *budget) settle(s slot, o outcome, retryAfter time.Duration, limit int) 
 		if s.epoch == b.epoch {
 			b.limit = max(1, b.limit/2)
 			b.epoch++
-			lowered = b.rate.throttled(b.clock(), s, limit)
+			lowered = b.rate.throttled(b.clock(), s, q)
 		}
 	case outcomeOK:
 		b.run++
@@ -284,19 +284,28 @@ func (c *Client) Rate() float64 {
 // rateSame) doubles the next climb, up to rateSlowestClimb times: a limit
 // that holds is probed less and less often.
 //
-// A 429 may announce the service's limit (quota.go reads it). When the
-// requests counted in the estimated window match it (within rateSame, and
-// at least rateConfirmMin requests), the estimate is the service's own
-// word, confirmed by the count: not low, whatever the ramp before, and the
-// window is right. The announced limit then stands for the client's
-// count, which misses requests that overtook the refused one; the rate
-// levels off at rateConfirmedPlateau of the estimate instead of
-// ratePlateau; and the climb is the slowest at once, so a short run is not
-// probed again and a long one seldom. The client's first 429 whose count
-// is well under the announced limit (by more than rateSame) came in a
-// window someone else used too (another client of the tenant, the run
-// before): it says nothing about the rate, as a 429 after no accepted
-// answer; the next one counts whatever it finds.
+// A 429 may announce the service's limit (quota.go reads it: the
+// X-RateLimit-*, RateLimit-* and RateLimit headers, or the body's
+// meta.rateLimit, with what remains and when it resets). Only a limit of
+// the window that refused the request counts: nothing remains, and it
+// resets within the estimated window (plus a second, for resets given in
+// whole seconds); an hourly quota's limit says nothing about the rate.
+// When the requests counted in the estimated window match that limit
+// (within rateAnnounced, and at least rateConfirmMin requests), the
+// estimate is the service's own word, confirmed by the count: not low,
+// whatever the ramp before, and the window is right. The announced limit
+// then stands for the client's count, which misses requests that
+// overtook the refused one or takes in some of the window before; the
+// rate levels off at rateConfirmedPlateau of the estimate instead of
+// ratePlateau; and the climb is the slowest at once, whether a
+// Retry-After was seen or not, so a short run is not probed again and a
+// long one seldom. In slow start,
+// the client's first 429 whose count is under the announced limit by more
+// than rateAnnounced may have come in a window someone else used too
+// (another client of the tenant, the run before): it says nothing about
+// the rate, as a 429 after no accepted answer, and the next 429 takes the
+// higher of the two counts (a token bucket holding less than its rate
+// refuses the ramp early, and its second count is no higher).
 //
 // The first estimate may be low: taken while the rate was still doubling,
 // it counts a window of which the client used only the end (a token
@@ -307,7 +316,7 @@ func (c *Client) Rate() float64 {
 // Until a 429 has said Retry-After, the window is a guess and the
 // estimate may be low (a service counting per 100 ms refuses a burst
 // while the client sends little per second): the climb then takes two
-// windows. A 429 that follows no accepted answer in the window says
+// windows, unless an announced limit confirmed the count. A 429 that follows no accepted answer in the window says
 // nothing about the rate (another client used the window, or the quota is
 // spent): it pauses and retries but does not lower the rate.
 //
@@ -343,6 +352,10 @@ const (
 	// rateSlowestClimb times the first).
 	rateSame         = 0.1
 	rateSlowestClimb = 4
+	// rateAnnounced: a count within this share of an announced limit
+	// matches it; a first count further under it may have shared its
+	// window.
+	rateAnnounced = 0.1
 	// rateConfirmMin: an announced limit confirms the count of at least
 	// this many requests only (fewer match by chance: a token bucket
 	// holding one request announces 1, and the first 429 counts 1).
@@ -377,7 +390,8 @@ type rateCtl struct {
 
 	r       float64       // the current rate
 	slow    bool          // slow start: no 429 measured yet
-	shared  bool          // a 429 in slow start found its window shared (see throttled)
+	shared  bool          // a 429 in slow start may have found its window shared (see throttled)
+	sharedN float64       // ... and the rate its count gave
 	est     float64       // the last 429's estimate of the service's rate
 	plateau float64       // the share of est the climb levels off at
 	same    int           // estimates in a row that confirmed the one before
@@ -549,9 +563,9 @@ func (c *rateCtl) accepted(ref time.Time) (n int, rps float64) {
 }
 
 // throttled lowers the rate after the first 429 of a round, to a request
-// sent at s.sent at rate s.rate; limit is the request quota the 429
-// announced (0: none). It reports whether it did.
-func (c *rateCtl) throttled(now time.Time, s slot, limit int) bool {
+// sent at s.sent at rate s.rate; q is the request quota the 429 announced
+// (q.ok false: none). It reports whether it did.
+func (c *rateCtl) throttled(now time.Time, s slot, q quotaInfo) bool {
 	if c.lim == nil || s.sent.IsZero() {
 		return false
 	}
@@ -559,17 +573,23 @@ func (c *rateCtl) throttled(now time.Time, s slot, limit int) bool {
 	if n == 0 {
 		return false // nothing learnt about the rate
 	}
-	if c.slow && !c.shared && float64(n) < (1-rateSame)*float64(limit) {
+	limit := 0 // the limit of the window that refused the request
+	if q.ok && q.remaining == 0 && !q.reset.After(now.Add(c.window+time.Second)) {
+		limit = q.limit
+	}
+	if c.slow && !c.shared && float64(n) < (1-rateAnnounced)*float64(limit) {
 		// The first 429, in a window the service says holds more than
-		// the client sent: someone else used part of it.
-		c.shared = true
+		// the client sent: someone else may have used part of it.
+		c.shared, c.sharedN = true, acc
 		return false
 	}
-	confirmed := n >= rateConfirmMin && math.Abs(float64(n-limit)) <= rateSame*float64(limit)
+	confirmed := n >= rateConfirmMin && math.Abs(float64(n-limit)) <= rateAnnounced*float64(limit)
 	if confirmed {
-		// The service's count, not the client's: requests sent after the
-		// refused one may have overtaken it.
+		// The service's count, not the client's.
 		acc *= float64(limit) / float64(n)
+	}
+	if c.slow {
+		acc = max(acc, c.sharedN) // 0 unless the first 429 was skipped
 	}
 	est := min(s.rate, acc)
 	switch {

@@ -342,7 +342,7 @@ func simulate(t *testing.T, svc simService, rc rateConfig, requests, workers, ma
 					w.state = 4
 				}
 			} else {
-				b.throttled(w.s, w.retryAfter, limit)
+				b.throttled(w.s, w.retryAfter, quotaInfo{limit: limit, reset: now.Add(w.retryAfter), ok: limit > 0})
 				res.throttled++
 				w.sleptUntil = now.Add(w.retryAfter)
 				b.pause(w.sleptUntil)
@@ -363,7 +363,9 @@ func simulate(t *testing.T, svc simService, rc rateConfig, requests, workers, ma
 // answered 429; the rate ends near the limit. A token bucket holding a
 // tenth of a second's worth refuses the first ramp early, so the first
 // estimate is low and the climb back costs more: within 1.6 ×, the rate
-// at least 0.7 × the limit at the end.
+// at least 0.7 × the limit at the end; one holding half a second's worth,
+// within 1.2 ×. Each service is also run announcing its limit in its 429s
+// (a token bucket its capacity or its rate).
 func TestRateConvergesOnTheServiceLimit(t *testing.T) {
 	for _, n := range []int{5, 20, 50, 200} {
 		for _, c := range []struct {
@@ -380,6 +382,9 @@ func TestRateConvergesOnTheServiceLimit(t *testing.T) {
 			{"10 s fixed window, announced", announcing{&fixedWindow{n: 10 * n, w: 10 * time.Second}, 10 * n}, 1.15, 0.8},
 			{"token bucket, announced", announcing{&tokenBucket{rate: float64(n), capacity: float64(n)}, n}, 1.15, 0.8},
 			{"small token bucket, announced", announcing{&tokenBucket{rate: float64(n), capacity: max(1, float64(n)/10)}, max(1, n/10)}, 1.6, 0.7},
+			{"half token bucket", &tokenBucket{rate: float64(n), capacity: max(1, float64(n)/2)}, 1.2, 0.8},
+			{"half token bucket, announcing its rate", announcing{&tokenBucket{rate: float64(n), capacity: max(1, float64(n)/2)}, n}, 1.2, 0.8},
+			{"small token bucket, announcing its rate", announcing{&tokenBucket{rate: float64(n), capacity: max(1, float64(n)/10)}, n}, 1.6, 0.7},
 		} {
 			t.Run(fmt.Sprintf("%s/%d", c.name, n), func(t *testing.T) {
 				r := simulate(t, c.svc, rateConfig{}, 60*n, DefaultConcurrency, DefaultConcurrency, 5*time.Millisecond)
@@ -453,7 +458,7 @@ func TestRateLowersOncePerRound(t *testing.T) {
 	rateNow := func() float64 { b.mu.Lock(); defer b.mu.Unlock(); return b.rate.r }
 
 	// The first 429 of the client: nothing accepted before it.
-	b.throttled(take(), time.Second, 0)
+	b.throttled(take(), time.Second, quotaInfo{})
 	if r := rateNow(); r != 100 {
 		t.Fatalf("a 429 after no accepted answer moved the rate to %.2f", r)
 	}
@@ -464,7 +469,7 @@ func TestRateLowersOncePerRound(t *testing.T) {
 	}
 	round := []slot{take(), take(), take(), take()}
 	for _, s := range round {
-		b.throttled(s, time.Second, 0)
+		b.throttled(s, time.Second, quotaInfo{})
 	}
 	if r := rateNow(); r != ratePlateau*20 {
 		t.Fatalf("rate %.2f after the round, want %.2f (%.2f × the 20 accepted in the window)", r, ratePlateau*20, ratePlateau)
@@ -472,7 +477,7 @@ func TestRateLowersOncePerRound(t *testing.T) {
 	// A Retry-After of 10 s: the window is 10 s from then on.
 	now = now.Add(time.Second)
 	b.release(take(), outcomeOK)
-	b.throttled(take(), 10*time.Second, 0)
+	b.throttled(take(), 10*time.Second, quotaInfo{})
 	if b.rate.window != 10*time.Second {
 		t.Fatalf("window %s after Retry-After: 10, want 10s", b.rate.window)
 	}
@@ -521,7 +526,7 @@ func TestRateClimbLengthensWhileTheLimitHolds(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.reserve()
-		if lowered, _ := b.throttled(b.send(), time.Second, 0); !lowered {
+		if lowered, _ := b.throttled(b.send(), time.Second, quotaInfo{}); !lowered {
 			t.Fatal("the 429 did not lower the rate")
 		}
 		now = now.Add(time.Second) // the pause: the next round counts alone
@@ -545,25 +550,32 @@ func TestRateClimbLengthensWhileTheLimitHolds(t *testing.T) {
 }
 
 // A 429 that announces the service's limit, matched by the count in the
-// window, is the service's word: the rate levels off at
-// rateConfirmedPlateau of it (the client's count of 18 stands corrected
-// to the 20 announced) and the climb is the slowest at once. A count too
-// small to tell leaves the client's own estimate and the short first
-// climb. A first 429 whose count is well under the announcement (an
-// hourly quota, a window someone else used) says nothing; the next one
-// lowers the rate by the count.
+// window, is the service's word: the rate drops to rateConfirmedPlateau
+// of it (the client's count of 19 stands corrected to the 20 announced)
+// and climbs back to that level, slowest at once. A count too small to
+// tell, or an announcement of an hourly quota, leaves the client's own
+// estimate and the short first climb. In slow start, a first 429 whose
+// count is well under the announcement says nothing and the next one
+// lowers the rate by the higher count; after slow start a count under the
+// limit lowers it at once.
 func TestRateTakesAnAnnouncedLimit(t *testing.T) {
+	slowest := rateCubicWindows * time.Second << (bits.Len(rateSlowestClimb) - 1)
+	first := rateFirstClimbWindows * time.Second
 	for _, c := range []struct {
-		name                string
-		announced, accepted int
-		saysNothing         bool // the first 429
-		rate                float64
-		climb               time.Duration
+		name      string
+		announced int
+		reset     time.Duration // from the 429
+		rounds    []int         // accepted in the window before each 429
+		skipped   int           // 429s that say nothing, first
+		rate      float64       // after the last 429
+		climb     time.Duration // after the last 429
 	}{
-		{"matched", 20, 18, false, rateConfirmedPlateau * 20, rateCubicWindows * time.Second << (bits.Len(rateSlowestClimb) - 1)},
-		{"none", 0, 18, false, ratePlateau * 18, rateFirstClimbWindows * time.Second},
-		{"too few to tell", 5, 5, false, ratePlateau * 5, rateFirstClimbWindows * time.Second},
-		{"hourly quota", 3600, 18, true, ratePlateau * 18, rateFirstClimbWindows * time.Second},
+		{"matched", 20, time.Second, []int{19}, 0, rateConfirmedPlateau * 20, slowest},
+		{"none", 0, 0, []int{18}, 0, ratePlateau * 18, first},
+		{"too few to tell", 5, time.Second, []int{5}, 0, ratePlateau * 5, first},
+		{"hourly quota", 3600, time.Hour, []int{18}, 0, ratePlateau * 18, first},
+		{"15 % under: shared", 20, time.Second, []int{17, 12}, 1, ratePlateau * 17, first},
+		{"under after slow start", 20, time.Second, []int{19, 12}, 0, ratePlateau * 12, rateCubicWindows * time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			now := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
@@ -578,23 +590,31 @@ func TestRateTakesAnAnnouncedLimit(t *testing.T) {
 				b.reserve()
 				return b.send()
 			}
-			for range c.accepted {
-				now = now.Add(time.Second / time.Duration(c.accepted+1))
-				b.release(take(), outcomeOK)
-			}
-			now = now.Add(time.Second / time.Duration(c.accepted+1))
-			lowered, rps := b.throttled(take(), time.Second, c.announced)
-			if lowered == c.saysNothing {
-				t.Fatalf("first 429: lowered %v, rate %.4f; want lowered %v", lowered, rps, !c.saysNothing)
-			}
-			if c.saysNothing {
-				lowered, rps = b.throttled(take(), time.Second, c.announced)
-			}
-			if !lowered {
-				t.Fatal("the 429 did not lower the rate")
+			var lowered bool
+			var rps float64
+			for i, accepted := range c.rounds {
+				for range accepted {
+					now = now.Add(time.Second / time.Duration(accepted+1))
+					b.release(take(), outcomeOK)
+				}
+				now = now.Add(time.Second / time.Duration(accepted+1))
+				q := quotaInfo{limit: c.announced, reset: now.Add(c.reset), ok: c.announced > 0}
+				lowered, rps = b.throttled(take(), time.Second, q)
+				if lowered == (i < c.skipped) {
+					t.Fatalf("429 %d (%d accepted): lowered %v, rate %.4f; want lowered %v", i+1, accepted, lowered, rps, i >= c.skipped)
+				}
+				now = now.Add(time.Second) // the pause: the next round counts alone
 			}
 			if math.Abs(rps-c.rate) > 1e-9 || b.rate.climb != c.climb {
 				t.Fatalf("rate %.4f, climb %s; want %.4f, %s", rps, b.rate.climb, c.rate, c.climb)
+			}
+			// The climb levels off where it started: at the plateau.
+			b.mu.Lock()
+			b.rate.grow(now, b.rate.climb-b.rate.held)
+			r := b.rate.r
+			b.mu.Unlock()
+			if math.Abs(r-c.rate) > 1e-9 {
+				t.Fatalf("rate %.4f at the end of the climb, want %.4f", r, c.rate)
 			}
 		})
 	}

@@ -114,15 +114,17 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 		start := time.Now()
 		resp, sent, err := c.attempt(ctx, info, u, bearer, buf)
 		q := parseQuotaHeaders(resp.header, c.now())
-		if !q.ok && resp.status == http.StatusTooManyRequests {
-			q = parseQuotaMeta(buf.Bytes(), c.now())
+		if resp.status == http.StatusTooManyRequests && (!q.ok || q.limit == 0) {
+			if m := parseQuotaMeta(buf.Bytes(), c.now()); m.ok {
+				q = m // the body says more: the limit too
+			}
 		}
 		switch {
 		case err != nil || retryableStatus(resp.status) && resp.status != http.StatusTooManyRequests:
 			c.budget.release(sl, outcomeFailed)
 		case resp.status == http.StatusTooManyRequests:
 			ra, _ := parseRetryAfter(resp.header.Get("Retry-After"), c.now())
-			if lowered, rps := c.budget.throttled(sl, ra, q.limit); lowered {
+			if lowered, rps := c.budget.throttled(sl, ra, q); lowered {
 				c.log.DebugContext(ctx, "request rate lowered after a 429", "interface", info.iface, "op", info.op,
 					"rate", math.Round(rps*100)/100, "announced_limit", q.limit)
 			}
