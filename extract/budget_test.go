@@ -438,16 +438,17 @@ func TestRateGrowsOnlyWhenHeldBack(t *testing.T) {
 	}
 }
 
-// A round of 429s lowers the rate once, to just under what the service
-// accepted in its window; a 429 that follows no accepted answer in the
-// window does not lower it (nothing was learnt); a Retry-After widens the
-// window the estimate counts over.
-func TestRateLowersOncePerRound(t *testing.T) {
-	now := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	b := newRateBudget(8, 10, rateConfig{start: 100}, clock, nil)
+// clockedBudget is a budget whose rate starts at 100 a second, on a clock
+// the test moves (*now), and take, which takes a slot and a token and
+// sends.
+func clockedBudget(t *testing.T) (b *budget, now *time.Time, take func() slot) {
+	t.Helper()
+	at := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+	now = &at
+	clock := func() time.Time { return *now }
+	b = newRateBudget(8, 10, rateConfig{start: 100}, clock, nil)
 	b.clock = clock
-	take := func() slot {
+	take = func() slot {
 		t.Helper()
 		if err := b.takeSlot(context.Background()); err != nil {
 			t.Fatal(err)
@@ -455,6 +456,15 @@ func TestRateLowersOncePerRound(t *testing.T) {
 		b.reserve()
 		return b.send()
 	}
+	return b, now, take
+}
+
+// A round of 429s lowers the rate once, to just under what the service
+// accepted in its window; a 429 that follows no accepted answer in the
+// window does not lower it (nothing was learnt); a Retry-After widens the
+// window the estimate counts over.
+func TestRateLowersOncePerRound(t *testing.T) {
+	b, now, take := clockedBudget(t)
 	rateNow := func() float64 { b.mu.Lock(); defer b.mu.Unlock(); return b.rate.r }
 
 	// The first 429 of the client: nothing accepted before it.
@@ -464,7 +474,7 @@ func TestRateLowersOncePerRound(t *testing.T) {
 	}
 	// 20 accepted over the next second, then a round of four 429s.
 	for range 20 {
-		now = now.Add(50 * time.Millisecond)
+		*now = now.Add(50 * time.Millisecond)
 		b.release(take(), outcomeOK)
 	}
 	round := []slot{take(), take(), take(), take()}
@@ -475,7 +485,7 @@ func TestRateLowersOncePerRound(t *testing.T) {
 		t.Fatalf("rate %.2f after the round, want %.2f (%.2f × the 20 accepted in the window)", r, ratePlateau*20, ratePlateau)
 	}
 	// A Retry-After of 10 s: the window is 10 s from then on.
-	now = now.Add(time.Second)
+	*now = now.Add(time.Second)
 	b.release(take(), outcomeOK)
 	b.throttled(take(), 10*time.Second, quotaInfo{})
 	if b.rate.window != 10*time.Second {
@@ -507,29 +517,18 @@ func TestRateOff(t *testing.T) {
 // time, rateCubicWindows after, twice that when the estimate confirms the
 // one before, and back to rateCubicWindows when it does not.
 func TestRateClimbLengthensWhileTheLimitHolds(t *testing.T) {
-	now := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	b := newRateBudget(8, 10, rateConfig{start: 100}, clock, nil)
-	b.clock = clock
+	b, now, take := clockedBudget(t)
 	round := func(accepted int) time.Duration {
 		t.Helper()
 		for range accepted {
-			now = now.Add(time.Second / time.Duration(accepted+1))
-			if err := b.takeSlot(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			b.reserve()
-			b.release(b.send(), outcomeOK)
+			*now = now.Add(time.Second / time.Duration(accepted+1))
+			b.release(take(), outcomeOK)
 		}
-		now = now.Add(time.Second / time.Duration(accepted+1))
-		if err := b.takeSlot(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		b.reserve()
-		if lowered, _ := b.throttled(b.send(), time.Second, quotaInfo{}); !lowered {
+		*now = now.Add(time.Second / time.Duration(accepted+1))
+		if lowered, _ := b.throttled(take(), time.Second, quotaInfo{}); !lowered {
 			t.Fatal("the 429 did not lower the rate")
 		}
-		now = now.Add(time.Second) // the pause: the next round counts alone
+		*now = now.Add(time.Second) // the pause: the next round counts alone
 		return b.rate.climb
 	}
 	w := time.Second
@@ -578,39 +577,28 @@ func TestRateTakesAnAnnouncedLimit(t *testing.T) {
 		{"under after slow start", 20, time.Second, []int{19, 12}, 0, ratePlateau * 12, rateCubicWindows * time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			now := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
-			clock := func() time.Time { return now }
-			b := newRateBudget(8, 10, rateConfig{start: 100}, clock, nil)
-			b.clock = clock
-			take := func() slot {
-				t.Helper()
-				if err := b.takeSlot(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-				b.reserve()
-				return b.send()
-			}
+			b, now, take := clockedBudget(t)
 			var lowered bool
 			var rps float64
 			for i, accepted := range c.rounds {
 				for range accepted {
-					now = now.Add(time.Second / time.Duration(accepted+1))
+					*now = now.Add(time.Second / time.Duration(accepted+1))
 					b.release(take(), outcomeOK)
 				}
-				now = now.Add(time.Second / time.Duration(accepted+1))
+				*now = now.Add(time.Second / time.Duration(accepted+1))
 				q := quotaInfo{limit: c.announced, reset: now.Add(c.reset), ok: c.announced > 0}
 				lowered, rps = b.throttled(take(), time.Second, q)
 				if lowered == (i < c.skipped) {
 					t.Fatalf("429 %d (%d accepted): lowered %v, rate %.4f; want lowered %v", i+1, accepted, lowered, rps, i >= c.skipped)
 				}
-				now = now.Add(time.Second) // the pause: the next round counts alone
+				*now = now.Add(time.Second) // the pause: the next round counts alone
 			}
 			if math.Abs(rps-c.rate) > 1e-9 || b.rate.climb != c.climb {
 				t.Fatalf("rate %.4f, climb %s; want %.4f, %s", rps, b.rate.climb, c.rate, c.climb)
 			}
 			// The climb levels off where it started: at the plateau.
 			b.mu.Lock()
-			b.rate.grow(now, b.rate.climb-b.rate.held)
+			b.rate.grow(*now, b.rate.climb-b.rate.held)
 			r := b.rate.r
 			b.mu.Unlock()
 			if math.Abs(r-c.rate) > 1e-9 {
