@@ -202,7 +202,16 @@ func printRateLimited(w io.Writer, r *bench.Result) {
 	tw.Flush()
 	fmt.Fprintln(w, "\nideal: the requests the fake answered (not 429) divided by the limit; SYNC: the whole sync, DuckDB load")
 	fmt.Fprintln(w, "included; STAGED: until the object was staged as Parquet (the fetch done). Every run is listed.")
+	if s := r.Sync; s.Ideal > 0 && s.Ideal < benchSteadyWindows*r.RateWindow && s.Requests > 0 {
+		rows := (int64(float64(r.Rows)/float64(s.Requests)*float64(r.RateLimit)*benchSteadyWindows) + 999) / 1000 * 1000
+		fmt.Fprintf(w, "\nThe ideal is under %d windows: the first 429, which finding the limit costs once, pauses the sync\n", benchSteadyWindows)
+		fmt.Fprintf(w, "for its Retry-After (whole seconds) and weighs more than in a longer run; --rows %d gives about %d.\n", rows, benchSteadyWindows)
+	}
 }
+
+// benchSteadyWindows: a rate-limited run shorter than this many windows is
+// dominated by finding the limit (docs/performance.md).
+const benchSteadyWindows = 20
 
 func ratioOf(a, b time.Duration) float64 {
 	if b <= 0 {

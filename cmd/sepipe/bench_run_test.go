@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/sepipe/sepipe/internal/bench"
 )
@@ -43,5 +45,24 @@ func TestBenchMergeResync(t *testing.T) {
 	}
 	if res.Sync.Rows != res.Rows || res.Mode != "merge" || !res.Resync || len(res.Runs) != 1 {
 		t.Errorf("merge resync: %+v (object has %d rows)", res.Sync, res.Rows)
+	}
+}
+
+// A rate-limited run shorter than benchSteadyWindows windows is reported
+// with the rows that would make it long enough; a long one is not.
+func TestBenchRateLimitedHintsAtShortRuns(t *testing.T) {
+	for _, c := range []struct {
+		ideal time.Duration
+		hint  string
+	}{
+		{5 * time.Second, "--rows 400000 gives about 20"},
+		{20 * time.Second, ""},
+	} {
+		sync := bench.PhaseResult{Phase: bench.PhaseSync, Rows: 100_000, Requests: 100, Ideal: c.ideal, Duration: c.ideal + time.Second}
+		var out strings.Builder
+		printRateLimited(&out, &bench.Result{Rows: 100_000, RateLimit: 20, RateWindow: time.Second, Sync: sync, Runs: []bench.PhaseResult{sync}})
+		if got := strings.Contains(out.String(), "--rows"); got != (c.hint != "") || !strings.Contains(out.String(), c.hint) {
+			t.Errorf("ideal %s: want hint %q in:\n%s", c.ideal, c.hint, out.String())
+		}
 	}
 }
