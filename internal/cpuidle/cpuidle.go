@@ -12,8 +12,8 @@ import (
 // Meter tells whether the processors this process may use have been
 // mostly idle since it was last asked (at least MinSample ago; until then
 // its last answer stands). It looks at the machine (/proc/stat) and, in a
-// container with a CPU quota, at the quota (cgroup v2): the processors
-// are idle when both say so.
+// container with a CPU quota, at the quota (cgroup v2, or v1 on older
+// hosts): the processors are idle when both say so.
 type Meter struct {
 	read []cpuReader
 	at   time.Time
@@ -44,7 +44,11 @@ const (
 // not safe for concurrent use.
 func (m *Meter) Idle() bool {
 	if m.read == nil {
-		m.read = []cpuReader{procStat, func() cpuTimes { return cgroupCPU("/sys/fs/cgroup", time.Now()) }}
+		m.read = []cpuReader{
+			procStat,
+			func() cpuTimes { return cgroupCPU("/sys/fs/cgroup", time.Now()) },
+			func() cpuTimes { return cgroupV1CPU(cgroupV1Dir("cpu"), cgroupV1Dir("cpuacct"), time.Now()) },
+		}
 	}
 	now := time.Now()
 	if !m.at.IsZero() && now.Sub(m.at) < MinSample {
@@ -138,4 +142,37 @@ func cgroupCPU(dir string, now time.Time) cpuTimes {
 		}
 	}
 	return cpuTimes{}
+}
+
+// cgroupV1Dir is the folder of a cgroup v1 controller: its own mount
+// (/sys/fs/cgroup/cpu) or the one it shares (/sys/fs/cgroup/cpu,cpuacct).
+func cgroupV1Dir(controller string) string {
+	dir := filepath.Join("/sys/fs/cgroup", controller)
+	if _, err := os.Stat(dir); err != nil {
+		return filepath.Join("/sys/fs/cgroup", "cpu,cpuacct")
+	}
+	return dir
+}
+
+// cgroupV1CPU reads the same from cgroup v1: the quota from cpuDir's
+// cpu.cfs_quota_us and cpu.cfs_period_us, the use from acctDir's
+// cpuacct.usage (nanoseconds). Not ok without a quota (-1) or without
+// cgroup v1.
+func cgroupV1CPU(cpuDir, acctDir string, now time.Time) cpuTimes {
+	num := func(dir, name string) (float64, bool) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return 0, false
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+		return v, err == nil
+	}
+	quota, ok1 := num(cpuDir, "cpu.cfs_quota_us")
+	period, ok2 := num(cpuDir, "cpu.cfs_period_us")
+	used, ok3 := num(acctDir, "cpuacct.usage")
+	if !ok1 || !ok2 || !ok3 || quota <= 0 || period <= 0 {
+		return cpuTimes{}
+	}
+	total := float64(now.UnixMicro()) / 1e6 * quota / period
+	return cpuTimes{idle: total - used/1e9, total: total, ok: true}
 }

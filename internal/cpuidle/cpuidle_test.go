@@ -90,3 +90,34 @@ func TestCgroupCPU(t *testing.T) {
 		t.Errorf("no usage_usec: %+v", got)
 	}
 }
+
+// TestCgroupV1CPU reads a cgroup v1 quota (cpu.cfs_quota_us over
+// cpu.cfs_period_us) and its use (cpuacct.usage, nanoseconds).
+func TestCgroupV1CPU(t *testing.T) {
+	cpu, acct := t.TempDir(), t.TempDir()
+	write := func(dir, name, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Unix(1000, 0)
+	if got := cgroupV1CPU(cpu, acct, now); got.ok {
+		t.Errorf("no cgroup files: %+v", got)
+	}
+	write(cpu, "cpu.cfs_quota_us", "-1\n")
+	write(cpu, "cpu.cfs_period_us", "100000\n")
+	write(acct, "cpuacct.usage", "2500000000\n")
+	if got := cgroupV1CPU(cpu, acct, now); got.ok {
+		t.Errorf("no quota: %+v", got)
+	}
+	write(cpu, "cpu.cfs_quota_us", "150000\n") // a core and a half
+	got := cgroupV1CPU(cpu, acct, now)
+	if !got.ok || got.total != 1500 || got.idle != 1497.5 {
+		t.Errorf("a core and a half for 1000 s, 2.5 s used: %+v, want total 1500, idle 1497.5", got)
+	}
+	write(acct, "cpuacct.usage", "lots\n")
+	if got := cgroupV1CPU(cpu, acct, now); got.ok {
+		t.Errorf("unreadable usage: %+v", got)
+	}
+}
