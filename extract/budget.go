@@ -388,18 +388,18 @@ type rateCtl struct {
 	ceiling float64       // +Inf: none
 	burst   int           // 0: automatic
 
-	r       float64       // the current rate
-	slow    bool          // slow start: no 429 measured yet
-	shared  bool          // a 429 in slow start may have found its window shared (see throttled)
-	sharedN float64       // ... and the rate its count gave
-	est     float64       // the last 429's estimate of the service's rate
-	plateau float64       // the share of est the climb levels off at
-	same    int           // estimates in a row that confirmed the one before
-	from    float64       // the rate right after the last decrease
-	climb   time.Duration // held-back time from the decrease to the plateau
-	held    time.Duration // held-back time since the last doubling (slow start) or decrease
-	last    time.Time     // the latest token's time
-	window  time.Duration // the estimate of the service's window
+	r         float64       // the current rate
+	slow      bool          // slow start: no 429 measured yet
+	shared    bool          // a 429 in slow start may have found its window shared (see throttled)
+	sharedAcc float64       // ... and the rate its count gave
+	est       float64       // the last 429's estimate of the service's rate
+	plateau   float64       // the share of est the climb levels off at
+	same      int           // estimates in a row that confirmed the one before
+	from      float64       // the rate right after the last decrease
+	climb     time.Duration // held-back time from the decrease to the plateau
+	held      time.Duration // held-back time since the last doubling (slow start) or decrease
+	last      time.Time     // the latest token's time
+	window    time.Duration // the estimate of the service's window
 	// windowKnown: a 429 said Retry-After; without one the window is a
 	// guess and the estimate may be low.
 	windowKnown bool
@@ -580,7 +580,7 @@ func (c *rateCtl) throttled(now time.Time, s slot, q quotaInfo) bool {
 	if c.slow && !c.shared && float64(n) < (1-rateAnnounced)*float64(limit) {
 		// The first 429, in a window the service says holds more than
 		// the client sent: someone else may have used part of it.
-		c.shared, c.sharedN = true, acc
+		c.shared, c.sharedAcc = true, acc
 		return false
 	}
 	confirmed := n >= rateConfirmMin && math.Abs(float64(n-limit)) <= rateAnnounced*float64(limit)
@@ -589,7 +589,7 @@ func (c *rateCtl) throttled(now time.Time, s slot, q quotaInfo) bool {
 		acc *= float64(limit) / float64(n)
 	}
 	if c.slow {
-		acc = max(acc, c.sharedN) // 0 unless the first 429 was skipped
+		acc = max(acc, c.sharedAcc) // 0 unless the first 429 was skipped
 	}
 	est := min(s.rate, acc)
 	switch {
