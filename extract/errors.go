@@ -27,7 +27,8 @@ var (
 	// ErrQuotaExhausted: the service announced a request quota (window
 	// limit, remaining, reset) that is used up, or that would not cover
 	// the rest of a read, and the window does not reset within the retry
-	// budget's wait. Nothing was sent past the quota.
+	// budget's wait; or a 429 asked, by Retry-After, for a wait past that
+	// budget. Nothing was sent past the quota.
 	ErrQuotaExhausted = errors.New("extract: request quota exhausted")
 )
 

@@ -71,7 +71,8 @@ func (c *Client) get(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.B
 //
 // A 401 to a request carrying the access token, when WithOAuth or
 // WithTokenSource is set, replaces the token and retries once, whatever
-// the method.
+// the method. A 429 whose Retry-After lies past the retry budget's wait
+// ends the request with ErrQuotaExhausted, as an announced quota would.
 func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Buffer) (reqStats, error) {
 	info = info.withDefaults()
 	safe := !info.noRetry && (info.method == http.MethodGet || info.method == http.MethodHead || info.method == http.MethodDelete)
@@ -202,6 +203,13 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 		if st.waited+wait > c.maxWait {
 			err := fmt.Errorf("%w after %d attempts (waited %s, next wait %s would exceed %s): %w",
 				ErrRetriesExhausted, st.attempts, st.waited, wait, c.maxWait, last)
+			if hinted && resp.status == http.StatusTooManyRequests {
+				// The service said when its window reopens, and it is
+				// past what this request may wait: its quota for now is
+				// spent, as when it announces one (ErrQuotaExhausted).
+				err = fmt.Errorf("%s: %w: the service asks to wait %s (Retry-After), past the %s a request may wait (requests.max_wait; waited %s): %w",
+					info, ErrQuotaExhausted, wait.Round(time.Second), c.maxWait, st.waited.Round(time.Millisecond), err)
+			}
 			if !safe {
 				return st, c.uncertain(info, false, 0, err)
 			}

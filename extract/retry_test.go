@@ -112,13 +112,35 @@ func TestRateLimitedBackoffExhausted(t *testing.T) {
 	}
 }
 
+// A 429 asking for a wait past the retry budget ends the request at once,
+// as a spent quota: ErrQuotaExhausted (its stream is deferred), naming
+// the wait and the budget. Waits that add up past it do the same.
 func TestRetryAfterBeyondBudget(t *testing.T) {
 	s := &script{steps: []func(http.ResponseWriter, *http.Request){status(429, "Retry-After", "600")}}
 	c, _ := newTestClient(t, s, WithRetry(6, time.Minute))
 	sl := recordSleeps(c)
 	_, err := c.Objects(context.Background())
-	if !errors.Is(err, ErrRateLimited) || s.n.Load() != 1 || len(sl.get()) != 0 {
+	if !errors.Is(err, ErrRateLimited) || !errors.Is(err, ErrQuotaExhausted) || s.n.Load() != 1 || len(sl.get()) != 0 {
 		t.Fatalf("err = %v after %d requests", err, s.n.Load())
+	}
+	if msg := err.Error(); !strings.Contains(msg, "wait 10m0s (Retry-After)") || !strings.Contains(msg, "requests.max_wait") {
+		t.Errorf("err = %v, want the asked wait and the budget named", err)
+	}
+
+	s = &script{steps: []func(http.ResponseWriter, *http.Request){status(429, "Retry-After", "40")}}
+	c, _ = newTestClient(t, s, WithRetry(6, time.Minute))
+	sl = recordSleeps(c)
+	if _, err = c.Objects(context.Background()); !errors.Is(err, ErrQuotaExhausted) || s.n.Load() != 2 || len(sl.get()) != 1 {
+		t.Fatalf("40 s twice in a minute's budget: err = %v after %d requests", err, s.n.Load())
+	}
+
+	// Without Retry-After the service said nothing of its window: retries
+	// exhausted, not a spent quota.
+	s = &script{steps: []func(http.ResponseWriter, *http.Request){status(429)}}
+	c, _ = newTestClient(t, s, WithRetry(2, time.Minute))
+	recordSleeps(c)
+	if _, err = c.Objects(context.Background()); !errors.Is(err, ErrRateLimited) || errors.Is(err, ErrQuotaExhausted) {
+		t.Fatalf("429s without Retry-After: err = %v", err)
 	}
 }
 

@@ -42,7 +42,8 @@
 // succeeded, records the failure, and Sync returns a *RunError listing each
 // object's error. A stream whose interface the tenant is not entitled to
 // (403, or 404 for a whole collection) is skipped, and one the announced
-// request quota would not cover is deferred (extract.ErrQuotaExhausted);
+// request quota would not cover, or whose 429 asks for a wait past the
+// retry budget, is deferred (extract.ErrQuotaExhausted);
 // both are recorded with their reason and make the run partial, and a
 // later run of the same snapshot day reads only the deferred streams. A
 // cancelled context stops every worker and leaves the

@@ -101,6 +101,48 @@ func TestTenantWithoutV4SkipsThemes(t *testing.T) {
 	}
 }
 
+// TestHourlyLimitDefers: a service that limits requests per hour and says
+// so only in its 429s (Retry-After: the rest of the hour). A request that
+// meets one does not wait an hour, and its stream is not failed: it is
+// deferred, as under an announced quota, and the streams read before the
+// limit commit.
+func TestHourlyLimitDefers(t *testing.T) {
+	const users, seed = 40, 5
+	opts := []extract.Option{extract.WithPageSize(100), extract.WithConcurrency(2), extract.WithRetry(6, 300*time.Millisecond)}
+	ctx := context.Background()
+	clean := servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithSeed(seed))
+	defer clean.Close()
+	if _, err := pipeline.Sync(ctx, client(t, clean.URL, clean.Service.AccessToken(), opts...), pipeline.Config{Out: t.TempDir(), Only: reportObjects, Now: clock(day1)}); err != nil {
+		t.Fatal(err)
+	}
+	limit := int(clean.Service.Requests()) / 2
+
+	srv := servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithSeed(seed),
+		servicetest.WithRateLimit(limit), servicetest.WithRateWindow(time.Hour))
+	defer srv.Close()
+	out := t.TempDir()
+	start := time.Now()
+	res, err := pipeline.Sync(ctx, client(t, srv.URL, srv.Service.AccessToken(), opts...), pipeline.Config{Out: out, Only: reportObjects, Now: clock(day1)})
+	var re *pipeline.RunError
+	if !errors.As(err, &re) || !re.Partial || len(re.Deferred) == 0 || len(re.Failed) != 0 {
+		t.Fatalf("a limit of %d requests an hour: %v; want a partial run that deferred streams and failed none", limit, err)
+	}
+	if !errors.Is(err, extract.ErrQuotaExhausted) {
+		t.Errorf("the run error does not wrap ErrQuotaExhausted: %v", err)
+	}
+	if d := time.Since(start); d > time.Minute {
+		t.Errorf("the run took %s: it waited for the hour", d)
+	}
+	for _, d := range re.Deferred {
+		if s, reason := statusOf(t, out, res.RunID, d.Object); s != "deferred" || !strings.Contains(reason, "quota") {
+			t.Errorf("%s recorded as %q (%s)", d.Object, s, reason)
+		}
+	}
+	if len(re.Deferred) == len(reportObjects) {
+		t.Errorf("every stream deferred: none of the %d requests the hour allows was used", limit)
+	}
+}
+
 // TestQuotaDefersThenNextRunContinues: a tenant whose request quota is
 // smaller than a full sync. sepipe draws no 429: the first run commits the
 // streams the quota covers and defers the rest, the next run of the day
