@@ -71,8 +71,10 @@ func (c *Client) get(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.B
 //
 // A 401 to a request carrying the access token, when WithOAuth or
 // WithTokenSource is set, replaces the token and retries once, whatever
-// the method. A 429 whose Retry-After lies past the retry budget's wait
-// ends the request with ErrQuotaExhausted, as an announced quota would.
+// the method. A 429 whose Retry-After alone is longer than the retry
+// budget's wait ends the request with ErrQuotaExhausted, even on its last
+// attempt, and holds every request of the client back until then, as an
+// announced quota would.
 func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Buffer) (reqStats, error) {
 	info = info.withDefaults()
 	safe := !info.noRetry && (info.method == http.MethodGet || info.method == http.MethodHead || info.method == http.MethodDelete)
@@ -190,6 +192,22 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 			wait, hinted = parseRetryAfter(resp.header.Get("Retry-After"), c.now())
 		}
 
+		if hinted && resp.status == http.StatusTooManyRequests && wait > c.maxWait {
+			// The service said when its window reopens, and that alone is
+			// past what a request may wait: its quota is spent until
+			// then, as when it announces one. Every request of the client
+			// holds back until then (the quota), and this one's stream
+			// can be read once it has passed.
+			until := c.now().Add(wait)
+			c.budget.observeQuota(quotaInfo{reset: until, ok: true})
+			err := fmt.Errorf("%w: the service asks to wait %s (Retry-After), more than the %s a request may wait (requests.max_wait); "+
+				"it can be read after %s, or with requests.max_wait above the wait: %w",
+				ErrQuotaExhausted, wait.Round(time.Second), c.maxWait, until.UTC().Format(time.RFC3339), last)
+			if !safe {
+				return st, c.uncertain(info, false, 0, err)
+			}
+			return st, err
+		}
 		if st.attempts >= c.maxAttempts {
 			err := fmt.Errorf("%w after %d attempts (waited %s): %w", ErrRetriesExhausted, st.attempts, st.waited, last)
 			if !safe {
@@ -203,13 +221,6 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 		if st.waited+wait > c.maxWait {
 			err := fmt.Errorf("%w after %d attempts (waited %s, next wait %s would exceed %s): %w",
 				ErrRetriesExhausted, st.attempts, st.waited, wait, c.maxWait, last)
-			if hinted && resp.status == http.StatusTooManyRequests {
-				// The service said when its window reopens, and it is
-				// past what this request may wait: its quota for now is
-				// spent, as when it announces one (ErrQuotaExhausted).
-				err = fmt.Errorf("%s: %w: the service asks to wait %s (Retry-After), past the %s a request may wait (requests.max_wait; waited %s): %w",
-					info, ErrQuotaExhausted, wait.Round(time.Second), c.maxWait, st.waited.Round(time.Millisecond), err)
-			}
 			if !safe {
 				return st, c.uncertain(info, false, 0, err)
 			}

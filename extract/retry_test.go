@@ -114,28 +114,39 @@ func TestRateLimitedBackoffExhausted(t *testing.T) {
 
 // A 429 asking for a wait past the retry budget ends the request at once,
 // as a spent quota: ErrQuotaExhausted (its stream is deferred), naming
-// the wait and the budget. Waits that add up past it do the same.
+// the wait, the budget and when it may be read, even on its last
+// attempt. The client then holds every request back until then, without
+// sending it. Waits that only add up past the budget, or 429s without
+// Retry-After, exhaust the retries as other failures do.
 func TestRetryAfterBeyondBudget(t *testing.T) {
 	s := &script{steps: []func(http.ResponseWriter, *http.Request){status(429, "Retry-After", "600")}}
-	c, _ := newTestClient(t, s, WithRetry(6, time.Minute))
+	c, _ := newTestClient(t, s, WithRetry(1, time.Minute))
 	sl := recordSleeps(c)
+	before := time.Now()
 	_, err := c.Objects(context.Background())
 	if !errors.Is(err, ErrRateLimited) || !errors.Is(err, ErrQuotaExhausted) || s.n.Load() != 1 || len(sl.get()) != 0 {
 		t.Fatalf("err = %v after %d requests", err, s.n.Load())
 	}
-	if msg := err.Error(); !strings.Contains(msg, "wait 10m0s (Retry-After)") || !strings.Contains(msg, "requests.max_wait") {
-		t.Errorf("err = %v, want the asked wait and the budget named", err)
+	q := c.Quota()
+	if msg := err.Error(); !strings.Contains(msg, "wait 10m0s (Retry-After)") || !strings.Contains(msg, "requests.max_wait") ||
+		!strings.Contains(msg, "after "+q.Reset.UTC().Format(time.RFC3339)) {
+		t.Errorf("err = %v, want the asked wait, the budget and the time named", err)
+	}
+	if _, err = c.Describe(context.Background(), "course"); !errors.Is(err, ErrQuotaExhausted) || s.n.Load() != 1 {
+		t.Errorf("the next request: err = %v, %d requests sent; want it held back unsent", err, s.n.Load())
+	}
+	if !q.Known || q.Remaining != 0 || q.Reset.Before(before.Add(10*time.Minute)) || q.Reset.After(time.Now().Add(10*time.Minute)) {
+		t.Errorf("quota %+v, want none remaining until the asked time", q)
 	}
 
 	s = &script{steps: []func(http.ResponseWriter, *http.Request){status(429, "Retry-After", "40")}}
 	c, _ = newTestClient(t, s, WithRetry(6, time.Minute))
 	sl = recordSleeps(c)
-	if _, err = c.Objects(context.Background()); !errors.Is(err, ErrQuotaExhausted) || s.n.Load() != 2 || len(sl.get()) != 1 {
+	if _, err = c.Objects(context.Background()); !errors.Is(err, ErrRetriesExhausted) || errors.Is(err, ErrQuotaExhausted) ||
+		s.n.Load() != 2 || len(sl.get()) != 1 {
 		t.Fatalf("40 s twice in a minute's budget: err = %v after %d requests", err, s.n.Load())
 	}
 
-	// Without Retry-After the service said nothing of its window: retries
-	// exhausted, not a spent quota.
 	s = &script{steps: []func(http.ResponseWriter, *http.Request){status(429)}}
 	c, _ = newTestClient(t, s, WithRetry(2, time.Minute))
 	recordSleeps(c)

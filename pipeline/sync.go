@@ -600,7 +600,7 @@ func warnNotEntitled(log *slog.Logger, outs []outcome) {
 		log.Warn(skippedNote(iface, byIface[iface], errors.Unwrap(first[iface])))
 	}
 	if d := streamsOf(outs, StatusDeferred); len(d) > 0 {
-		log.Warn("the request quota would not cover these streams; they keep their last good data and the next run of the day continues them", "streams", d)
+		log.Warn("the service's request quota would not cover these streams (an announced quota, or a 429 asking to wait past requests.max_wait); they keep their last good data and the next run of the day continues them", "streams", d)
 	}
 }
 
