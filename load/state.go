@@ -85,27 +85,32 @@ func (w *Warehouse) KnownObjects(ctx context.Context) ([]string, error) {
 	return out, rows.Err()
 }
 
-// Deferred lists the streams deferred on snapshot day date (a quota did
-// not cover them) that no later run of that day has committed: the
-// streams a run of that day continues.
-func (w *Warehouse) Deferred(ctx context.Context, date string) ([]string, error) {
+// Unfinished lists the streams a run of snapshot day date continues: when
+// a quota deferred streams that day, those and the streams that failed
+// that day, each unless a later run of the day committed it. Nothing when
+// no stream of the day is still deferred: the run reads every stream. (A
+// rerun after a night that deferred one stream and failed another must
+// not read only the deferred one and leave the failed one stale.)
+func (w *Warehouse) Unfinished(ctx context.Context, date string) ([]string, error) {
 	rows, err := w.db.QueryContext(ctx, `
-		SELECT d.object FROM _sepipe_run_objects d JOIN _sepipe_runs r USING (run_id)
-		WHERE d.status = 'deferred' AND r.snapshot_date = CAST(? AS DATE)
-		AND NOT EXISTS (
-			SELECT 1 FROM _sepipe_run_objects c JOIN _sepipe_runs r2 USING (run_id)
-			WHERE c.object = d.object AND c.status = 'committed' AND r2.snapshot_date = r.snapshot_date
-			AND r2.started_at > r.started_at)
-		GROUP BY d.object ORDER BY d.object`, date)
+		WITH pending AS (
+			SELECT d.object, d.status FROM _sepipe_run_objects d JOIN _sepipe_runs r USING (run_id)
+			WHERE d.status IN ('deferred', 'failed') AND r.snapshot_date = CAST(? AS DATE)
+			AND NOT EXISTS (
+				SELECT 1 FROM _sepipe_run_objects c JOIN _sepipe_runs r2 USING (run_id)
+				WHERE c.object = d.object AND c.status = 'committed' AND r2.snapshot_date = r.snapshot_date
+				AND r2.started_at > r.started_at))
+		SELECT object FROM pending WHERE EXISTS (SELECT 1 FROM pending WHERE status = 'deferred')
+		GROUP BY object ORDER BY object`, date)
 	if err != nil {
-		return nil, fmt.Errorf("list deferred streams of %s: %w", date, err)
+		return nil, fmt.Errorf("list the unfinished streams of %s: %w", date, err)
 	}
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
 		var o string
 		if err := rows.Scan(&o); err != nil {
-			return nil, fmt.Errorf("list deferred streams of %s: %w", date, err)
+			return nil, fmt.Errorf("list the unfinished streams of %s: %w", date, err)
 		}
 		out = append(out, o)
 	}

@@ -45,7 +45,8 @@
 // request quota would not cover, or whose 429 asks for a wait past the
 // retry budget, is deferred (extract.ErrQuotaExhausted);
 // both are recorded with their reason and make the run partial, and a
-// later run of the same snapshot day reads only the deferred streams. A
+// later run of the same snapshot day reads only the deferred streams and
+// those that failed that day (load.Warehouse.Unfinished). A
 // cancelled context stops every worker and leaves the
 // warehouse and lake as they were (the Iceberg files it staged are
 // removed). One run at a time may use an output folder (a lock file says

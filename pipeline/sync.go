@@ -218,11 +218,11 @@ func NewRunID(now time.Time) string {
 
 // prior is what the warehouse knew before this run.
 type prior struct {
-	fields   map[string][]service.Field // effective fields per object
-	state    map[string]load.State
-	known    []string // every stream (by name) earlier runs loaded
-	deferred []string // streams (by name) deferred earlier on the run's snapshot day and not committed since
-	names    *load.Names
+	fields     map[string][]service.Field // effective fields per object
+	state      map[string]load.State
+	known      []string // every stream (by name) earlier runs loaded
+	unfinished []string // streams (by name) deferred, or failed beside a deferred one, earlier on the run's snapshot day and not committed since
+	names      *load.Names
 }
 
 // name is the table and folder name of a stream's service id.
@@ -289,7 +289,7 @@ func recoverAndRead(ctx context.Context, lake load.Lake, lh *lakehouse.Lakehouse
 	if pr.known, err = wh.KnownObjects(ctx); err != nil {
 		return nil, err
 	}
-	if pr.deferred, err = wh.Deferred(ctx, day); err != nil {
+	if pr.unfinished, err = wh.Unfinished(ctx, day); err != nil {
 		return nil, err
 	}
 	for _, o := range objects {
@@ -388,11 +388,12 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		}
 	}
 	// A run of a day on which a quota deferred streams continues them,
-	// unless it was told which streams to run.
+	// and the streams that failed that day, unless it was told which
+	// streams to run.
 	streams := ids
-	if len(cfg.Only) == 0 && len(pr.deferred) > 0 {
-		streams = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return !slices.Contains(pr.deferred, pr.name(id)) })
-		log.Info("continuing the streams a quota deferred earlier today", "streams", pr.deferred)
+	if len(cfg.Only) == 0 && len(pr.unfinished) > 0 {
+		streams = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return !slices.Contains(pr.unfinished, pr.name(id)) })
+		log.Info("continuing the streams a quota deferred, or that failed, earlier today", "streams", pr.unfinished)
 	}
 	log.Info("run started", "out", cfg.Out, "snapshot_date", res.SnapshotDate, "streams", len(streams))
 	defer lake.Discard(res.RunID) //nolint:errcheck // best effort; the next run cleans too

@@ -143,6 +143,44 @@ func TestHourlyLimitDefers(t *testing.T) {
 	}
 }
 
+// TestSameDayRerunRetriesTheFailedToo: a day on which one stream failed
+// and a quota deferred others. The next run of the day continues the
+// deferred streams and retries the failed one; what committed that day is
+// not read again.
+func TestSameDayRerunRetriesTheFailedToo(t *testing.T) {
+	ctx := context.Background()
+	out := t.TempDir()
+	wire := servicetest.HostileRepeatedPage
+	sync := func(srv *servicetest.Server, only ...string) (*pipeline.Result, error) {
+		t.Helper()
+		c := client(t, srv.URL, srv.Service.AccessToken(), extract.WithPageSize(50), extract.WithRetry(6, 300*time.Millisecond))
+		return pipeline.Sync(ctx, c, pipeline.Config{Out: out, Now: clock(day1), Only: only})
+	}
+	// The day's first run: the hostile object fails, course commits.
+	hostile := servicetest.NewServer(servicetest.WithUsers(10), servicetest.WithHostileWire(wire))
+	defer hostile.Close()
+	if _, err := sync(hostile, "course", wire.ObjectID()); err == nil {
+		t.Fatal("the hostile object's stream did not fail")
+	}
+	// The second: an hourly limit of one request defers user.
+	limited := servicetest.NewServer(servicetest.WithUsers(10), servicetest.WithRateLimit(1), servicetest.WithRateWindow(time.Hour))
+	defer limited.Close()
+	var re *pipeline.RunError
+	if _, err := sync(limited, "user"); !errors.As(err, &re) || len(re.Deferred) != 1 {
+		t.Fatalf("second run: %v; want user deferred", err)
+	}
+	// The third, told nothing: the deferred and the failed stream only.
+	res, _ := sync(hostile)
+	var read []string
+	for _, o := range res.Objects {
+		read = append(read, o.Object)
+	}
+	slices.Sort(read)
+	if want := []string{"user", wire.ObjectID()}; !slices.Equal(read, want) {
+		t.Errorf("the rerun read %v, want %v (the deferred and the failed stream, not course)", read, want)
+	}
+}
+
 // TestQuotaDefersThenNextRunContinues: a tenant whose request quota is
 // smaller than a full sync. sepipe draws no 429: the first run commits the
 // streams the quota covers and defers the rest, the next run of the day
