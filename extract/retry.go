@@ -74,7 +74,12 @@ func (c *Client) get(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.B
 // the method. A 429 whose Retry-After alone is longer than the retry
 // budget's wait ends the request with ErrQuotaExhausted, even on its last
 // attempt, and holds every request of the client back until then, as an
-// announced quota would.
+// announced quota would. Other 429s with Retry-After do not count against
+// the attempts: they are retried while the waits fit in the budget's
+// wait, and a request refused again waits twice as long as the time
+// before (at least a second), however short the Retry-After, so that a
+// service whose window is longer than its Retry-After says is outwaited
+// rather than failed.
 func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Buffer) (reqStats, error) {
 	info = info.withDefaults()
 	safe := !info.noRetry && (info.method == http.MethodGet || info.method == http.MethodHead || info.method == http.MethodDelete)
@@ -82,6 +87,7 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 	refreshed := false
 	mayHaveActed := false // an earlier attempt may have reached the service
 	var sleptUntil time.Time
+	throttled := time.Duration(-1) // the wait after this request's last 429 with Retry-After; -1: none yet
 	for {
 		if ok, reset := c.budget.takeQuota(info.quota); !ok {
 			wait := max(reset.Sub(c.now()), 0)
@@ -208,7 +214,17 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 			}
 			return st, err
 		}
-		if st.attempts >= c.maxAttempts {
+		paced := hinted && resp.status == http.StatusTooManyRequests
+		if paced {
+			if throttled >= 0 {
+				// Refused again after waiting what it asked: its window
+				// is longer than its Retry-After says. Each repeat waits
+				// twice the last, at least a second.
+				wait = max(wait, 2*throttled, time.Second)
+			}
+			throttled = wait
+		}
+		if st.attempts >= c.maxAttempts && !paced {
 			err := fmt.Errorf("%w after %d attempts (waited %s): %w", ErrRetriesExhausted, st.attempts, st.waited, last)
 			if !safe {
 				return st, c.uncertain(info, false, 0, err)

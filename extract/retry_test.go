@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -54,6 +55,8 @@ func dropMidBody(w http.ResponseWriter, r *http.Request) {
 	_ = rw.Flush()
 }
 
+// Retry-After in seconds is waited; a request refused again after waiting
+// it waits at least twice as long (7 s, then not 3 s but 14 s).
 func TestRetryAfterSeconds(t *testing.T) {
 	s := &script{steps: []func(http.ResponseWriter, *http.Request){
 		status(429, "Retry-After", "7"), status(429, "Retry-After", "3"), body(200, describeOK),
@@ -63,8 +66,39 @@ func TestRetryAfterSeconds(t *testing.T) {
 	if _, err := c.Describe(context.Background(), "curriculum"); err != nil {
 		t.Fatal(err)
 	}
-	if got := sl.get(); len(got) != 2 || got[0] != 7*time.Second || got[1] != 3*time.Second {
-		t.Fatalf("waits %v, want [7s 3s]", got)
+	if got := sl.get(); len(got) != 2 || got[0] != 7*time.Second || got[1] != 14*time.Second {
+		t.Fatalf("waits %v, want [7s 14s]", got)
+	}
+}
+
+// A service whose window is longer than its Retry-After says (always 1
+// s, a minute's window): the request outwaits it, doubling its wait on
+// each repeat, past the six attempts, within requests.max_wait (1 + 2 +
+// ... + 32 = 63 s of 2 min). Refused for ever, it stops when the next
+// wait would pass the budget.
+func TestRetryAfterTooShortIsOutwaited(t *testing.T) {
+	steps := make([]func(http.ResponseWriter, *http.Request), 0, 8)
+	for range 6 {
+		steps = append(steps, status(429, "Retry-After", "1"))
+	}
+	s := &script{steps: append(steps, body(200, describeOK))}
+	c, _ := newTestClient(t, s, WithRetry(DefaultMaxAttempts, DefaultMaxWait))
+	sl := recordSleeps(c)
+	if _, err := c.Describe(context.Background(), "curriculum"); err != nil {
+		t.Fatalf("six 429s saying Retry-After: 1, then 200: %v", err)
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second}
+	if got := sl.get(); !slices.Equal(got, want) {
+		t.Fatalf("waits %v, want %v", got, want)
+	}
+
+	s = &script{steps: []func(http.ResponseWriter, *http.Request){status(429, "Retry-After", "1")}}
+	c, _ = newTestClient(t, s, WithRetry(DefaultMaxAttempts, DefaultMaxWait))
+	recordSleeps(c)
+	_, err := c.Describe(context.Background(), "curriculum")
+	if !errors.Is(err, ErrRetriesExhausted) || !errors.Is(err, ErrRateLimited) || errors.Is(err, ErrQuotaExhausted) ||
+		!strings.Contains(err.Error(), "next wait 1m4s would exceed 2m0s") || s.n.Load() != 7 {
+		t.Fatalf("refused for ever: err = %v after %d requests; want the budget's end after 7", err, s.n.Load())
 	}
 }
 
