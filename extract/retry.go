@@ -87,7 +87,7 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 	refreshed := false
 	mayHaveActed := false // an earlier attempt may have reached the service
 	var sleptUntil time.Time
-	throttled := time.Duration(-1) // the wait after this request's last 429 with Retry-After; -1: none yet
+	lastPace := time.Duration(-1) // the wait after this request's last 429 with Retry-After; -1: none yet
 	for {
 		if ok, reset := c.budget.takeQuota(info.quota); !ok {
 			wait := max(reset.Sub(c.now()), 0)
@@ -216,13 +216,13 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 		}
 		paced := hinted && resp.status == http.StatusTooManyRequests
 		if paced {
-			if throttled >= 0 {
+			if lastPace >= 0 {
 				// Refused again after waiting what it asked: its window
 				// is longer than its Retry-After says. Each repeat waits
 				// twice the last, at least a second.
-				wait = max(wait, 2*throttled, time.Second)
+				wait = max(wait, 2*lastPace, time.Second)
 			}
-			throttled = wait
+			lastPace = wait
 		}
 		if st.attempts >= c.maxAttempts && !paced {
 			err := fmt.Errorf("%w after %d attempts (waited %s): %w", ErrRetriesExhausted, st.attempts, st.waited, last)
