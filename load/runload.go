@@ -106,7 +106,7 @@ func (r *RunLoad) Configure(ctx context.Context, opts ...OpenOption) error {
 // a wider schema widens it again. See CountingNewRows for ErrNotEarly.
 func (r *RunLoad) LoadFiles(ctx context.Context, t Table) error {
 	if r.done {
-		return fmt.Errorf("warehouse %s: run %s: its transaction has ended", r.w.path, r.run.ID)
+		return r.ended()
 	}
 	if r.run.SnapshotDate == "" {
 		return &WriteError{Object: t.Object, Step: "load early", Path: t.Object,
@@ -143,9 +143,17 @@ func (r *RunLoad) LoadFiles(ctx context.Context, t Table) error {
 	return nil
 }
 
+// ended is the error of a RunLoad used after its Commit or Rollback.
+func (r *RunLoad) ended() error {
+	return fmt.Errorf("warehouse %s: run %s: its transaction has ended", r.w.path, r.run.ID)
+}
+
 // Forget deletes the rows LoadFiles inserted for object: its stream is
 // being read again, and its part files are about to go.
 func (r *RunLoad) Forget(ctx context.Context, object string) error {
+	if r.done {
+		return r.ended()
+	}
 	e := r.early[object]
 	if e == nil || len(e.files) == 0 {
 		return nil
@@ -185,7 +193,7 @@ func (r *RunLoad) Rollback() error {
 // returns ErrEarlyLoadStale. The transaction has ended when it returns.
 func (r *RunLoad) Commit(ctx context.Context, run Run, tables []Table) error {
 	if r.done {
-		return fmt.Errorf("warehouse %s: run %s: its transaction has ended", r.w.path, r.run.ID)
+		return r.ended()
 	}
 	defer r.Rollback() //nolint:errcheck // no-op after the commit
 	if run.ID != r.run.ID || run.SnapshotDate != r.run.SnapshotDate {

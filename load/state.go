@@ -95,22 +95,23 @@ func (w *Warehouse) Unfinished(ctx context.Context, date string) ([]string, erro
 	rows, err := w.db.QueryContext(ctx, `
 		WITH pending AS (
 			SELECT d.object, d.status FROM _sepipe_run_objects d JOIN _sepipe_runs r USING (run_id)
-			WHERE d.status IN ('deferred', 'failed') AND r.snapshot_date = CAST(? AS DATE)
+			WHERE d.status IN ($deferred, $failed) AND r.snapshot_date = CAST($day AS DATE)
 			AND NOT EXISTS (
 				SELECT 1 FROM _sepipe_run_objects c JOIN _sepipe_runs r2 USING (run_id)
-				WHERE c.object = d.object AND c.status = 'committed' AND r2.snapshot_date = r.snapshot_date
+				WHERE c.object = d.object AND c.status = $committed AND r2.snapshot_date = r.snapshot_date
 				AND r2.started_at > r.started_at))
-		SELECT object FROM pending WHERE EXISTS (SELECT 1 FROM pending WHERE status = 'deferred')
-		GROUP BY object ORDER BY object`, date)
+		SELECT object FROM pending WHERE EXISTS (SELECT 1 FROM pending WHERE status = $deferred)
+		GROUP BY object ORDER BY object`,
+		sql.Named("deferred", StreamDeferred), sql.Named("failed", StreamFailed), sql.Named("committed", StreamCommitted), sql.Named("day", date))
 	if err != nil {
-		return nil, fmt.Errorf("list the unfinished streams of %s: %w", date, err)
+		return nil, fmt.Errorf("warehouse %s: list the unfinished streams of %s: %w", w.path, date, err)
 	}
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
 		var o string
 		if err := rows.Scan(&o); err != nil {
-			return nil, fmt.Errorf("list the unfinished streams of %s: %w", date, err)
+			return nil, fmt.Errorf("warehouse %s: list the unfinished streams of %s: %w", w.path, date, err)
 		}
 		out = append(out, o)
 	}

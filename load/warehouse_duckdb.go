@@ -333,7 +333,7 @@ const (
 	StreamCommitted = "committed" // its data is in the warehouse
 	StreamFailed    = "failed"    // an error; its table keeps its last good data
 	StreamSkipped   = "skipped"   // the tenant is not entitled to its interface (403, or 404 for the whole base)
-	StreamDeferred  = "deferred"  // the request quota would not cover it; a later run continues it
+	StreamDeferred  = "deferred"  // the service's request quota would not cover it (announced, or a 429's long Retry-After); a later run of the day continues it
 )
 
 // StreamOutcome is a stream a run did not commit: failed, skipped or
