@@ -101,28 +101,40 @@ func TestTenantWithoutV4SkipsThemes(t *testing.T) {
 	}
 }
 
+// The tenant and the client of the tests against a limited service.
+const limitedUsers, limitedSeed = 40, 5
+
+func limitedOpts() []extract.Option {
+	return []extract.Option{extract.WithPageSize(100), extract.WithConcurrency(2), extract.WithRetry(6, 300*time.Millisecond)}
+}
+
+// syncUnlimited syncs only of the limited tests' tenant from a fake
+// without a limit into out, and returns the requests it took.
+func syncUnlimited(t *testing.T, out string, only []string) int {
+	t.Helper()
+	clean := servicetest.NewServer(servicetest.WithUsers(limitedUsers), servicetest.WithSeed(limitedSeed))
+	defer clean.Close()
+	c := client(t, clean.URL, clean.Service.AccessToken(), limitedOpts()...)
+	if _, err := pipeline.Sync(context.Background(), c, pipeline.Config{Out: out, Only: only, Now: clock(day1)}); err != nil {
+		t.Fatal(err)
+	}
+	return int(clean.Service.Requests())
+}
+
 // TestHourlyLimitDefers: a service that limits requests per hour and says
 // so only in its 429s (Retry-After: the rest of the hour). A request that
 // meets one does not wait an hour, and its stream is not failed: it is
 // deferred, as under an announced quota, and the streams read before the
 // limit commit.
 func TestHourlyLimitDefers(t *testing.T) {
-	const users, seed = 40, 5
-	opts := []extract.Option{extract.WithPageSize(100), extract.WithConcurrency(2), extract.WithRetry(6, 300*time.Millisecond)}
-	ctx := context.Background()
-	clean := servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithSeed(seed))
-	defer clean.Close()
-	if _, err := pipeline.Sync(ctx, client(t, clean.URL, clean.Service.AccessToken(), opts...), pipeline.Config{Out: t.TempDir(), Only: reportObjects, Now: clock(day1)}); err != nil {
-		t.Fatal(err)
-	}
-	limit := int(clean.Service.Requests()) / 2
+	limit := syncUnlimited(t, t.TempDir(), reportObjects) / 2
 
-	srv := servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithSeed(seed),
+	srv := servicetest.NewServer(servicetest.WithUsers(limitedUsers), servicetest.WithSeed(limitedSeed),
 		servicetest.WithRateLimit(limit), servicetest.WithRateWindow(time.Hour))
 	defer srv.Close()
 	out := t.TempDir()
 	start := time.Now()
-	res, err := pipeline.Sync(ctx, client(t, srv.URL, srv.Service.AccessToken(), opts...), pipeline.Config{Out: out, Only: reportObjects, Now: clock(day1)})
+	res, err := pipeline.Sync(context.Background(), client(t, srv.URL, srv.Service.AccessToken(), limitedOpts()...), pipeline.Config{Out: out, Only: reportObjects, Now: clock(day1)})
 	var re *pipeline.RunError
 	if !errors.As(err, &re) || !re.Partial || len(re.Deferred) == 0 || len(re.Failed) != 0 {
 		t.Fatalf("a limit of %d requests an hour: %v; want a partial run that deferred streams and failed none", limit, err)
@@ -187,21 +199,14 @@ func TestSameDayRerunRetriesTheFailedToo(t *testing.T) {
 // (after the window reset) continues them, and the two together equal one
 // clean sync.
 func TestQuotaDefersThenNextRunContinues(t *testing.T) {
-	const users, seed = 40, 5
-	opts := []extract.Option{extract.WithPageSize(100), extract.WithConcurrency(2), extract.WithRetry(6, 300*time.Millisecond)}
 	ctx := context.Background()
-
-	clean := servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithSeed(seed))
-	defer clean.Close()
+	opts := limitedOpts()
 	want := t.TempDir()
-	if _, err := pipeline.Sync(ctx, client(t, clean.URL, clean.Service.AccessToken(), opts...), pipeline.Config{Out: want, Only: append(slices.Clone(reportObjects), pipeline.StreamAssets), Now: clock(day1)}); err != nil {
-		t.Fatal(err)
-	}
-	full := int(clean.Service.Requests())
+	full := syncUnlimited(t, want, append(slices.Clone(reportObjects), pipeline.StreamAssets))
 	quota := full * 2 / 3
 
 	const window = 1500 * time.Millisecond
-	srv := servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithSeed(seed), servicetest.WithQuota(quota, window))
+	srv := servicetest.NewServer(servicetest.WithUsers(limitedUsers), servicetest.WithSeed(limitedSeed), servicetest.WithQuota(quota, window))
 	defer srv.Close()
 	got := t.TempDir()
 	// (Themes hold URLs on the server's own address, which differs between
