@@ -209,10 +209,7 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 			err := fmt.Errorf("%w: the service asks to wait %s (Retry-After), more than the %s a request may wait (requests.max_wait); "+
 				"it can be read after %s, or with requests.max_wait above the wait: %w",
 				ErrQuotaExhausted, wait.Round(time.Second), c.maxWait, until.UTC().Format(time.RFC3339), last)
-			if !safe {
-				return st, c.uncertain(info, false, 0, err)
-			}
-			return st, err
+			return st, c.unsent(info, safe, err)
 		}
 		paced := hinted && resp.status == http.StatusTooManyRequests
 		if paced {
@@ -226,10 +223,7 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 		}
 		if st.attempts >= c.maxAttempts && !paced {
 			err := fmt.Errorf("%w after %d attempts (waited %s): %w", ErrRetriesExhausted, st.attempts, st.waited, last)
-			if !safe {
-				return st, c.uncertain(info, false, 0, err)
-			}
-			return st, err
+			return st, c.unsent(info, safe, err)
 		}
 		if !hinted {
 			wait = c.backoff(st.attempts)
@@ -237,10 +231,7 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 		if st.waited+wait > c.maxWait {
 			err := fmt.Errorf("%w after %d attempts (waited %s, next wait %s would exceed %s): %w",
 				ErrRetriesExhausted, st.attempts, st.waited, wait, c.maxWait, last)
-			if !safe {
-				return st, c.uncertain(info, false, 0, err)
-			}
-			return st, err
+			return st, c.unsent(info, safe, err)
 		}
 		sleptUntil = c.now().Add(wait)
 		if hinted {
@@ -254,6 +245,16 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 		}
 		st.waited += wait
 	}
+}
+
+// unsent is the error of a request that gives up instead of sending
+// again: err, or, for a request that is not retried blindly, err in an
+// *UncertainError whose Sent is false.
+func (c *Client) unsent(info reqInfo, safe bool, err error) error {
+	if safe {
+		return err
+	}
+	return c.uncertain(info, false, 0, err)
 }
 
 // uncertain builds the error of a request that is not retried blindly.
