@@ -253,7 +253,7 @@ func (p *pager) reserve(pages int) error {
 		return nil
 	}
 	if wait := max(reset.Sub(p.c.now()), 0); wait > p.c.maxWait {
-		return fmt.Errorf("extract: %s: %w: %d more pages to read, %d requests left until the window resets at %s (in %s)",
+		return quotaError(reset, "extract: %s: %w: %d more pages to read, %d requests left until the window resets at %s (in %s)",
 			p.name, ErrQuotaExhausted, pages, free, reset.UTC().Format(time.RFC3339), wait.Round(time.Second))
 	}
 	return nil

@@ -41,8 +41,9 @@
 //   - honours an announced request quota (quota.go): X-RateLimit-* and
 //     RateLimit-* headers and a 429 body's meta.rateLimit; it never sends
 //     past the quota, waits for a reset within the retry budget's wait, and
-//     fails with ErrQuotaExhausted otherwise; a report object's read
-//     reserves the requests for its remaining pages first.
+//     fails with a *QuotaError (ErrQuotaExhausted, and when the quota
+//     resets) otherwise; a report object's read reserves the requests for
+//     its remaining pages first.
 //
 // Receiving webhook deliveries is the webhooks package's job.
 //

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Sentinels for control flow. Test for them with errors.Is.
@@ -157,6 +158,26 @@ func (e *PageError) Error() string {
 }
 
 func (e *PageError) Unwrap() error { return e.Err }
+
+// QuotaError is a request refused, or a read deferred, because the
+// service's request quota is used up until Reset: an announced quota that
+// would not cover it, or a 429 whose Retry-After asks for a wait past the
+// retry budget's. It wraps ErrQuotaExhausted; Reset is when the quota
+// frees, the earliest a later run can read what it refused.
+type QuotaError struct {
+	Reset time.Time
+	Err   error // the message, wrapping ErrQuotaExhausted
+}
+
+func (e *QuotaError) Error() string { return e.Err.Error() }
+
+func (e *QuotaError) Unwrap() error { return e.Err }
+
+// quotaError returns a *QuotaError resetting at reset; format and args
+// make its message, which must wrap ErrQuotaExhausted.
+func quotaError(reset time.Time, format string, args ...any) error {
+	return &QuotaError{Reset: reset, Err: fmt.Errorf(format, args...)}
+}
 
 // IntegrityError means the pages of an object did not add up: a total that
 // does not match the rows read, a short page before the last, a non-empty

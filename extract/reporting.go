@@ -574,7 +574,7 @@ func (r *reader) reserve(ctx context.Context, pages int) error {
 	if wait <= r.c.maxWait {
 		return nil // the pages wait for the window to reset
 	}
-	return &PageError{Object: r.object, Page: 2, Err: fmt.Errorf("%w: %d more pages to read, %d requests left until the window resets at %s (in %s)",
+	return &PageError{Object: r.object, Page: 2, Err: quotaError(reset, "%w: %d more pages to read, %d requests left until the window resets at %s (in %s)",
 		ErrQuotaExhausted, pages, free, reset.UTC().Format(time.RFC3339), wait.Round(time.Second))}
 }
 

@@ -92,7 +92,7 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 		if ok, reset := c.budget.takeQuota(info.quota); !ok {
 			wait := max(reset.Sub(c.now()), 0)
 			if st.waited+wait > c.maxWait {
-				return st, fmt.Errorf("%s: %w: the window resets at %s, in %s, more than the %s a request may wait (requests.max_wait)",
+				return st, quotaError(reset, "%s: %w: the window resets at %s, in %s, more than the %s a request may wait (requests.max_wait)",
 					info, ErrQuotaExhausted, reset.UTC().Format(time.RFC3339), wait.Round(time.Second), c.maxWait)
 			}
 			c.log.WarnContext(ctx, "request quota used up; waiting for the window to reset",
@@ -206,7 +206,7 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 			// can be read once it has passed.
 			until := c.now().Add(wait)
 			c.budget.observeQuota(quotaInfo{reset: until, ok: true})
-			err := fmt.Errorf("%w: the service asks to wait %s (Retry-After), more than the %s a request may wait (requests.max_wait); "+
+			err := quotaError(until, "%w: the service asks to wait %s (Retry-After), more than the %s a request may wait (requests.max_wait); "+
 				"it can be read after %s, or with requests.max_wait above the wait: %w",
 				ErrQuotaExhausted, wait.Round(time.Second), c.maxWait, until.UTC().Format(time.RFC3339), last)
 			return st, c.unsent(info, safe, err)

@@ -166,8 +166,15 @@ func TestRetryAfterBeyondBudget(t *testing.T) {
 		!strings.Contains(msg, "after "+q.Reset.UTC().Format(time.RFC3339)) {
 		t.Errorf("err = %v, want the asked wait, the budget and the time named", err)
 	}
+	var qe *QuotaError
+	if !errors.As(err, &qe) || !qe.Reset.Equal(q.Reset) {
+		t.Errorf("err = %#v, want a *QuotaError resetting at %s", err, q.Reset)
+	}
 	if _, err = c.Describe(context.Background(), "course"); !errors.Is(err, ErrQuotaExhausted) || s.n.Load() != 1 {
 		t.Errorf("the next request: err = %v, %d requests sent; want it held back unsent", err, s.n.Load())
+	}
+	if !errors.As(err, &qe) || !qe.Reset.Equal(q.Reset) {
+		t.Errorf("the next request: err = %v, want a *QuotaError resetting at %s", err, q.Reset)
 	}
 	if !q.Known || q.Remaining != 0 || q.Reset.Before(before.Add(10*time.Minute)) || q.Reset.After(time.Now().Add(10*time.Minute)) {
 		t.Errorf("quota %+v, want none remaining until the asked time", q)

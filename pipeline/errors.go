@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/sepipe/sepipe/extract"
 )
 
 // ErrUnknownObject is wrapped when a requested object is not in the service.
@@ -67,6 +70,22 @@ func (e *RunError) Error() string {
 		what = "partly failed"
 	}
 	return fmt.Sprintf("run %s %s: %s", e.RunID, what, strings.Join(msgs, "; "))
+}
+
+// ResumeAt is when the streams a request quota deferred can be read: the
+// latest reset of the quotas that deferred them (extract.QuotaError). ok
+// is false when no stream was deferred or one's error does not say when.
+func (e *RunError) ResumeAt() (at time.Time, ok bool) {
+	for _, d := range e.Deferred {
+		var qe *extract.QuotaError
+		if !errors.As(d, &qe) {
+			return time.Time{}, false
+		}
+		if qe.Reset.After(at) {
+			at = qe.Reset
+		}
+	}
+	return at, len(e.Deferred) > 0
 }
 
 // Unwrap exposes each object's error to errors.Is and errors.As.

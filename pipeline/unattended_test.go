@@ -145,6 +145,9 @@ func TestHourlyLimitDefers(t *testing.T) {
 	if d := time.Since(start); d > time.Minute {
 		t.Errorf("the run took %s: it waited for the hour", d)
 	}
+	if at, ok := re.ResumeAt(); !ok || at.Before(time.Now()) || at.After(start.Add(time.Hour+time.Second)) {
+		t.Errorf("ResumeAt %s, %v: want the end of the hour the limit counts, after now", at, ok)
+	}
 	for _, d := range re.Deferred {
 		if s, reason := statusOf(t, out, res.RunID, d.Object); s != "deferred" || !strings.Contains(reason, "quota") {
 			t.Errorf("%s recorded as %q (%s)", d.Object, s, reason)
@@ -230,6 +233,9 @@ func TestQuotaDefersThenNextRunContinues(t *testing.T) {
 	}
 	if q := c.Quota(); !q.Known || q.Limit != quota {
 		t.Errorf("client's view of the quota %+v, want the announced limit %d", q, quota)
+	}
+	if at, ok := re.ResumeAt(); !ok || !at.Equal(c.Quota().Reset) {
+		t.Errorf("ResumeAt %s, %v; want the announced reset %s", at, ok, c.Quota().Reset)
 	}
 	time.Sleep(time.Until(c.Quota().Reset) + 100*time.Millisecond)
 

@@ -19,7 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/pipeline"
 )
 
 // userConfig is what a new user writes after reading docs/cli.md, pointed
@@ -534,6 +536,50 @@ func TestSchedulerSignals(t *testing.T) {
 	sigs <- os.Interrupt
 	if err := <-done; err != errRunCancelled || !cancelled {
 		t.Errorf("second signal: err %v, cancelled %v", err, cancelled)
+	}
+}
+
+// TestSchedulerContinuesDeferredStreams: a run whose streams a quota
+// deferred is continued after the quota resets, while each continuation
+// commits something; one that commits nothing ends the chain. A reset
+// after the next scheduled run leaves the streams to that run.
+func TestSchedulerContinuesDeferredStreams(t *testing.T) {
+	deferred := func(partial bool, in time.Duration) error {
+		return &pipeline.RunError{RunID: "r", Partial: partial, Deferred: []*pipeline.ObjectError{{Object: "user", Step: "read",
+			Err: &extract.QuotaError{Reset: time.Now().Add(in), Err: extract.ErrQuotaExhausted}}}}
+	}
+	for _, tc := range []struct {
+		name      string
+		scheduled int     // --max-runs
+		ends      []error // what each run returns
+		runs      int     // runs made, continuations included
+		inLog     string
+	}{
+		{"continued until done", 1, []error{deferred(true, -continueMargin), deferred(true, -continueMargin), nil}, 3, "run continuing the streams the quota deferred"},
+		{"a continuation that commits nothing ends the chain", 1, []error{deferred(true, -continueMargin), deferred(false, -continueMargin)}, 2, "the continuation committed no stream"},
+		{"a failed run is not continued", 1, []error{&pipeline.RunError{RunID: "r", Partial: true, Failed: []*pipeline.ObjectError{{Object: "user", Err: io.ErrUnexpectedEOF}}}}, 1, "run partial"},
+		{"the next scheduled run comes first", 2, []error{deferred(true, time.Hour), nil}, 2, "the next scheduled run continues the streams"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs strings.Builder
+			g := &globals{logLevel: "info", logFormat: "text", stderr: &syncWriter{w: &logs}}
+			log, _ := g.loggerTo(g.stderr)
+			n := 0
+			s := &scheduler{sched: every(50 * time.Millisecond), loc: time.UTC, log: log, maxRuns: tc.scheduled, run: func(ctx context.Context) error {
+				n++
+				if n > len(tc.ends) {
+					t.Errorf("run %d: more runs than expected", n)
+					return nil
+				}
+				return tc.ends[n-1]
+			}}
+			if err := s.loop(context.Background(), make(chan os.Signal)); err != nil {
+				t.Fatal(err)
+			}
+			if n != tc.runs || !strings.Contains(logs.String(), tc.inLog) {
+				t.Errorf("%d runs, want %d; log without %q:\n%s", n, tc.runs, tc.inLog, logs.String())
+			}
+		})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/load"
@@ -41,6 +42,19 @@ func hint(err error) string {
 		return "run 'sepipe discover' to list the object ids the service has"
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EROFS):
 		return "the output folder (--out or output.dir) must be a folder sepipe can create and write"
+	}
+	return quotaHint(err)
+}
+
+// quotaHint says when to run again when err is a run whose streams a
+// request quota deferred, or "".
+func quotaHint(err error) string {
+	var re *pipeline.RunError
+	if errors.As(err, &re) {
+		if at, ok := re.ResumeAt(); ok {
+			return "the service's request quota resets at " + at.UTC().Format(time.RFC3339) +
+				": a sync after it continues the deferred streams ('sepipe schedule' continues them itself)"
+		}
 	}
 	return ""
 }

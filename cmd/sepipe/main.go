@@ -115,6 +115,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	case errors.As(err, &re) && re.Partial:
+		if h := quotaHint(err); h != "" {
+			fmt.Fprintln(stderr, "hint: "+h)
+		}
 		return exitPartial
 	case errors.Is(err, pipeline.ErrLakePending):
 		// Committed; the Iceberg lake catches up on the next run.

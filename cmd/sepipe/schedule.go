@@ -12,6 +12,9 @@ import (
 
 	"github.com/robfig/cron/v3"
 	"github.com/spf13/cobra"
+
+	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/pipeline"
 )
 
 func init() { register(newScheduleCmd) }
@@ -28,7 +31,10 @@ on a cron expression (schedule.cron, or --cron) in a time zone
 (schedule.time_zone, or --time-zone; default the machine's). It logs the next
 run time after each start, never runs two syncs at once (a tick that comes
 while a run is still going is skipped and logged), and keeps going when a
-run fails (the failure is logged and recorded in _sepipe_runs).
+run fails (the failure is logged and recorded in _sepipe_runs). When a run
+ends with streams the service's request quota deferred, it runs again just
+after the quota resets, if that is before the next scheduled run, and goes on
+window by window while each such run commits a stream.
 
 Cron expressions: 5 fields "minute hour day-of-month month day-of-week"
 ("0 2 * * *" is 02:00 every day, "30 6 * * 1-5" 06:30 on weekdays), 6 fields
@@ -99,7 +105,7 @@ alternative.`,
 	f.add(cmd, true)
 	cmd.Flags().StringVar(&spec, "cron", "", "cron expression; overrides schedule.cron")
 	cmd.Flags().StringVar(&tz, "time-zone", "", "IANA time zone of the cron expression (e.g. Europe/Berlin); overrides schedule.time_zone")
-	cmd.Flags().IntVar(&maxRuns, "max-runs", 0, "exit after this many runs (0: run until stopped); for trying a schedule out")
+	cmd.Flags().IntVar(&maxRuns, "max-runs", 0, "exit after this many scheduled runs and their continuations after a quota (0: run until stopped); for trying a schedule out")
 	return cmd
 }
 
@@ -116,9 +122,29 @@ type scheduler struct {
 // errRunCancelled is returned when a second signal cancelled a run.
 var errRunCancelled = errors.New("schedule stopped: the current run was cancelled by a second signal")
 
+// continueMargin is how long after a quota's reset a continuation starts:
+// resets are often given to the second.
+const continueMargin = 2 * time.Second
+
+// continueAt is when to continue a run that ended with err: after the
+// reset of the quota that deferred its streams. A continuation (cont)
+// that committed no stream is not continued again: the quota of a whole
+// window does not cover what is left, and the next scheduled run tries.
+func continueAt(err error, cont bool) (time.Time, bool) {
+	var re *pipeline.RunError
+	if !errors.As(err, &re) || cont && !re.Partial {
+		return time.Time{}, false
+	}
+	at, ok := re.ResumeAt()
+	return at.Add(continueMargin), ok
+}
+
 // loop runs until stopped: by the first signal on sigs or ctx's end (the
-// current run finishes first), or after maxRuns runs. A second signal
-// cancels the current run.
+// current run finishes first), or after maxRuns scheduled runs and their
+// continuations. A second signal cancels the current run. A run whose
+// streams a request quota deferred is continued after the quota resets
+// (continueAt) when that comes before the next scheduled run, so that a
+// quota smaller than one sync is worked through window by window.
 func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 	if s.now == nil {
 		s.now = time.Now
@@ -129,15 +155,29 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 		running   bool
 		stopping  bool
 		cancelled bool
-		runs      int
+		runs      int  // scheduled runs started
+		cont      bool // the current or last run is a continuation
+		contAt    time.Time
+		contC     <-chan time.Time // a pending continuation's timer
 		signals   int
 		done      = make(chan error, 1)
 		ctxDone   = ctx.Done()
 	)
+	ticksLeft := func() bool { return s.maxRuns == 0 || runs < s.maxRuns }
 	next := s.sched.Next(s.now().In(s.loc))
 	s.log.Info("next run", "at", next.Format(time.RFC3339))
 	timer := time.NewTimer(next.Sub(s.now()))
 	defer timer.Stop()
+	var contTimer *time.Timer
+	defer func() {
+		if contTimer != nil {
+			contTimer.Stop()
+		}
+	}()
+	start := func(continuation bool) {
+		running, cont, contC = true, continuation, nil
+		go func() { done <- s.run(runCtx) }()
+	}
 	stop := func(why string) {
 		if !stopping {
 			stopping = true
@@ -158,29 +198,49 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 		case <-timer.C:
 			scheduled := next
 			switch {
-			case stopping:
+			case stopping, !ticksLeft():
 			case running:
 				s.log.Warn("skipped a scheduled run: the previous run is still going", "scheduled", scheduled.Format(time.RFC3339))
 			default:
-				running = true
+				if contC != nil {
+					s.log.Info("the scheduled run continues the deferred streams instead", "continuation", contAt.Format(time.RFC3339))
+				}
 				runs++
-				n := runs
-				s.log.Info("run starting", "run", n, "scheduled", scheduled.Format(time.RFC3339))
-				go func() { done <- s.run(runCtx) }()
+				s.log.Info("run starting", "run", runs, "scheduled", scheduled.Format(time.RFC3339))
+				start(false)
 			}
 			next = s.sched.Next(s.now().In(s.loc))
 			timer.Reset(next.Sub(s.now()))
-			if !stopping && (s.maxRuns == 0 || runs < s.maxRuns) {
+			if !stopping && ticksLeft() {
 				s.log.Info("next run", "at", next.Format(time.RFC3339))
 			}
+		case <-contC:
+			s.log.Info("run continuing the streams the quota deferred", "run", runs, "quota_reset", contAt.Add(-continueMargin).Format(time.RFC3339))
+			start(true)
 		case err := <-done:
 			running = false
-			if err != nil {
-				s.log.Error("run failed", "run", runs, "err", err)
-			} else {
-				s.log.Info("run finished", "run", runs)
+			var re *pipeline.RunError
+			switch {
+			case errors.As(err, &re) && re.Partial:
+				s.log.Warn("run partial", "run", runs, "continuation", cont, "err", err)
+			case err != nil:
+				s.log.Error("run failed", "run", runs, "continuation", cont, "err", err)
+			default:
+				s.log.Info("run finished", "run", runs, "continuation", cont)
 			}
-			if s.maxRuns > 0 && runs >= s.maxRuns {
+			if at, ok := continueAt(err, cont); ok && !stopping {
+				if ticksLeft() && !at.Before(next) {
+					s.log.Info("the next scheduled run continues the streams the quota deferred", "quota_reset", at.Add(-continueMargin).Format(time.RFC3339), "next", next.Format(time.RFC3339))
+				} else {
+					contAt = at
+					contTimer = time.NewTimer(max(at.Sub(s.now()), 0))
+					contC = contTimer.C
+					s.log.Info("continuing the streams the quota deferred after it resets", "at", at.Format(time.RFC3339))
+				}
+			} else if cont && err != nil && errors.Is(err, extract.ErrQuotaExhausted) {
+				s.log.Warn("the continuation committed no stream: the quota of a window does not cover what is left; the next scheduled run tries again", "next", next.Format(time.RFC3339))
+			}
+			if !ticksLeft() && contC == nil {
 				stop("max runs reached")
 			}
 		case sig := <-sigs:

@@ -321,3 +321,70 @@ func TestAuthLoginSeedsTheStore(t *testing.T) {
 		t.Errorf("token endpoint %+v: the sync should have used the stored access token", s)
 	}
 }
+
+// TestScheduleContinuesAfterTheQuotaResets: a tenant whose request quota
+// is smaller than one sync. The scheduled run commits what the quota
+// covers and defers the rest; the scheduler continues them after the
+// quota's window resets, without a second schedule and without a 429, and
+// the warehouse then holds every stream. A plain sync says when to run
+// again.
+func TestScheduleContinuesAfterTheQuotaResets(t *testing.T) {
+	const users, seed = 40, 7
+	config := func(url, out string) string {
+		p := filepath.Join(t.TempDir(), "sepipe.yaml")
+		if err := os.WriteFile(p, []byte(fmt.Sprintf(`service:
+  tenant_url: %s
+credentials:
+  access_token: ${SEPIPE_ACCESS_TOKEN}
+  api_token: ${SEPIPE_API_TOKEN}
+requests:
+  page_size: 100
+  max_wait: 300ms
+output:
+  dir: %s
+`, url, out)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	clean := servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithSeed(seed))
+	defer clean.Close()
+	setEnv(t, clean)
+	if code, _, errOut := runCLI(t, "sync", "-q", "--config", config(clean.URL, t.TempDir())); code != exitOK {
+		t.Fatalf("a sync without a quota: exit %d\n%s", code, errOut)
+	}
+	quota := int(clean.Service.Requests()) * 2 / 3
+
+	srv := servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithSeed(seed), servicetest.WithQuota(quota, 3*time.Second))
+	defer srv.Close()
+	setEnv(t, srv)
+	out := t.TempDir()
+	cfg := config(srv.URL, out)
+	code, stdout, stderr := runCLI(t, "sync", "-q", "--config", cfg)
+	if code != exitPartial || !strings.Contains(stdout, "deferred") {
+		t.Fatalf("a sync under a quota of %d requests: exit %d, want %d with deferred streams\n%s\n%s", quota, code, exitPartial, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "hint: the service's request quota resets at ") {
+		t.Errorf("the partial sync does not say when to run again:\n%s", stderr)
+	}
+
+	time.Sleep(3 * time.Second) // the window the sync used resets
+	out = t.TempDir()
+	cfg = config(srv.URL, out)
+	code, _, stderr = runCLI(t, "schedule", "--config", cfg, "--cron", "* * * * * *", "--max-runs", "1")
+	if code != exitOK {
+		t.Fatalf("schedule: exit %d\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "run continuing the streams the quota deferred") {
+		t.Errorf("no continuation logged:\n%s", stderr)
+	}
+	if got := queryOne(t, out, "SELECT string_agg(status, '|' ORDER BY started_at) FROM _sepipe_runs"); !strings.HasPrefix(got, "partial|") || !strings.HasSuffix(got, "|succeeded") {
+		t.Errorf("runs %s, want the scheduled run partial and its last continuation succeeded", got)
+	}
+	if got := queryOne(t, out, "SELECT count(DISTINCT object) FILTER (WHERE status = 'committed') || '/' || count(DISTINCT object) FROM _sepipe_run_objects"); got == "" || strings.Split(got, "/")[0] != strings.Split(got, "/")[1] {
+		t.Errorf("committed/read streams over the chain: %s, want every stream committed", got)
+	}
+	if n := srv.Service.QuotaRefused(); n != 0 {
+		t.Errorf("%d requests were answered 429 past the announced quota", n)
+	}
+}
