@@ -245,16 +245,12 @@ func (p *pager) run(ctx context.Context) (ReadStats, error) {
 }
 
 // reserve sets the request quota aside for the pages left, or fails the
-// read before it spends more (see reader.reserve).
+// read before it spends more (Client.reservePages).
 func (p *pager) reserve(pages int) error {
-	res, ok, free, reset := p.c.budget.reserveQuota(pages)
+	res, err := p.c.reservePages(pages)
 	p.quota = res
-	if ok {
-		return nil
-	}
-	if wait := max(reset.Sub(p.c.now()), 0); wait > p.c.maxWait {
-		return quotaError(reset, "extract: %s: %w: %d more pages to read, %d requests left until the window resets at %s (in %s)",
-			p.name, ErrQuotaExhausted, pages, free, reset.UTC().Format(time.RFC3339), wait.Round(time.Second))
+	if err != nil {
+		return fmt.Errorf("extract: %s: %w", p.name, err)
 	}
 	return nil
 }

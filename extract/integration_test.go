@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -265,4 +266,42 @@ func without(rows []string, positions []int) []string {
 		}
 	}
 	return out
+}
+
+// TestIntegrationReadLargerThanAWindow: a report object with more pages
+// than the quota allows in a whole window is refused before it spends
+// more, with a *QuotaError saying when the window resets and that no later
+// run can read it within one window (the setting that lets it wait); one
+// that only needs a later window says when, and nothing more.
+func TestIntegrationReadLargerThanAWindow(t *testing.T) {
+	const limit = 8
+	srv := servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithQuota(limit, time.Hour))
+	defer srv.Close()
+	c := newClient(t, srv, extract.WithRetry(6, time.Second))
+	ctx := context.Background()
+	_, err := readOne(ctx, c, "userCourseProgress") // 40 users: dozens of pages of 10
+	var qe *extract.QuotaError
+	if !errors.As(err, &qe) || !errors.Is(err, extract.ErrQuotaExhausted) {
+		t.Fatalf("a read of more pages than the window allows: %v, want a *QuotaError", err)
+	}
+	if q := c.Quota(); !qe.Reset.Equal(q.Reset) || q.Reset.Before(time.Now().Add(59*time.Minute)) {
+		t.Errorf("reset %s, want the announced %s, about an hour away", qe.Reset, q.Reset)
+	}
+	if msg := err.Error(); !strings.Contains(msg, fmt.Sprintf("more than the %d requests the quota allows in a whole window", limit)) ||
+		!strings.Contains(msg, "raise requests.max_wait") {
+		t.Errorf("the error does not say the read never fits a window, nor what to change: %v", err)
+	}
+	if n := srv.Service.QuotaRefused(); n != 0 {
+		t.Errorf("%d requests answered 429 past the quota", n)
+	}
+
+	// "user" needs 4 pages: the 7 left cover one read, not a second, which
+	// fits the next window.
+	if _, err = readOne(ctx, c, "user"); err != nil {
+		t.Fatalf("a read the quota covers: %v", err)
+	}
+	_, err = readOne(ctx, c, "user")
+	if !errors.As(err, &qe) || strings.Contains(err.Error(), "whole window") {
+		t.Errorf("a read that fits the next window: %v, want a *QuotaError without the never-fits note", err)
+	}
 }

@@ -2,6 +2,7 @@ package extract
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -218,24 +219,46 @@ func (b *budget) takeQuota(res *quotaReservation) (ok bool, reset time.Time) {
 }
 
 // reserveQuota sets n requests aside for the rest of a read. When the
-// quota cannot cover them it returns ok false, with what is free and when
-// the window resets; the caller decides whether to wait or give up.
-func (b *budget) reserveQuota(n int) (res *quotaReservation, ok bool, free int, reset time.Time) {
+// quota cannot cover them it returns ok false, with the quota as it was
+// (what is free, the limit, when the window resets); the caller decides
+// whether to wait or give up.
+func (b *budget) reserveQuota(n int) (res *quotaReservation, ok bool, q Quota) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.expireQuota(b.now())
 	s := &b.quota
 	res = &quotaReservation{}
 	if !s.Known || n <= 0 {
-		return res, true, 0, time.Time{}
+		return res, true, *s
 	}
-	free = s.Remaining - s.Reserved
-	if n > free {
-		return res, false, free, s.Reset
+	q = *s
+	if n > s.Remaining-s.Reserved {
+		return res, false, q
 	}
 	res.n = n
 	s.Reserved += n
-	return res, true, free, s.Reset
+	return res, true, q
+}
+
+// reservePages sets the request quota aside for the pages a read has
+// left (res, released when the read ends). When the quota cannot cover
+// them and its window does not reset within the wait a request may take,
+// it fails with a *QuotaError before the read spends more; when the reset
+// is that near, the pages wait for it. The error says when the pages are
+// more than a whole window allows, which no later run can read either.
+func (c *Client) reservePages(pages int) (*quotaReservation, error) {
+	res, ok, q := c.budget.reserveQuota(pages)
+	wait := max(q.Reset.Sub(c.now()), 0)
+	if ok || wait <= c.maxWait {
+		return res, nil
+	}
+	never := ""
+	if q.Limit > 0 && pages > q.Limit {
+		never = fmt.Sprintf("; that is more than the %d requests the quota allows in a whole window, so a later run cannot read them within one either: "+
+			"raise requests.max_wait above the window's length, and the read waits for the quota to reset", q.Limit)
+	}
+	return res, quotaError(q.Reset, "%w: %d more pages to read, %d requests left until the window resets at %s (in %s)%s",
+		ErrQuotaExhausted, pages, q.Remaining-q.Reserved, q.Reset.UTC().Format(time.RFC3339), wait.Round(time.Second), never)
 }
 
 // releaseQuota gives back what a finished read did not use.

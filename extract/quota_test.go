@@ -44,12 +44,12 @@ func TestQuotaBudgetNeverSendsPastRemaining(t *testing.T) {
 	now := time.Date(2026, 11, 25, 4, 0, 0, 0, time.UTC)
 	b := newBudget(nil, 4, 10, func() time.Time { return now }, nil)
 	b.observeQuota(quotaInfo{limit: 10, remaining: 5, reset: now.Add(time.Minute), ok: true})
-	res, ok, free, _ := b.reserveQuota(3)
-	if !ok || free != 5 {
+	res, ok, q := b.reserveQuota(3)
+	if free := q.Remaining - q.Reserved; !ok || free != 5 {
 		t.Fatalf("reserve 3 of 5: ok=%v free=%d", ok, free)
 	}
-	if _, ok, free, _ := b.reserveQuota(3); ok || free != 2 {
-		t.Fatalf("a second reservation of 3 with 2 free: ok=%v free=%d", ok, free)
+	if _, ok, q := b.reserveQuota(3); ok || q.Remaining-q.Reserved != 2 || q.Limit != 10 {
+		t.Fatalf("a second reservation of 3 with 2 free: ok=%v quota %+v", ok, q)
 	}
 	taken := 0
 	for range 10 {

@@ -561,21 +561,15 @@ const DefaultMaxPages = 1 << 20
 var ErrEndlessPages = errors.New("extract: the pages do not end")
 
 // reserve sets the request quota aside for the pages left, or fails the
-// read before it spends more when the quota cannot cover them and the
-// window does not reset within the wait a request may take.
+// read before it spends more (Client.reservePages).
 func (r *reader) reserve(ctx context.Context, pages int) error {
 	r.c.budget.releaseQuota(r.quota)
-	res, ok, free, reset := r.c.budget.reserveQuota(pages)
+	res, err := r.c.reservePages(pages)
 	r.quota = res
-	if ok {
-		return nil
+	if err != nil {
+		return &PageError{Object: r.object, Page: 2, Err: err}
 	}
-	wait := max(reset.Sub(r.c.now()), 0)
-	if wait <= r.c.maxWait {
-		return nil // the pages wait for the window to reset
-	}
-	return &PageError{Object: r.object, Page: 2, Err: quotaError(reset, "%w: %d more pages to read, %d requests left until the window resets at %s (in %s)",
-		ErrQuotaExhausted, pages, free, reset.UTC().Format(time.RFC3339), wait.Round(time.Second))}
+	return nil
 }
 
 // pagesWithRows is the number of pages that hold rows: n, or 0 for an empty object.
