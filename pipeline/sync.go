@@ -70,6 +70,12 @@ type Config struct {
 	// interface the source holds the credential for (Source.CanRead; the
 	// webhook collections need the developer API token).
 	Only []string
+	// Selection says Only is a standing selection (the configuration's
+	// include or exclude), not streams asked for this once: on a day a
+	// quota deferred streams, a run continues only those of them (and the
+	// streams that failed that day) that Only holds, as a run without Only
+	// continues them all. Without it, every stream of Only is read.
+	Selection bool
 	// Streams configures streams by id; a stream without an entry is a
 	// replace stream under the evolve contract.
 	Streams map[string]StreamConfig
@@ -388,12 +394,16 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		}
 	}
 	// A run of a day on which a quota deferred streams continues them,
-	// and the streams that failed that day, unless it was told which
-	// streams to run.
+	// and the streams that failed that day, unless it was asked for
+	// streams this once. When none of them is among the run's streams any
+	// more, it reads them all.
 	streams := ids
-	if len(cfg.Only) == 0 && len(pr.unfinished) > 0 {
-		streams = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return !slices.Contains(pr.unfinished, pr.name(id)) })
-		log.Info("continuing the streams a quota deferred, or that failed, earlier today", "streams", pr.unfinished)
+	if (len(cfg.Only) == 0 || cfg.Selection) && len(pr.unfinished) > 0 {
+		left := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return !slices.Contains(pr.unfinished, pr.name(id)) })
+		if len(left) > 0 {
+			streams = left
+			log.Info("continuing the streams a quota deferred, or that failed, earlier today", "streams", left)
+		}
 	}
 	log.Info("run started", "out", cfg.Out, "snapshot_date", res.SnapshotDate, "streams", len(streams))
 	defer lake.Discard(res.RunID) //nolint:errcheck // best effort; the next run cleans too

@@ -541,13 +541,20 @@ func TestSchedulerSignals(t *testing.T) {
 
 // TestSchedulerContinuesDeferredStreams: a run whose streams a quota
 // deferred is continued after the quota resets, while each continuation
-// commits something; one that commits nothing ends the chain. A reset
-// after the next scheduled run leaves the streams to that run.
+// leaves fewer streams unfinished than the run before; one that does not
+// ends the chain. A reset after the next scheduled run leaves the streams
+// to that run.
 func TestSchedulerContinuesDeferredStreams(t *testing.T) {
-	deferred := func(partial bool, in time.Duration) error {
-		return &pipeline.RunError{RunID: "r", Partial: partial, Deferred: []*pipeline.ObjectError{{Object: "user", Step: "read",
-			Err: &extract.QuotaError{Reset: time.Now().Add(in), Err: extract.ErrQuotaExhausted}}}}
+	// deferred is a run that left n streams to a quota resetting in in.
+	deferred := func(partial bool, n int, in time.Duration) error {
+		re := &pipeline.RunError{RunID: "r", Partial: partial}
+		for i := range n {
+			re.Deferred = append(re.Deferred, &pipeline.ObjectError{Object: fmt.Sprint("s", i), Step: "read",
+				Err: &extract.QuotaError{Reset: time.Now().Add(in), Err: extract.ErrQuotaExhausted}})
+		}
+		return re
 	}
+	const now = -continueMargin
 	for _, tc := range []struct {
 		name      string
 		scheduled int     // --max-runs
@@ -555,10 +562,11 @@ func TestSchedulerContinuesDeferredStreams(t *testing.T) {
 		runs      int     // runs made, continuations included
 		inLog     string
 	}{
-		{"continued until done", 1, []error{deferred(true, -continueMargin), deferred(true, -continueMargin), nil}, 3, "run continuing the streams the quota deferred"},
-		{"a continuation that commits nothing ends the chain", 1, []error{deferred(true, -continueMargin), deferred(false, -continueMargin)}, 2, "the continuation committed no stream"},
+		{"continued until done", 1, []error{deferred(true, 3, now), deferred(true, 1, now), nil}, 3, "run continuing the streams the quota deferred"},
+		{"a continuation that commits nothing ends the chain", 1, []error{deferred(true, 1, now), deferred(false, 1, now)}, 2, "the continuation finished no stream"},
+		{"a continuation that finishes none of what it was left ends the chain", 1, []error{deferred(true, 2, now), deferred(true, 2, now)}, 2, "the continuation finished no stream"},
 		{"a failed run is not continued", 1, []error{&pipeline.RunError{RunID: "r", Partial: true, Failed: []*pipeline.ObjectError{{Object: "user", Err: io.ErrUnexpectedEOF}}}}, 1, "run partial"},
-		{"the next scheduled run comes first", 2, []error{deferred(true, time.Hour), nil}, 2, "the next scheduled run continues the streams"},
+		{"the next scheduled run comes first", 2, []error{deferred(true, 1, time.Hour), nil}, 2, "the next scheduled run continues the streams"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs strings.Builder

@@ -95,7 +95,10 @@ alternative.`,
 			s := &scheduler{sched: sched, loc: loc, log: log, maxRuns: maxRuns,
 				run: func(ctx context.Context) error {
 					fb := &logProgress{log: log, every: 10 * time.Second, objs: map[string]*objLog{}}
-					_, err := runSync(ctx, g, c, log, fb, f.objects, nil)
+					// Every scheduled run's --objects are a standing
+					// selection: a day a quota deferred streams is continued
+					// within them.
+					_, err := runSync(ctx, g, c, log, fb, f.objects, true, nil)
 					return err
 				}}
 			log.Info("schedule started", "cron", c.Schedule.Cron, "time_zone", loc.String(), "out", c.Output.Dir)
@@ -126,13 +129,25 @@ var errRunCancelled = errors.New("schedule stopped: the current run was cancelle
 // resets are often given to the second.
 const continueMargin = 2 * time.Second
 
+// unfinished counts the streams a run that ended with err left for a
+// continuation: those a quota deferred and those that failed.
+func unfinished(err error) int {
+	var re *pipeline.RunError
+	if !errors.As(err, &re) {
+		return 0
+	}
+	return len(re.Deferred) + len(re.Failed)
+}
+
 // continueAt is when to continue a run that ended with err: after the
 // reset of the quota that deferred its streams. A continuation (cont)
-// that committed no stream is not continued again: the quota of a whole
-// window does not cover what is left, and the next scheduled run tries.
-func continueAt(err error, cont bool) (time.Time, bool) {
+// that left as many streams unfinished as the run before it (before) is
+// not continued again: a whole window's quota does not cover what is
+// left, and the next scheduled run tries. So a chain ends after at most
+// as many continuations as the first run left streams.
+func continueAt(err error, cont bool, before int) (time.Time, bool) {
 	var re *pipeline.RunError
-	if !errors.As(err, &re) || cont && !re.Partial {
+	if !errors.As(err, &re) || cont && unfinished(err) >= before {
 		return time.Time{}, false
 	}
 	at, ok := re.ResumeAt()
@@ -157,6 +172,7 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 		cancelled bool
 		runs      int  // scheduled runs started
 		cont      bool // the current or last run is a continuation
+		left      int  // streams the last run left unfinished
 		contAt    time.Time
 		contC     <-chan time.Time // a pending continuation's timer
 		signals   int
@@ -228,7 +244,9 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 			default:
 				s.log.Info("run finished", "run", runs, "continuation", cont)
 			}
-			if at, ok := continueAt(err, cont); ok && !stopping {
+			at, ok := continueAt(err, cont, left)
+			left = unfinished(err)
+			if ok && !stopping {
 				if ticksLeft() && !at.Before(next) {
 					s.log.Info("the next scheduled run continues the streams the quota deferred", "quota_reset", at.Add(-continueMargin).Format(time.RFC3339), "next", next.Format(time.RFC3339))
 				} else {
@@ -237,8 +255,8 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 					contC = contTimer.C
 					s.log.Info("continuing the streams the quota deferred after it resets", "at", at.Format(time.RFC3339))
 				}
-			} else if cont && err != nil && errors.Is(err, extract.ErrQuotaExhausted) {
-				s.log.Warn("the continuation committed no stream: the quota of a window does not cover what is left; the next scheduled run tries again", "next", next.Format(time.RFC3339))
+			} else if cont && errors.Is(err, extract.ErrQuotaExhausted) {
+				s.log.Warn("the continuation finished no stream: a window's quota does not cover what is left; the next scheduled run tries again", "next", next.Format(time.RFC3339))
 			}
 			if !ticksLeft() && contC == nil {
 				stop("max runs reached")

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -326,8 +328,8 @@ func TestAuthLoginSeedsTheStore(t *testing.T) {
 // is smaller than one sync. The scheduled run commits what the quota
 // covers and defers the rest; the scheduler continues them after the
 // quota's window resets, without a second schedule and without a 429, and
-// the warehouse then holds every stream. A plain sync says when to run
-// again.
+// the warehouse then holds every stream, reading none twice and none the
+// configuration excludes. A plain sync says when to run again.
 func TestScheduleContinuesAfterTheQuotaResets(t *testing.T) {
 	const users, seed = 40, 7
 	config := func(url, out string) string {
@@ -337,6 +339,7 @@ func TestScheduleContinuesAfterTheQuotaResets(t *testing.T) {
 credentials:
   access_token: ${SEPIPE_ACCESS_TOKEN}
   api_token: ${SEPIPE_API_TOKEN}
+exclude: [path]
 requests:
   page_size: 100
   max_wait: 300ms
@@ -371,7 +374,15 @@ output:
 	time.Sleep(3 * time.Second) // the window the sync used resets
 	out = t.TempDir()
 	cfg = config(srv.URL, out)
-	code, _, stderr = runCLI(t, "schedule", "--config", cfg, "--cron", "* * * * * *", "--max-runs", "1")
+	// A chain that never ended would stop here, after its current run.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var so, se bytes.Buffer
+	code = run(ctx, []string{"schedule", "--config", cfg, "--cron", "* * * * * *", "--max-runs", "1"}, &so, &se)
+	stderr = se.String()
+	if ctx.Err() != nil {
+		t.Fatalf("the schedule was still continuing after a minute:\n%s", stderr)
+	}
 	if code != exitOK {
 		t.Fatalf("schedule: exit %d\n%s", code, stderr)
 	}
@@ -383,6 +394,15 @@ output:
 	}
 	if got := queryOne(t, out, "SELECT count(DISTINCT object) FILTER (WHERE status = 'committed') || '/' || count(DISTINCT object) FROM _sepipe_run_objects"); got == "" || strings.Split(got, "/")[0] != strings.Split(got, "/")[1] {
 		t.Errorf("committed/read streams over the chain: %s, want every stream committed", got)
+	}
+	// The configuration's exclude is a standing selection: each
+	// continuation reads only what the quota deferred, never path, and
+	// never again what committed.
+	if got := queryOne(t, out, `SELECT count(*) FROM _sepipe_run_objects o JOIN _sepipe_runs r USING (run_id)
+		WHERE o.object = 'path' OR r.started_at > (SELECT min(started_at) FROM _sepipe_runs) AND EXISTS (
+			SELECT 1 FROM _sepipe_run_objects c JOIN _sepipe_runs cr USING (run_id)
+			WHERE c.object = o.object AND c.status = 'committed' AND cr.started_at < r.started_at)`); got != "0" {
+		t.Errorf("%s streams read again after they committed, or excluded ones read", got)
 	}
 	if n := srv.Service.QuotaRefused(); n != 0 {
 		t.Errorf("%d requests were answered 429 past the announced quota", n)
