@@ -166,7 +166,10 @@ func (e *PageError) Unwrap() error { return e.Err }
 // frees, the earliest a later run can read what it refused.
 type QuotaError struct {
 	Reset time.Time
-	Err   error // the message, wrapping ErrQuotaExhausted
+	// Exceeds: the read needs more requests than the quota allows in a
+	// whole window, so a later run cannot read it within one either.
+	Exceeds bool
+	Err     error // the message, wrapping ErrQuotaExhausted
 }
 
 func (e *QuotaError) Error() string { return e.Err.Error() }

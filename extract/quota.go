@@ -252,13 +252,15 @@ func (c *Client) reservePages(pages int) (*quotaReservation, error) {
 	if ok || wait <= c.maxWait {
 		return res, nil
 	}
+	// A later run reads the first page again too.
+	exceeds := q.Limit > 0 && pages+1 > q.Limit
 	never := ""
-	if q.Limit > 0 && pages > q.Limit {
-		never = fmt.Sprintf("; that is more than the %d requests the quota allows in a whole window, so a later run cannot read them within one either: "+
+	if exceeds {
+		never = fmt.Sprintf("; with its first page that is more than the %d requests the quota allows in a whole window, so a later run cannot read it within one either: "+
 			"raise requests.max_wait above the window's length, and the read waits for the quota to reset", q.Limit)
 	}
-	return res, quotaError(q.Reset, "%w: %d more pages to read, %d requests left until the window resets at %s (in %s)%s",
-		ErrQuotaExhausted, pages, q.Remaining-q.Reserved, q.Reset.UTC().Format(time.RFC3339), wait.Round(time.Second), never)
+	return res, &QuotaError{Reset: q.Reset, Exceeds: exceeds, Err: fmt.Errorf("%w: %d more pages to read, %d requests left until the window resets at %s (in %s)%s",
+		ErrQuotaExhausted, pages, q.Remaining-q.Reserved, q.Reset.UTC().Format(time.RFC3339), wait.Round(time.Second), never)}
 }
 
 // releaseQuota gives back what a finished read did not use.

@@ -46,9 +46,8 @@
 // retry budget, is deferred (extract.ErrQuotaExhausted);
 // both are recorded with their reason and make the run partial, and a
 // later run of the same snapshot day reads only the deferred streams and
-// those that failed that day (load.Warehouse.Unfinished), within
-// Config.Only when it is a standing selection (Config.Selection);
-// RunError.ResumeAt says when the quota resets. A cancelled context stops
+// those that failed that day (load.Warehouse.Unfinished) among its streams
+// (Config.Continuation); RunError.ResumeAt says when the quota resets. A cancelled context stops
 // every worker and leaves the warehouse and lake as they were (the
 // Iceberg files it staged are removed). One run at a time may use an output folder (a lock file says
 // who holds it).

@@ -88,6 +88,32 @@ func (e *RunError) ResumeAt() (at time.Time, ok bool) {
 	return at, len(e.Deferred) > 0
 }
 
+// Unfinished lists the streams a later run of the same snapshot day
+// continues: those deferred and those that failed (not those skipped).
+func (e *RunError) Unfinished() []string {
+	var ids []string
+	for _, list := range [][]*ObjectError{e.Deferred, e.Failed} {
+		for _, f := range list {
+			ids = append(ids, f.Object)
+		}
+	}
+	return ids
+}
+
+// Exceeds lists the deferred streams that need more requests than the
+// quota allows in a whole window (extract.QuotaError.Exceeds): no later
+// run reads them within one window either.
+func (e *RunError) Exceeds() []string {
+	var ids []string
+	for _, d := range e.Deferred {
+		var qe *extract.QuotaError
+		if errors.As(d, &qe) && qe.Exceeds {
+			ids = append(ids, d.Object)
+		}
+	}
+	return ids
+}
+
 // Unwrap exposes each object's error to errors.Is and errors.As.
 func (e *RunError) Unwrap() []error {
 	var out []error

@@ -83,3 +83,45 @@ func streamsOf(outs []outcome, status string) []string {
 	}
 	return ids
 }
+
+// Continuation says what a run reads on a snapshot day on which a request
+// quota deferred streams: the day's unfinished streams are those deferred
+// and those that failed that day, not committed since
+// (load.Warehouse.Unfinished). Streams to rebuild (Config.FullRefresh)
+// are read whatever it says.
+type Continuation int
+
+const (
+	// ContinueOrReadAll, the default, reads the unfinished streams among
+	// the run's (Config.Only, or every stream), so that a configured
+	// selection is continued as the whole tenant is; when none of the
+	// run's streams is unfinished (or the day has none), it reads them all.
+	ContinueOrReadAll Continuation = iota
+	// ReadAll reads every stream of the run, whatever the day left: for
+	// streams asked for this once (sepipe sync --objects).
+	ReadAll
+	// ContinueOnly reads the unfinished streams among the run's, and
+	// nothing when none is left: Sync then records no run and returns a
+	// Result without objects (a scheduled continuation after the quota
+	// reset, which a run of a new day, or a run in between, left nothing
+	// to do).
+	ContinueOnly
+)
+
+// streams picks a run's streams from ids (in their order) by c;
+// unfinished says whether a stream is unfinished today. cont is true when
+// the run continues the day rather than reading every stream.
+func (c Continuation) streams(ids, fullRefresh []string, unfinished func(id string) bool) (streams []string, cont bool) {
+	if c == ReadAll {
+		return ids, false
+	}
+	for _, id := range ids {
+		if unfinished(id) || slices.Contains(fullRefresh, id) {
+			streams = append(streams, id)
+		}
+	}
+	if c == ContinueOrReadAll && !slices.ContainsFunc(ids, unfinished) {
+		return ids, false
+	}
+	return streams, true
+}

@@ -70,12 +70,10 @@ type Config struct {
 	// interface the source holds the credential for (Source.CanRead; the
 	// webhook collections need the developer API token).
 	Only []string
-	// Selection says Only is a standing selection (the configuration's
-	// include or exclude), not streams asked for this once: on a day a
-	// quota deferred streams, a run continues only those of them (and the
-	// streams that failed that day) that Only holds, as a run without Only
-	// continues them all. Without it, every stream of Only is read.
-	Selection bool
+	// Continuation says what the run reads on a snapshot day on which a
+	// quota deferred streams: by default only those unfinished among its
+	// streams (Only, or every stream), or all of them when none is.
+	Continuation Continuation
 	// Streams configures streams by id; a stream without an entry is a
 	// replace stream under the evolve contract.
 	Streams map[string]StreamConfig
@@ -393,17 +391,14 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 			outs = append(outs, outcome{object: n, status: StatusSkipped, err: &ObjectError{Object: n, Step: "list", Err: reportingDenied}})
 		}
 	}
-	// A run of a day on which a quota deferred streams continues them,
-	// and the streams that failed that day, unless it was asked for
-	// streams this once. When none of them is among the run's streams any
-	// more, it reads them all.
-	streams := ids
-	if (len(cfg.Only) == 0 || cfg.Selection) && len(pr.unfinished) > 0 {
-		left := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return !slices.Contains(pr.unfinished, pr.name(id)) })
-		if len(left) > 0 {
-			streams = left
-			log.Info("continuing the streams a quota deferred, or that failed, earlier today", "streams", left)
-		}
+	streams, cont := cfg.Continuation.streams(ids, cfg.FullRefresh, func(id string) bool { return slices.Contains(pr.unfinished, pr.name(id)) })
+	if cont {
+		log.Info("continuing the streams a quota deferred, or that failed, earlier today", "streams", streams)
+	}
+	if cont && len(streams) == 0 { // ContinueOnly, and nothing is left
+		log.Info("nothing left to continue today", "snapshot_date", res.SnapshotDate)
+		res.Finished = cfg.Now()
+		return res, nil
 	}
 	log.Info("run started", "out", cfg.Out, "snapshot_date", res.SnapshotDate, "streams", len(streams))
 	defer lake.Discard(res.RunID) //nolint:errcheck // best effort; the next run cleans too

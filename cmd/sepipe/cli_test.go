@@ -508,7 +508,7 @@ func TestSchedulerSignals(t *testing.T) {
 	log, _ := g.loggerTo(g.stderr)
 	started := make(chan struct{}, 10)
 	var cancelled bool
-	s := &scheduler{sched: sched, loc: time.UTC, log: log, run: func(ctx context.Context) error {
+	s := &scheduler{sched: sched, loc: time.UTC, log: log, run: func(ctx context.Context, _ bool) error {
 		started <- struct{}{}
 		select {
 		case <-ctx.Done():
@@ -563,18 +563,23 @@ func TestSchedulerContinuesDeferredStreams(t *testing.T) {
 		inLog     string
 	}{
 		{"continued until done", 1, []error{deferred(true, 3, now), deferred(true, 1, now), nil}, 3, "run continuing the streams the quota deferred"},
-		{"a continuation that commits nothing ends the chain", 1, []error{deferred(true, 1, now), deferred(false, 1, now)}, 2, "the continuation finished no stream"},
-		{"a continuation that finishes none of what it was left ends the chain", 1, []error{deferred(true, 2, now), deferred(true, 2, now)}, 2, "the continuation finished no stream"},
+		{"a continuation that commits nothing ends the chain", 1, []error{deferred(true, 1, now), deferred(false, 1, now)}, 2, "the continuation left as many streams unfinished"},
+		{"a continuation that finishes none of what it was left ends the chain", 1, []error{deferred(true, 2, now), deferred(true, 2, now)}, 2, "the continuation left as many streams unfinished"},
 		{"a failed run is not continued", 1, []error{&pipeline.RunError{RunID: "r", Partial: true, Failed: []*pipeline.ObjectError{{Object: "user", Err: io.ErrUnexpectedEOF}}}}, 1, "run partial"},
 		{"the next scheduled run comes first", 2, []error{deferred(true, 1, time.Hour), nil}, 2, "the next scheduled run continues the streams"},
+		{"the scheduled runs are done and the reset is hours away", 1, []error{deferred(true, 1, 3*time.Hour)}, 1, "not waiting for the quota to reset"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs strings.Builder
 			g := &globals{logLevel: "info", logFormat: "text", stderr: &syncWriter{w: &logs}}
 			log, _ := g.loggerTo(g.stderr)
 			n := 0
-			s := &scheduler{sched: every(50 * time.Millisecond), loc: time.UTC, log: log, maxRuns: tc.scheduled, run: func(ctx context.Context) error {
+			s := &scheduler{sched: every(50 * time.Millisecond), loc: time.UTC, log: log, maxRuns: tc.scheduled, run: func(ctx context.Context, continuation bool) error {
 				n++
+				// Only the chain's runs after the first are continuations.
+				if want := n > 1 && tc.scheduled == 1; continuation != want {
+					t.Errorf("run %d: continuation %v, want %v", n, continuation, want)
+				}
 				if n > len(tc.ends) {
 					t.Errorf("run %d: more runs than expected", n)
 					return nil

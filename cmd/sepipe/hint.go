@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"strings"
 	"syscall"
@@ -50,13 +51,21 @@ func hint(err error) string {
 // request quota deferred, or "".
 func quotaHint(err error) string {
 	var re *pipeline.RunError
-	if errors.As(err, &re) {
-		if at, ok := re.ResumeAt(); ok {
-			return "the service's request quota resets at " + at.UTC().Format(time.RFC3339) +
-				": a sync after it continues the deferred streams ('sepipe schedule' continues them itself)"
-		}
+	if !errors.As(err, &re) {
+		return ""
 	}
-	return ""
+	if big := re.Exceeds(); len(big) > 0 {
+		return fmt.Sprintf("%s need more requests than the service's quota allows in a whole window: raise requests.max_wait above the window's length and the read waits for the quota to reset", termEscape(strings.Join(big, ", "), false))
+	}
+	at, ok := re.ResumeAt()
+	switch {
+	case !ok:
+		return ""
+	case !at.After(time.Now()):
+		return "the service's request quota has reset since: a sync now continues the deferred streams"
+	}
+	return "the service's request quota resets at " + at.UTC().Format(time.RFC3339) +
+		": a sync after it continues the deferred streams ('sepipe schedule' continues them itself)"
 }
 
 // configHint says what to do about a fault in sepipe.yaml or a flag.

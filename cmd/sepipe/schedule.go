@@ -13,7 +13,6 @@ import (
 	"github.com/robfig/cron/v3"
 	"github.com/spf13/cobra"
 
-	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/pipeline"
 )
 
@@ -34,7 +33,7 @@ while a run is still going is skipped and logged), and keeps going when a
 run fails (the failure is logged and recorded in _sepipe_runs). When a run
 ends with streams the service's request quota deferred, it runs again just
 after the quota resets, if that is before the next scheduled run, and goes on
-window by window while each such run commits a stream.
+window by window while each such run leaves fewer streams unfinished.
 
 Cron expressions: 5 fields "minute hour day-of-month month day-of-week"
 ("0 2 * * *" is 02:00 every day, "30 6 * * 1-5" 06:30 on weekdays), 6 fields
@@ -93,12 +92,16 @@ alternative.`,
 			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 			defer signal.Stop(sigs)
 			s := &scheduler{sched: sched, loc: loc, log: log, maxRuns: maxRuns,
-				run: func(ctx context.Context) error {
+				run: func(ctx context.Context, continuation bool) error {
 					fb := &logProgress{log: log, every: 10 * time.Second, objs: map[string]*objLog{}}
-					// Every scheduled run's --objects are a standing
-					// selection: a day a quota deferred streams is continued
-					// within them.
-					_, err := runSync(ctx, g, c, log, fb, f.objects, true, nil)
+					// --objects are a standing selection here: a day a quota
+					// deferred streams is continued within them, and a
+					// continuation reads nothing if nothing is left.
+					cont := pipeline.ContinueOrReadAll
+					if continuation {
+						cont = pipeline.ContinueOnly
+					}
+					_, err := runSync(ctx, g, c, log, fb, f.objects, cont, nil)
 					return err
 				}}
 			log.Info("schedule started", "cron", c.Schedule.Cron, "time_zone", loc.String(), "out", c.Output.Dir)
@@ -108,7 +111,7 @@ alternative.`,
 	f.add(cmd, true)
 	cmd.Flags().StringVar(&spec, "cron", "", "cron expression; overrides schedule.cron")
 	cmd.Flags().StringVar(&tz, "time-zone", "", "IANA time zone of the cron expression (e.g. Europe/Berlin); overrides schedule.time_zone")
-	cmd.Flags().IntVar(&maxRuns, "max-runs", 0, "exit after this many scheduled runs and their continuations after a quota (0: run until stopped); for trying a schedule out")
+	cmd.Flags().IntVar(&maxRuns, "max-runs", 0, "exit after this many scheduled runs and their continuations after a quota (those within the hour) (0: run until stopped); for trying a schedule out")
 	return cmd
 }
 
@@ -117,7 +120,7 @@ type scheduler struct {
 	sched   cron.Schedule
 	loc     *time.Location
 	log     *slog.Logger
-	run     func(ctx context.Context) error
+	run     func(ctx context.Context, continuation bool) error
 	maxRuns int
 	now     func() time.Time // default time.Now
 }
@@ -129,29 +132,37 @@ var errRunCancelled = errors.New("schedule stopped: the current run was cancelle
 // resets are often given to the second.
 const continueMargin = 2 * time.Second
 
-// unfinished counts the streams a run that ended with err left for a
-// continuation: those a quota deferred and those that failed.
+// continueUnscheduled bounds the wait for a continuation once the
+// scheduled runs are done (--max-runs): a try-out does not wait for a
+// daily quota.
+const continueUnscheduled = time.Hour
+
+// unfinished counts the streams a run that ended with err left to a
+// continuation (RunError.Unfinished).
 func unfinished(err error) int {
 	var re *pipeline.RunError
 	if !errors.As(err, &re) {
 		return 0
 	}
-	return len(re.Deferred) + len(re.Failed)
+	return len(re.Unfinished())
 }
 
 // continueAt is when to continue a run that ended with err: after the
-// reset of the quota that deferred its streams. A continuation (cont)
-// that left as many streams unfinished as the run before it (before) is
-// not continued again: a whole window's quota does not cover what is
-// left, and the next scheduled run tries. So a chain ends after at most
-// as many continuations as the first run left streams.
-func continueAt(err error, cont bool, before int) (time.Time, bool) {
+// reset of the quota that deferred its streams (ok false: not at all). A
+// continuation (cont) that left as many streams unfinished as the run
+// before it (before) is stalled and not continued: a whole window's quota
+// does not cover what is left. So a chain ends after at most as many
+// continuations as the first run left streams.
+func continueAt(err error, cont bool, before int) (at time.Time, ok, stalled bool) {
 	var re *pipeline.RunError
-	if !errors.As(err, &re) || cont && unfinished(err) >= before {
-		return time.Time{}, false
+	if !errors.As(err, &re) {
+		return time.Time{}, false, false
 	}
-	at, ok := re.ResumeAt()
-	return at.Add(continueMargin), ok
+	if cont && len(re.Unfinished()) >= before {
+		return time.Time{}, false, true
+	}
+	at, ok = re.ResumeAt()
+	return at.Add(continueMargin), ok, false
 }
 
 // loop runs until stopped: by the first signal on sigs or ctx's end (the
@@ -191,8 +202,11 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 		}
 	}()
 	start := func(continuation bool) {
+		if contTimer != nil {
+			contTimer.Stop() // a scheduled run replaces a pending continuation
+		}
 		running, cont, contC = true, continuation, nil
-		go func() { done <- s.run(runCtx) }()
+		go func() { done <- s.run(runCtx, continuation) }()
 	}
 	stop := func(why string) {
 		if !stopping {
@@ -244,19 +258,23 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 			default:
 				s.log.Info("run finished", "run", runs, "continuation", cont)
 			}
-			at, ok := continueAt(err, cont, left)
+			at, ok, stalled := continueAt(err, cont, left)
 			left = unfinished(err)
-			if ok && !stopping {
-				if ticksLeft() && !at.Before(next) {
-					s.log.Info("the next scheduled run continues the streams the quota deferred", "quota_reset", at.Add(-continueMargin).Format(time.RFC3339), "next", next.Format(time.RFC3339))
-				} else {
-					contAt = at
-					contTimer = time.NewTimer(max(at.Sub(s.now()), 0))
-					contC = contTimer.C
-					s.log.Info("continuing the streams the quota deferred after it resets", "at", at.Format(time.RFC3339))
-				}
-			} else if cont && errors.Is(err, extract.ErrQuotaExhausted) {
-				s.log.Warn("the continuation finished no stream: a window's quota does not cover what is left; the next scheduled run tries again", "next", next.Format(time.RFC3339))
+			switch {
+			case stopping, !ok && !stalled:
+			case stalled && ticksLeft():
+				s.log.Warn("the continuation left as many streams unfinished as the run before it: a window's quota does not cover what is left; the next scheduled run tries again", "next", next.Format(time.RFC3339))
+			case stalled:
+				s.log.Warn("the continuation left as many streams unfinished as the run before it: a window's quota does not cover what is left")
+			case ticksLeft() && !at.Before(next):
+				s.log.Info("the next scheduled run continues the streams the quota deferred", "quota_reset", at.Add(-continueMargin).Format(time.RFC3339), "next", next.Format(time.RFC3339))
+			case !ticksLeft() && at.Sub(s.now()) > continueUnscheduled:
+				s.log.Warn("not waiting for the quota to reset: the scheduled runs are done (--max-runs)", "quota_reset", at.Add(-continueMargin).Format(time.RFC3339))
+			default:
+				contAt = at
+				contTimer = time.NewTimer(max(at.Sub(s.now()), 0))
+				contC = contTimer.C
+				s.log.Info("continuing the streams the quota deferred after it resets", "at", at.Format(time.RFC3339))
 			}
 			if !ticksLeft() && contC == nil {
 				stop("max runs reached")

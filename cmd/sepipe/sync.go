@@ -57,7 +57,11 @@ configuration, 3 partly failed (some streams committed).`,
 			}
 			defer fb.finish()
 			c.warnTo(func(w string) { log.Warn(w) })
-			_, err = runSync(cmd.Context(), g, c, log, fb, f.objects, len(f.objects) == 0, f.fullRefresh)
+			cont := pipeline.ContinueOrReadAll
+			if len(f.objects) > 0 {
+				cont = pipeline.ReadAll // asked for this once
+			}
+			_, err = runSync(cmd.Context(), g, c, log, fb, f.objects, cont, f.fullRefresh)
 			return err
 		},
 	}
@@ -67,12 +71,11 @@ configuration, 3 partly failed (some streams committed).`,
 	return cmd
 }
 
-// runSync runs one sync as the config says and prints its summary. It is
-// shared by sync and schedule.
 // runSync runs one sync of objects (nil: the configuration's include or
-// exclude, or every stream). selection says objects are a standing
-// selection rather than streams asked for once (pipeline.Config.Selection).
-func runSync(ctx context.Context, g *globals, c *Config, log *slog.Logger, fb feedback, objects []string, selection bool, fullRefresh []string) (*pipeline.Result, error) {
+// exclude, or every stream) and prints its summary; cont says what it
+// reads on a day a quota deferred streams. It is shared by sync and
+// schedule.
+func runSync(ctx context.Context, g *globals, c *Config, log *slog.Logger, fb feedback, objects []string, cont pipeline.Continuation, fullRefresh []string) (*pipeline.Result, error) {
 	client, err := newClient(c, log, true)
 	if err != nil {
 		return nil, err
@@ -84,7 +87,7 @@ func runSync(ctx context.Context, g *globals, c *Config, log *slog.Logger, fb fe
 	res, err := pipeline.Sync(ctx, client, pipeline.Config{
 		Out:               c.Output.Dir,
 		Only:              run,
-		Selection:         selection,
+		Continuation:      cont,
 		Streams:           c.streams(),
 		FullRefresh:       fullRefresh,
 		ObjectConcurrency: c.Requests.ObjectConcurrency,

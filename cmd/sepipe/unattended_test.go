@@ -15,6 +15,7 @@ import (
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
 	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/pipeline"
 )
 
 // oauthEnv points the CLI at the fake's OAuth client, with no static
@@ -331,6 +332,9 @@ func TestAuthLoginSeedsTheStore(t *testing.T) {
 // the warehouse then holds every stream, reading none twice and none the
 // configuration excludes. A plain sync says when to run again.
 func TestScheduleContinuesAfterTheQuotaResets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out quota windows")
+	}
 	const users, seed = 40, 7
 	config := func(url, out string) string {
 		p := filepath.Join(t.TempDir(), "sepipe.yaml")
@@ -406,5 +410,35 @@ output:
 	}
 	if n := srv.Service.QuotaRefused(); n != 0 {
 		t.Errorf("%d requests were answered 429 past the announced quota", n)
+	}
+}
+
+// TestQuotaHint: a run the quota deferred says when to run again; one
+// whose stream no window can hold says what to change instead; a reset
+// already past says to run now.
+func TestQuotaHint(t *testing.T) {
+	run := func(errs ...*extract.QuotaError) error {
+		re := &pipeline.RunError{RunID: "r", Partial: true}
+		for i, e := range errs {
+			re.Deferred = append(re.Deferred, &pipeline.ObjectError{Object: fmt.Sprint("s\x1b", i), Step: "read", Err: e})
+		}
+		return re
+	}
+	in := func(d time.Duration) time.Time { return time.Now().Add(d).Truncate(time.Second) }
+	soon, later := in(time.Hour), in(2*time.Hour)
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{run(&extract.QuotaError{Reset: soon, Err: extract.ErrQuotaExhausted}, &extract.QuotaError{Reset: later, Err: extract.ErrQuotaExhausted}),
+			"resets at " + later.UTC().Format(time.RFC3339) + ": a sync after it continues"},
+		{run(&extract.QuotaError{Reset: soon, Err: extract.ErrQuotaExhausted}, &extract.QuotaError{Reset: soon, Exceeds: true, Err: extract.ErrQuotaExhausted}),
+			`s\x1b1 need more requests than the service's quota allows in a whole window: raise requests.max_wait`},
+		{run(&extract.QuotaError{Reset: in(-time.Minute), Err: extract.ErrQuotaExhausted}), "has reset since: a sync now continues"},
+		{&pipeline.RunError{RunID: "r", Partial: true, Failed: []*pipeline.ObjectError{{Object: "user", Err: extract.ErrRetriesExhausted}}}, ""},
+	} {
+		if got := quotaHint(tc.err); tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+			t.Errorf("%v:\nhint %q, want it to hold %q", tc.err, got, tc.want)
+		}
 	}
 }
