@@ -50,6 +50,10 @@ type ObjectPlan struct {
 	// Skipped: the tenant is not entitled to the stream's interface (Err
 	// says why); a sync would skip it.
 	Skipped bool
+	// DoneToday: the stream committed earlier on the snapshot day, and a
+	// sync would continue only the streams a quota deferred or that
+	// failed that day (Config.Continuation): it would not read this one.
+	DoneToday bool
 }
 
 // PlanResult is a dry run's answer.
@@ -59,6 +63,9 @@ type PlanResult struct {
 	HasWarehouse bool // the warehouse file exists (it was opened read-only)
 	Objects      []ObjectPlan
 	Requests     int // estimated requests of the whole sync: objects + every object's
+	// Continues: a quota deferred streams earlier on the snapshot day, and
+	// the sync would read only the unfinished ones (the others DoneToday).
+	Continues bool
 }
 
 // Plan says what Sync would do with cfg, and writes nothing: no lock, no
@@ -67,7 +74,8 @@ type PlanResult struct {
 // the warehouse's stored schema under the stream's contract, and asks the
 // service for page 1 with resultsPerPage 1 (with the cursor filter for an
 // incremental stream) to learn how many rows, and so pages, the read would
-// take. Errors that would stop the whole sync (objects not listed, unknown
+// take. On a snapshot day a quota left streams unfinished, the streams a
+// sync would not read are only listed (DoneToday). Errors that would stop the whole sync (objects not listed, unknown
 // object, warehouse locked) are returned; an object's own failure is in
 // its ObjectPlan.Err.
 func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error) {
@@ -111,6 +119,7 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 
 	pr := &prior{fields: map[string][]service.Field{}, state: map[string]load.State{}}
 	tables := map[string]bool{}
+	unfinished := map[string]bool{} // by stream id
 	withCollections := append(slices.Clone(ids), collections...)
 	wh, err := load.OpenReadOnly(ctx, lake.WarehousePath())
 	switch {
@@ -126,8 +135,13 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 				return err
 			}
 			names.Assign(withCollections, Collections)
+			left, err := wh.Unfinished(ctx, day)
+			if err != nil {
+				return err
+			}
 			for _, id := range withCollections {
 				name, _ := names.Name(id)
+				unfinished[id] = slices.Contains(left, name)
 				if isCollection(id) {
 					has, err := wh.HasTable(ctx, id)
 					if err != nil {
@@ -167,7 +181,17 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 		}
 	}
 
+	read, cont := cfg.Continuation.streams(withCollections, cfg.FullRefresh, func(id string) bool { return unfinished[id] })
+	res.Continues = cont
+	for _, id := range withCollections {
+		if !slices.Contains(read, id) {
+			res.Objects = append(res.Objects, ObjectPlan{Object: id, DoneToday: true, Rows: -1, Collection: isCollection(id)})
+		}
+	}
 	for _, id := range ids {
+		if !slices.Contains(read, id) {
+			continue
+		}
 		op := planObject(ctx, src, cfg, id, day, pr, tables[id])
 		op.Partition = lake.PartitionDir(id, day)
 		if _, err := os.Stat(op.Partition); err == nil {
@@ -177,6 +201,9 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 		res.Objects = append(res.Objects, op)
 	}
 	for _, name := range collections {
+		if !slices.Contains(read, name) {
+			continue
+		}
 		op := ObjectPlan{Object: name, Collection: true, Rows: -1, Requests: 1, NewTable: !tables[name],
 			Fields: max(len(pr.fields[name]), len(seedFields[name])), FullRefresh: slices.Contains(cfg.FullRefresh, name)}
 		op.Mode, _ = load.ParseWriteMode(string(cfg.Streams[name].Mode))

@@ -238,6 +238,22 @@ func TestQuotaDefersThenNextRunContinues(t *testing.T) {
 	if at, ok := re.ResumeAt(); !ok || !at.Equal(c.Quota().Reset) {
 		t.Errorf("ResumeAt %s, %v; want the announced reset %s", at, ok, c.Quota().Reset)
 	}
+	// A plan now says what the next run reads: the deferred streams only.
+	// (It asks a fake of its own: this one's window is spent.)
+	other := servicetest.NewServer(servicetest.WithUsers(limitedUsers), servicetest.WithSeed(limitedSeed))
+	defer other.Close()
+	plan, err := pipeline.Plan(ctx, client(t, other.URL, other.Service.AccessToken(), opts...), pipeline.PlanConfig{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !plan.Continues || len(plan.Objects) != len(cfg.Only) {
+		t.Errorf("plan: continues %v, %d streams; want it to continue the day over the %d streams", plan.Continues, len(plan.Objects), len(cfg.Only))
+	}
+	for _, o := range plan.Objects {
+		if o.DoneToday == deferred[o.Object] || o.DoneToday && o.Requests != 0 || !o.DoneToday && o.Requests == 0 {
+			t.Errorf("plan of %s: done today %v, %d requests; deferred %v", o.Object, o.DoneToday, o.Requests, deferred[o.Object])
+		}
+	}
 	time.Sleep(time.Until(c.Quota().Reset) + 100*time.Millisecond)
 
 	cfg.Only = nil // a run told nothing continues what the quota deferred today

@@ -41,9 +41,13 @@ contract, describe refused) is shown with the reason, and plan exits 1.`,
 			if err != nil {
 				return err
 			}
+			cont := pipeline.ContinueOrReadAll
+			if len(f.objects) > 0 {
+				cont = pipeline.ReadAll // as sync --objects
+			}
 			p, err := pipeline.Plan(ctx, client, pipeline.PlanConfig{
 				Config: pipeline.Config{
-					Out: c.Output.Dir, Only: run, Streams: c.streams(), FullRefresh: f.fullRefresh, Logger: log,
+					Out: c.Output.Dir, Only: run, Streams: c.streams(), FullRefresh: f.fullRefresh, Logger: log, Continuation: cont,
 				},
 				PageSize: c.Requests.PageSize,
 			})
@@ -90,6 +94,10 @@ contract, describe refused) is shown with the reason, and plan exits 1.`,
 					fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t0\t-\tSKIPPED (not entitled)\n", o.Object)
 					continue
 				}
+				if o.DoneToday {
+					fmt.Fprintf(tw, "%s\t-\tnone (done today)\t-\t-\t0\t-\t-\n", o.Object)
+					continue
+				}
 				if o.Err != nil {
 					failed++
 					fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t%d\t%s\tWOULD FAIL\n", o.Object, o.Mode, read, o.Requests, schema)
@@ -103,6 +111,9 @@ contract, describe refused) is shown with the reason, and plan exits 1.`,
 			}
 			tw.Flush()
 			fmt.Fprintf(w, "\nestimated requests: %d (without retries; collections count 1 each, they take one per page)\n", p.Requests)
+			if p.Continues {
+				fmt.Fprintln(w, "a quota deferred streams earlier today: the sync continues them and the streams that failed, not those done today (--objects reads its streams whatever)")
+			}
 			for _, o := range p.Objects {
 				if !o.Diff.Empty() {
 					fmt.Fprintf(w, "schema changes of %s: %s\n", termEscape(o.Object, false), termEscape(o.Diff.String(), false))
