@@ -252,7 +252,8 @@ func (c *Client) reservePages(pages int) (*quotaReservation, error) {
 	if ok || wait <= c.maxWait {
 		return res, nil
 	}
-	// A later run reads the first page again too.
+	// A later run reads the first page again too (and more: the object's
+	// describe, the list of objects), so this is the least it takes.
 	exceeds := q.Limit > 0 && pages+1 > q.Limit
 	never := ""
 	if exceeds {

@@ -92,6 +92,13 @@ func (w *Warehouse) KnownObjects(ctx context.Context) ([]string, error) {
 // rerun after a night that deferred one stream and failed another must
 // not read only the deferred one and leave the failed one stale.)
 func (w *Warehouse) Unfinished(ctx context.Context, date string) ([]string, error) {
+	var have int
+	if err := w.db.QueryRowContext(ctx, `SELECT count(*) FROM duckdb_columns() WHERE table_name = '_sepipe_run_objects' AND column_name = 'status'`).Scan(&have); err != nil {
+		return nil, fmt.Errorf("warehouse %s: list the unfinished streams of %s: %w", w.path, date, err)
+	}
+	if have == 0 {
+		return nil, nil // a read-only warehouse of an older version: no stream was ever deferred
+	}
 	rows, err := w.db.QueryContext(ctx, `
 		WITH pending AS (
 			SELECT d.object, d.status FROM _sepipe_run_objects d JOIN _sepipe_runs r USING (run_id)

@@ -88,8 +88,10 @@ func (e *RunError) ResumeAt() (at time.Time, ok bool) {
 	return at, len(e.Deferred) > 0
 }
 
-// Unfinished lists the streams a later run of the same snapshot day
-// continues: those deferred and those that failed (not those skipped).
+// Unfinished lists the streams the run left unfinished: those deferred
+// and those that failed (not those skipped). A later run of the same
+// snapshot day continues them when some were deferred
+// (load.Warehouse.Unfinished).
 func (e *RunError) Unfinished() []string {
 	var ids []string
 	for _, list := range [][]*ObjectError{e.Deferred, e.Failed} {

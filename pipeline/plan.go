@@ -50,10 +50,11 @@ type ObjectPlan struct {
 	// Skipped: the tenant is not entitled to the stream's interface (Err
 	// says why); a sync would skip it.
 	Skipped bool
-	// DoneToday: the stream committed earlier on the snapshot day, and a
-	// sync would continue only the streams a quota deferred or that
-	// failed that day (Config.Continuation): it would not read this one.
-	DoneToday bool
+	// NotContinued: a quota deferred streams earlier on the snapshot day,
+	// and a sync would continue only those and the streams that failed
+	// that day (Config.Continuation): it would not read this one (it
+	// committed that day, or was not among that day's runs).
+	NotContinued bool
 }
 
 // PlanResult is a dry run's answer.
@@ -64,7 +65,7 @@ type PlanResult struct {
 	Objects      []ObjectPlan
 	Requests     int // estimated requests of the whole sync: objects + every object's
 	// Continues: a quota deferred streams earlier on the snapshot day, and
-	// the sync would read only the unfinished ones (the others DoneToday).
+	// the sync would read only the unfinished ones (the others NotContinued).
 	Continues bool
 }
 
@@ -75,7 +76,7 @@ type PlanResult struct {
 // service for page 1 with resultsPerPage 1 (with the cursor filter for an
 // incremental stream) to learn how many rows, and so pages, the read would
 // take. On a snapshot day a quota left streams unfinished, the streams a
-// sync would not read are only listed (DoneToday). Errors that would stop the whole sync (objects not listed, unknown
+// sync would not read are only listed (NotContinued). Errors that would stop the whole sync (objects not listed, unknown
 // object, warehouse locked) are returned; an object's own failure is in
 // its ObjectPlan.Err.
 func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error) {
@@ -185,7 +186,7 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 	res.Continues = cont
 	for _, id := range withCollections {
 		if !slices.Contains(read, id) {
-			res.Objects = append(res.Objects, ObjectPlan{Object: id, DoneToday: true, Rows: -1, Collection: isCollection(id)})
+			res.Objects = append(res.Objects, ObjectPlan{Object: id, NotContinued: true, Rows: -1, Collection: isCollection(id)})
 		}
 	}
 	for _, id := range ids {

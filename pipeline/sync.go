@@ -392,7 +392,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		}
 	}
 	streams, cont := cfg.Continuation.streams(ids, cfg.FullRefresh, func(id string) bool { return slices.Contains(pr.unfinished, pr.name(id)) })
-	if cont {
+	if cont && len(streams) > 0 {
 		log.Info("continuing the streams a quota deferred, or that failed, earlier today", "streams", streams)
 	}
 	if cont && len(streams) == 0 { // ContinueOnly, and nothing is left

@@ -250,8 +250,8 @@ func TestQuotaDefersThenNextRunContinues(t *testing.T) {
 		t.Errorf("plan: continues %v, %d streams; want it to continue the day over the %d streams", plan.Continues, len(plan.Objects), len(cfg.Only))
 	}
 	for _, o := range plan.Objects {
-		if o.DoneToday == deferred[o.Object] || o.DoneToday && o.Requests != 0 || !o.DoneToday && o.Requests == 0 {
-			t.Errorf("plan of %s: done today %v, %d requests; deferred %v", o.Object, o.DoneToday, o.Requests, deferred[o.Object])
+		if o.NotContinued == deferred[o.Object] || o.NotContinued && o.Requests != 0 || !o.NotContinued && o.Requests == 0 {
+			t.Errorf("plan of %s: done today %v, %d requests; deferred %v", o.Object, o.NotContinued, o.Requests, deferred[o.Object])
 		}
 	}
 	time.Sleep(time.Until(c.Quota().Reset) + 100*time.Millisecond)

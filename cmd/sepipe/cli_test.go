@@ -568,6 +568,9 @@ func TestSchedulerContinuesDeferredStreams(t *testing.T) {
 		{"a failed run is not continued", 1, []error{&pipeline.RunError{RunID: "r", Partial: true, Failed: []*pipeline.ObjectError{{Object: "user", Err: io.ErrUnexpectedEOF}}}}, 1, "run partial"},
 		{"the next scheduled run comes first", 2, []error{deferred(true, 1, time.Hour), nil}, 2, "the next scheduled run continues the streams"},
 		{"the scheduled runs are done and the reset is hours away", 1, []error{deferred(true, 1, 3*time.Hour)}, 1, "not waiting for the quota to reset"},
+		{"a continuation whose streams failed again ends the chain", 1, []error{deferred(true, 1, now), &pipeline.RunError{RunID: "r", Failed: []*pipeline.ObjectError{{Object: "s0", Err: io.ErrUnexpectedEOF}}}}, 2, "the continuation's streams failed again"},
+		{"no window holds the deferred streams", 1, []error{&pipeline.RunError{RunID: "r", Partial: true, Deferred: []*pipeline.ObjectError{{Object: "big", Step: "read",
+			Err: &extract.QuotaError{Reset: time.Now(), Exceeds: true, Err: extract.ErrQuotaExhausted}}}}}, 1, "not continuing: these streams need more requests than the quota allows in a whole window"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs strings.Builder

@@ -54,17 +54,22 @@ func quotaHint(err error) string {
 	if !errors.As(err, &re) {
 		return ""
 	}
-	if big := re.Exceeds(); len(big) > 0 {
-		return fmt.Sprintf("%s need more requests than the service's quota allows in a whole window: raise requests.max_wait above the window's length and the read waits for the quota to reset", termEscape(strings.Join(big, ", "), false))
+	var big string
+	if ids := re.Exceeds(); len(ids) > 0 {
+		big = fmt.Sprintf("%s need more requests than the service's quota allows in a whole window: raise requests.max_wait above the window's length and the read waits for the quota to reset", termEscape(strings.Join(ids, ", "), false))
+		if len(ids) == len(re.Deferred) {
+			return big
+		}
+		big += "; "
 	}
 	at, ok := re.ResumeAt()
 	switch {
 	case !ok:
-		return ""
+		return strings.TrimSuffix(big, "; ")
 	case !at.After(time.Now()):
-		return "the service's request quota has reset since: a sync now continues the deferred streams"
+		return big + "the service's request quota has reset since: a sync now continues the deferred streams"
 	}
-	return "the service's request quota resets at " + at.UTC().Format(time.RFC3339) +
+	return big + "the service's request quota resets at " + at.UTC().Format(time.RFC3339) +
 		": a sync after it continues the deferred streams ('sepipe schedule' continues them itself)"
 }
 

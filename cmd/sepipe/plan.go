@@ -41,13 +41,9 @@ contract, describe refused) is shown with the reason, and plan exits 1.`,
 			if err != nil {
 				return err
 			}
-			cont := pipeline.ContinueOrReadAll
-			if len(f.objects) > 0 {
-				cont = pipeline.ReadAll // as sync --objects
-			}
 			p, err := pipeline.Plan(ctx, client, pipeline.PlanConfig{
 				Config: pipeline.Config{
-					Out: c.Output.Dir, Only: run, Streams: c.streams(), FullRefresh: f.fullRefresh, Logger: log, Continuation: cont,
+					Out: c.Output.Dir, Only: run, Streams: c.streams(), FullRefresh: f.fullRefresh, Logger: log, Continuation: continuationFor(f.objects),
 				},
 				PageSize: c.Requests.PageSize,
 			})
@@ -94,8 +90,8 @@ contract, describe refused) is shown with the reason, and plan exits 1.`,
 					fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t0\t-\tSKIPPED (not entitled)\n", o.Object)
 					continue
 				}
-				if o.DoneToday {
-					fmt.Fprintf(tw, "%s\t-\tnone (done today)\t-\t-\t0\t-\t-\n", o.Object)
+				if o.NotContinued {
+					fmt.Fprintf(tw, "%s\t-\tnone (not continued)\t-\t-\t0\t-\t-\n", o.Object)
 					continue
 				}
 				if o.Err != nil {
@@ -112,7 +108,7 @@ contract, describe refused) is shown with the reason, and plan exits 1.`,
 			tw.Flush()
 			fmt.Fprintf(w, "\nestimated requests: %d (without retries; collections count 1 each, they take one per page)\n", p.Requests)
 			if p.Continues {
-				fmt.Fprintln(w, "a quota deferred streams earlier today: the sync continues them and the streams that failed, not those done today (--objects reads its streams whatever)")
+				fmt.Fprintln(w, "a quota deferred streams earlier today: the sync continues them and the streams that failed that day, and reads no other (--objects reads its streams whatever)")
 			}
 			for _, o := range p.Objects {
 				if !o.Diff.Empty() {

@@ -148,21 +148,29 @@ func unfinished(err error) int {
 }
 
 // continueAt is when to continue a run that ended with err: after the
-// reset of the quota that deferred its streams (ok false: not at all). A
-// continuation (cont) that left as many streams unfinished as the run
-// before it (before) is stalled and not continued: a whole window's quota
-// does not cover what is left. So a chain ends after at most as many
-// continuations as the first run left streams.
-func continueAt(err error, cont bool, before int) (at time.Time, ok, stalled bool) {
+// reset of the quota that deferred its streams (ok false: not at all).
+// When it is not continued for a reason worth a warning, why says it, and
+// streams names them. A run whose deferred streams each need more than a
+// whole window's quota (and none failed) is not continued: no window holds
+// them. A continuation (cont) that left as many streams unfinished as the
+// run before it (before) stalled and is not continued either, so a chain
+// ends after at most as many continuations as the first run left streams.
+func continueAt(err error, cont bool, before int) (at time.Time, ok bool, why string, streams []string) {
 	var re *pipeline.RunError
 	if !errors.As(err, &re) {
-		return time.Time{}, false, false
+		return time.Time{}, false, "", nil
 	}
-	if cont && len(re.Unfinished()) >= before {
-		return time.Time{}, false, true
+	big := re.Exceeds()
+	switch {
+	case len(big) > 0 && len(big) == len(re.Deferred) && len(re.Failed) == 0:
+		return time.Time{}, false, "not continuing: these streams need more requests than the quota allows in a whole window; raise requests.max_wait above the window's length", big
+	case cont && len(re.Unfinished()) >= before && len(re.Deferred) > 0:
+		return time.Time{}, false, "the continuation left as many streams unfinished as the run before it: a window's quota does not cover what is left", re.Unfinished()
+	case cont && len(re.Unfinished()) >= before:
+		return time.Time{}, false, "the continuation's streams failed again", re.Unfinished()
 	}
 	at, ok = re.ResumeAt()
-	return at.Add(continueMargin), ok, false
+	return at.Add(continueMargin), ok, "", nil
 }
 
 // loop runs until stopped: by the first signal on sigs or ctx's end (the
@@ -258,14 +266,15 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 			default:
 				s.log.Info("run finished", "run", runs, "continuation", cont)
 			}
-			at, ok, stalled := continueAt(err, cont, left)
+			at, ok, why, streams := continueAt(err, cont, left)
 			left = unfinished(err)
 			switch {
-			case stopping, !ok && !stalled:
-			case stalled && ticksLeft():
-				s.log.Warn("the continuation left as many streams unfinished as the run before it: a window's quota does not cover what is left; the next scheduled run tries again", "next", next.Format(time.RFC3339))
-			case stalled:
-				s.log.Warn("the continuation left as many streams unfinished as the run before it: a window's quota does not cover what is left")
+			case stopping:
+			case why != "" && ticksLeft():
+				s.log.Warn(why+"; the next scheduled run tries again", "streams", streams, "next", next.Format(time.RFC3339))
+			case why != "":
+				s.log.Warn(why, "streams", streams)
+			case !ok:
 			case ticksLeft() && !at.Before(next):
 				s.log.Info("the next scheduled run continues the streams the quota deferred", "quota_reset", at.Add(-continueMargin).Format(time.RFC3339), "next", next.Format(time.RFC3339))
 			case !ticksLeft() && at.Sub(s.now()) > continueUnscheduled:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/spf13/cobra"
@@ -57,11 +58,7 @@ configuration, 3 partly failed (some streams committed).`,
 			}
 			defer fb.finish()
 			c.warnTo(func(w string) { log.Warn(w) })
-			cont := pipeline.ContinueOrReadAll
-			if len(f.objects) > 0 {
-				cont = pipeline.ReadAll // asked for this once
-			}
-			_, err = runSync(cmd.Context(), g, c, log, fb, f.objects, cont, f.fullRefresh)
+			_, err = runSync(cmd.Context(), g, c, log, fb, f.objects, continuationFor(f.objects), f.fullRefresh)
 			return err
 		},
 	}
@@ -69,6 +66,16 @@ configuration, 3 partly failed (some streams committed).`,
 	cmd.Flags().StringSliceVar(&f.fullRefresh, "full-refresh", nil, "streams to rebuild from a full read (their incremental state is dropped), comma-separated")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress bars: plain log lines only")
 	return cmd
+}
+
+// continuationFor is what a sync or plan told objects (--objects) reads on
+// a day a quota deferred streams: streams asked for this once are read
+// whatever the day left; otherwise the day is continued.
+func continuationFor(objects []string) pipeline.Continuation {
+	if len(objects) > 0 {
+		return pipeline.ReadAll
+	}
+	return pipeline.ContinueOrReadAll
 }
 
 // runSync runs one sync of objects (nil: the configuration's include or
@@ -98,7 +105,10 @@ func runSync(ctx context.Context, g *globals, c *Config, log *slog.Logger, fb fe
 		Iceberg:           c.Output.Lake.Iceberg,
 	})
 	fb.finish()
-	if res != nil {
+	switch {
+	case res != nil && len(res.Objects) == 0 && cont == pipeline.ContinueOnly:
+		fmt.Fprintln(g.stdout, "nothing left to continue today")
+	case res != nil:
 		printSummary(g.stdout, res)
 	}
 	return res, err
