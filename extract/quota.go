@@ -30,6 +30,11 @@ type Quota struct {
 	Reserved  int       // requests reserved by reads under way
 }
 
+// Holds reports whether n requests fit one of the quota's windows: always
+// when no quota (or no limit) is known. A read that does not fit cannot be
+// finished within a window by any run.
+func (q Quota) Holds(n int) bool { return !q.Known || q.Limit <= 0 || n <= q.Limit }
+
 // quotaReservation is requests set aside for the rest of one read.
 type quotaReservation struct {
 	n int // guarded by budget.mu
@@ -254,7 +259,7 @@ func (c *Client) reservePages(pages int) (*quotaReservation, error) {
 	}
 	// A later run reads the first page again too (and more: the object's
 	// describe, the list of objects), so this is the least it takes.
-	exceeds := q.Limit > 0 && pages+1 > q.Limit
+	exceeds := !q.Holds(pages + 1)
 	never := ""
 	if exceeds {
 		never = fmt.Sprintf("; with its first page that is more than the %d requests the quota allows in a whole window, so a later run cannot read it within one either: "+

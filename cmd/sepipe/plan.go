@@ -2,10 +2,14 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/pipeline"
 )
 
@@ -107,6 +111,7 @@ contract, describe refused) is shown with the reason, and plan exits 1.`,
 			}
 			tw.Flush()
 			fmt.Fprintf(w, "\nestimated requests: %d (without retries; collections count 1 each, they take one per page)\n", p.Requests)
+			printQuotaPlan(w, client.Quota(), p)
 			if p.Continues {
 				fmt.Fprintln(w, "a quota deferred streams earlier today: the sync continues them and the streams that failed that day, and reads no other (--objects reads its streams whatever)")
 			}
@@ -132,4 +137,32 @@ contract, describe refused) is shown with the reason, and plan exits 1.`,
 	f.add(cmd, true)
 	cmd.Flags().StringSliceVar(&f.fullRefresh, "full-refresh", nil, "streams the sync would rebuild from a full read, comma-separated")
 	return cmd
+}
+
+// printQuotaPlan says, when the service announced a request quota while
+// planning, whether the sync fits a window, and which streams never do.
+func printQuotaPlan(w io.Writer, q extract.Quota, p *pipeline.PlanResult) {
+	if !q.Known || q.Limit <= 0 {
+		return
+	}
+	fmt.Fprintf(w, "the service announces a quota of %d requests a window (%d left, resetting at %s)", q.Limit, q.Remaining, q.Reset.UTC().Format(time.RFC3339))
+	switch {
+	case !q.Holds(p.Requests):
+		fmt.Fprintf(w, ": the sync needs at least %d, over about %d windows; streams the quota does not cover are deferred, and 'sepipe schedule' continues them after each reset\n",
+			p.Requests, (p.Requests+q.Limit-1)/q.Limit)
+	case p.Requests > q.Remaining:
+		fmt.Fprintf(w, ": the sync needs at least %d, more than are left; streams the quota does not cover are deferred until the reset, and 'sepipe schedule' continues them then\n", p.Requests)
+	default:
+		fmt.Fprintf(w, ": the sync needs at least %d\n", p.Requests)
+	}
+	var big []string
+	for _, o := range p.Objects {
+		if !o.NotContinued && !o.Skipped && o.Err == nil && !q.Holds(o.Requests) {
+			big = append(big, o.Object)
+		}
+	}
+	if len(big) > 0 {
+		fmt.Fprintf(w, "%s need more requests than a whole window allows: no run reads them within one; raise requests.max_wait above the window's length and the read waits for the quota to reset\n",
+			termEscape(strings.Join(big, ", "), false))
+	}
 }

@@ -447,3 +447,22 @@ func TestQuotaHint(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanSaysWhatTheQuotaAllows: against a service that announces a
+// request quota, plan says how many windows the sync needs and names the
+// stream no single window can hold.
+func TestPlanSaysWhatTheQuotaAllows(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(40), servicetest.WithQuota(30, time.Hour))
+	defer srv.Close()
+	setEnv(t, srv)
+	code, stdout, stderr := runCLI(t, "plan", "--base-url", srv.URL, "--out", t.TempDir(), "--page-size", "10", "--objects", "course,userCourseProgress")
+	if code != exitOK {
+		t.Fatalf("plan: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "the service announces a quota of 30 requests a window") || !strings.Contains(stdout, "windows; streams the quota does not cover are deferred") {
+		t.Errorf("plan does not say the sync needs several windows:\n%s", stdout)
+	}
+	if !strings.Contains(stdout, "userCourseProgress need more requests than a whole window allows") || strings.Contains(stdout, "course, userCourseProgress need") {
+		t.Errorf("plan does not name (only) the stream no window holds:\n%s", stdout)
+	}
+}
