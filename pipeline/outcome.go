@@ -73,17 +73,6 @@ func (o outcome) record() load.StreamOutcome {
 	return load.StreamOutcome{Object: o.object, Status: o.status, Reason: o.err.Error()}
 }
 
-// streamsOf lists the streams of outcomes with the given status.
-func streamsOf(outs []outcome, status string) []string {
-	var ids []string
-	for _, o := range outs {
-		if o.status == status && !slices.Contains(ids, o.object) {
-			ids = append(ids, o.object)
-		}
-	}
-	return ids
-}
-
 // Continuation says what a run reads on a snapshot day on which a request
 // quota deferred streams: the day's unfinished streams are those deferred
 // and those that failed that day, not committed since

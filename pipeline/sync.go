@@ -605,8 +605,22 @@ func warnNotEntitled(log *slog.Logger, outs []outcome) {
 	for _, iface := range slices.Sorted(maps.Keys(byIface)) {
 		log.Warn(skippedNote(iface, byIface[iface], errors.Unwrap(first[iface])))
 	}
-	if d := streamsOf(outs, StatusDeferred); len(d) > 0 {
-		log.Warn("the service's request quota would not cover these streams (an announced quota, or a 429 asking to wait past requests.max_wait); they keep their last good data and the next run of the day continues them", "streams", d)
+	var later, never []string // deferred streams a later window holds, and those none does
+	for _, o := range outs {
+		var qe *extract.QuotaError
+		switch {
+		case o.status != StatusDeferred || slices.Contains(later, o.object) || slices.Contains(never, o.object):
+		case errors.As(o.err, &qe) && qe.Exceeds:
+			never = append(never, o.object)
+		default:
+			later = append(later, o.object)
+		}
+	}
+	if len(later) > 0 {
+		log.Warn("the service's request quota would not cover these streams (an announced quota, or a 429 asking to wait past requests.max_wait); they keep their last good data and the next run of the day continues them", "streams", later)
+	}
+	if len(never) > 0 {
+		log.Warn("these streams need more requests than the service's quota allows in a whole window, so no run reads them within one; they keep their last good data: raise requests.max_wait above the window's length and the read waits for the quota to reset", "streams", never)
 	}
 }
 

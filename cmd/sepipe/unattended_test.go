@@ -450,7 +450,8 @@ func TestQuotaHint(t *testing.T) {
 
 // TestPlanSaysWhatTheQuotaAllows: against a service that announces a
 // request quota, plan says how many windows the sync needs and names the
-// stream no single window can hold.
+// stream no single window can hold; the sync then says so too, instead of
+// promising a later run.
 func TestPlanSaysWhatTheQuotaAllows(t *testing.T) {
 	srv := servicetest.NewServer(servicetest.WithUsers(40), servicetest.WithQuota(30, time.Hour))
 	defer srv.Close()
@@ -464,5 +465,15 @@ func TestPlanSaysWhatTheQuotaAllows(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "userCourseProgress need more requests than a whole window allows") || strings.Contains(stdout, "course, userCourseProgress need") {
 		t.Errorf("plan does not name (only) the stream no window holds:\n%s", stdout)
+	}
+	// The sync commits course and does not promise a later run for the other.
+	code, stdout, stderr = runCLI(t, "sync", "-q", "--base-url", srv.URL, "--out", t.TempDir(), "--page-size", "10", "--objects", "course,userCourseProgress")
+	if code != exitPartial {
+		t.Fatalf("sync: exit %d, want %d\n%s\n%s", code, exitPartial, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "need more requests than the service's quota allows in a whole window, so no run reads them within one") ||
+		strings.Contains(stderr, "the next run of the day continues them") ||
+		!strings.Contains(stderr, "hint: userCourseProgress need more requests than the service's quota allows in a whole window: raise requests.max_wait") {
+		t.Errorf("the sync's warning or hint does not say no window holds userCourseProgress:\n%s", stderr)
 	}
 }
