@@ -599,6 +599,52 @@ func TestSchedulerContinuesDeferredStreams(t *testing.T) {
 	}
 }
 
+// TestSchedulerStopsWithAContinuationPending: a signal while the schedule
+// waits for a quota's reset stops it at once; the continuation never runs.
+func TestSchedulerStopsWithAContinuationPending(t *testing.T) {
+	logs := &syncWriter{w: &strings.Builder{}}
+	g := &globals{logLevel: "info", logFormat: "text", stderr: logs}
+	log, _ := g.loggerTo(g.stderr)
+	runs := make(chan bool, 4)
+	s := &scheduler{sched: &onceSoon{}, loc: time.UTC, log: log, run: func(ctx context.Context, continuation bool) error {
+		runs <- continuation
+		return &pipeline.RunError{RunID: "r", Partial: true, Deferred: []*pipeline.ObjectError{{Object: "user", Step: "read",
+			Err: &extract.QuotaError{Reset: time.Now().Add(10 * time.Minute), Err: extract.ErrQuotaExhausted}}}}
+	}}
+	sigs := make(chan os.Signal, 1)
+	done := make(chan error, 1)
+	go func() { done <- s.loop(context.Background(), sigs) }()
+	if cont := <-runs; cont {
+		t.Fatal("the first run is a continuation")
+	}
+	for !strings.Contains(logs.String(), "continuing the streams the quota deferred after it resets") {
+		time.Sleep(10 * time.Millisecond) // the run's end is being handled
+	}
+	sigs <- os.Interrupt
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the schedule did not stop while its continuation was pending")
+	}
+	if len(runs) != 0 {
+		t.Error("the continuation ran after the signal")
+	}
+}
+
+// onceSoon fires 20 ms from the first time it is asked, then a day later.
+type onceSoon struct{ asked bool }
+
+func (o *onceSoon) Next(t time.Time) time.Time {
+	if !o.asked {
+		o.asked = true
+		return t.Add(20 * time.Millisecond)
+	}
+	return t.Add(24 * time.Hour)
+}
+
 // every is a schedule finer than cron's one second.
 type every time.Duration
 
@@ -607,6 +653,13 @@ func (e every) Next(t time.Time) time.Time { return t.Add(time.Duration(e)) }
 type syncWriter struct {
 	mu sync.Mutex
 	w  io.Writer
+}
+
+// String is what was written, for a writer over a strings.Builder.
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.(fmt.Stringer).String()
 }
 
 func (s *syncWriter) Write(b []byte) (int, error) {
