@@ -35,6 +35,11 @@ type Quota struct {
 // finished within a window by any run.
 func (q Quota) Holds(n int) bool { return !q.Known || q.Limit <= 0 || n <= q.Limit }
 
+// ExceedsAdvice is what to do about a read that needs more requests than
+// the quota allows in a whole window (QuotaError.Exceeds): every message
+// about one ends with it.
+const ExceedsAdvice = "raise requests.max_wait above the window's length and the read waits for the quota to reset"
+
 // quotaReservation is requests set aside for the rest of one read.
 type quotaReservation struct {
 	n int // guarded by budget.mu
@@ -262,8 +267,8 @@ func (c *Client) reservePages(pages int) (*quotaReservation, error) {
 	exceeds := !q.Holds(pages + 1)
 	never := ""
 	if exceeds {
-		never = fmt.Sprintf("; with its first page that is more than the %d requests the quota allows in a whole window, so a later run cannot read it within one either: "+
-			"raise requests.max_wait above the window's length, and the read waits for the quota to reset", q.Limit)
+		never = fmt.Sprintf("; with its first page that is more than the %d requests the quota allows in a whole window, so a later run cannot read it within one either: %s",
+			q.Limit, ExceedsAdvice)
 	}
 	return res, &QuotaError{Reset: q.Reset, Exceeds: exceeds, Err: fmt.Errorf("%w: %d more pages to read, %d requests left until the window resets at %s (in %s)%s",
 		ErrQuotaExhausted, pages, q.Remaining-q.Reserved, q.Reset.UTC().Format(time.RFC3339), wait.Round(time.Second), never)}

@@ -537,7 +537,7 @@ func (r *reader) readKnown(ctx context.Context, first service.PageInfo) error {
 		return err
 	}
 	if n >= 2 {
-		if err := r.reserve(ctx, n-1); err != nil {
+		if err := r.reserve(n - 1); err != nil {
 			return err
 		}
 		if err := r.fetchRange(ctx, 2, n, check); err != nil {
@@ -562,7 +562,7 @@ var ErrEndlessPages = errors.New("extract: the pages do not end")
 
 // reserve sets the request quota aside for the pages left, or fails the
 // read before it spends more (Client.reservePages).
-func (r *reader) reserve(ctx context.Context, pages int) error {
+func (r *reader) reserve(pages int) error {
 	r.c.budget.releaseQuota(r.quota)
 	res, err := r.c.reservePages(pages)
 	r.quota = res

@@ -76,9 +76,9 @@ type PlanResult struct {
 // service for page 1 with resultsPerPage 1 (with the cursor filter for an
 // incremental stream) to learn how many rows, and so pages, the read would
 // take. On a snapshot day a quota left streams unfinished, the streams a
-// sync would not read are only listed (NotContinued). Errors that would stop the whole sync (objects not listed, unknown
-// object, warehouse locked) are returned; an object's own failure is in
-// its ObjectPlan.Err.
+// sync would not read are only listed (NotContinued). Errors that would
+// stop the whole sync (objects not listed, unknown object, warehouse
+// locked) are returned; an object's own failure is in its ObjectPlan.Err.
 func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error) {
 	cfg.setDefaults()
 	if cfg.PageSize <= 0 {

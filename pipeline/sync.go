@@ -492,7 +492,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		}
 		run.Others = append(run.Others, o.record())
 	}
-	warnNotEntitled(log, outs)
+	warnUnread(log, outs)
 	incomplete := len(outs) > 0
 	switch {
 	case incomplete && len(tables) == 0:
@@ -588,8 +588,10 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	return res, nil
 }
 
-// warnNotEntitled gives one warning per interface the tenant may not use.
-func warnNotEntitled(log *slog.Logger, outs []outcome) {
+// warnUnread gives one warning per interface the tenant may not use, one
+// for the streams a quota deferred that a later window holds, and one for
+// those no window holds.
+func warnUnread(log *slog.Logger, outs []outcome) {
 	byIface := map[string][]string{}
 	first := map[string]error{}
 	for _, o := range outs {
@@ -620,7 +622,7 @@ func warnNotEntitled(log *slog.Logger, outs []outcome) {
 		log.Warn("the service's request quota would not cover these streams (an announced quota, or a 429 asking to wait past requests.max_wait); they keep their last good data and the next run of the day continues them", "streams", later)
 	}
 	if len(never) > 0 {
-		log.Warn("these streams need more requests than the service's quota allows in a whole window, so no run reads them within one; they keep their last good data: raise requests.max_wait above the window's length and the read waits for the quota to reset", "streams", never)
+		log.Warn("these streams need more requests than the service's quota allows in a whole window, so no run reads them within one; they keep their last good data: "+extract.ExceedsAdvice, "streams", never)
 	}
 }
 

@@ -56,7 +56,7 @@ func quotaHint(err error) string {
 	}
 	var big string
 	if ids := re.Exceeds(); len(ids) > 0 {
-		big = fmt.Sprintf("%s need more requests than the service's quota allows in a whole window: raise requests.max_wait above the window's length and the read waits for the quota to reset", termEscape(strings.Join(ids, ", "), false))
+		big = fmt.Sprintf("%s need more requests than the service's quota allows in a whole window: %s", termEscape(strings.Join(ids, ", "), false), extract.ExceedsAdvice)
 		if len(ids) == len(re.Deferred) {
 			return big
 		}

@@ -162,7 +162,7 @@ func printQuotaPlan(w io.Writer, q extract.Quota, p *pipeline.PlanResult) {
 		}
 	}
 	if len(big) > 0 {
-		fmt.Fprintf(w, "%s need more requests than a whole window allows: no run reads them within one; raise requests.max_wait above the window's length and the read waits for the quota to reset\n",
-			termEscape(strings.Join(big, ", "), false))
+		fmt.Fprintf(w, "%s need more requests than a whole window allows: no run reads them within one; %s\n",
+			termEscape(strings.Join(big, ", "), false), extract.ExceedsAdvice)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/pipeline"
 )
 
@@ -163,7 +164,7 @@ func continueAt(err error, cont bool, before int) (at time.Time, ok bool, why st
 	big := re.Exceeds()
 	switch {
 	case len(big) > 0 && len(big) == len(re.Deferred) && len(re.Failed) == 0:
-		return time.Time{}, false, "not continuing: these streams need more requests than the quota allows in a whole window; raise requests.max_wait above the window's length", big
+		return time.Time{}, false, "not continuing: these streams need more requests than the quota allows in a whole window; " + extract.ExceedsAdvice, big
 	case cont && len(re.Unfinished()) >= before && len(re.Deferred) > 0:
 		return time.Time{}, false, "the continuation left as many streams unfinished as the run before it: a window's quota does not cover what is left", re.Unfinished()
 	case cont && len(re.Unfinished()) >= before:

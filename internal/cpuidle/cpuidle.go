@@ -44,10 +44,11 @@ const (
 // not safe for concurrent use.
 func (m *Meter) Idle() bool {
 	if m.read == nil {
+		cpuDir, acctDir := cgroupV1Dir("cpu"), cgroupV1Dir("cpuacct")
 		m.read = []cpuReader{
 			procStat,
 			func() cpuTimes { return cgroupCPU("/sys/fs/cgroup", time.Now()) },
-			func() cpuTimes { return cgroupV1CPU(cgroupV1Dir("cpu"), cgroupV1Dir("cpuacct"), time.Now()) },
+			func() cpuTimes { return cgroupV1CPU(cpuDir, acctDir, time.Now()) },
 		}
 	}
 	now := time.Now()
@@ -137,8 +138,7 @@ func cgroupCPU(dir string, now time.Time) cpuTimes {
 			if err != nil {
 				return cpuTimes{}
 			}
-			total := float64(now.UnixMicro()) / 1e6 * quota / period
-			return cpuTimes{idle: total - used/1e6, total: total, ok: true}
+			return quotaTimes(quota, period, used/1e6, now)
 		}
 	}
 	return cpuTimes{}
@@ -173,6 +173,12 @@ func cgroupV1CPU(cpuDir, acctDir string, now time.Time) cpuTimes {
 	if !ok1 || !ok2 || !ok3 || quota <= 0 || period <= 0 {
 		return cpuTimes{}
 	}
+	return quotaTimes(quota, period, used/1e9, now)
+}
+
+// quotaTimes is the processor time a quota of quota per period allows up
+// to now, and how much of it went unused given used seconds.
+func quotaTimes(quota, period, used float64, now time.Time) cpuTimes {
 	total := float64(now.UnixMicro()) / 1e6 * quota / period
-	return cpuTimes{idle: total - used/1e9, total: total, ok: true}
+	return cpuTimes{idle: total - used, total: total, ok: true}
 }
