@@ -103,9 +103,11 @@ type Client struct {
 	heldMu      sync.Mutex
 	held        map[*bytes.Buffer]int64 // bytes of the budget each buffer holds
 	concurrency int
-	maxInFlight int // 0: concurrency
-	recoverRun  int // successes before the adaptive limit grows by one
-	heal        int // re-reads of an object after an integrity failure
+	maxInFlight int    // 0: concurrency
+	recoverRun  int    // successes before the adaptive limit grows by one
+	heal        int    // re-reads of an object after an integrity failure
+	spillDir    string // WithSpillDir
+	keyMem      int    // keys a read keeps in memory before they spill (keySet)
 	pageSize    int
 	maxAttempts int
 	maxWait     time.Duration
@@ -413,6 +415,22 @@ func WithLogger(l *slog.Logger) Option {
 			c.log = l
 		}
 	}
+}
+
+// WithSpillDir sets the folder where a long read keeps the row keys it
+// checks for duplicates (see ReadObject) past the first few hundred
+// thousand, about 12 bytes a key, in a file removed when the read ends
+// (on Unix as soon as it is created). Default: os.TempDir(), which may
+// be memory on systems that mount /tmp as tmpfs; sepipe passes its
+// output folder's .sepipe folder.
+func WithSpillDir(dir string) Option {
+	return func(c *Client) { c.spillDir = dir }
+}
+
+// withKeyMemory sets how many keys a read keeps in memory before they
+// spill (tests spill a few).
+func withKeyMemory(n int) Option {
+	return func(c *Client) { c.keyMem = n }
 }
 
 // withBackoff sets the exponential backoff base and cap (tests use

@@ -323,10 +323,27 @@ func (p *pager) page(ctx context.Context, read, offset int, buf *bytes.Buffer, p
 }
 
 func (p *pager) readOnce(ctx context.Context, read int) error {
+	keys := newKeySet(p.c.spillDir, p.c.keyMem)
+	defer keys.close()
+	if err := p.readPages(ctx, read, keys); err != nil {
+		return err
+	}
+	d, err := keys.finish()
+	if err != nil {
+		return fmt.Errorf("extract: %s: %w", p.name, err)
+	}
+	if d != nil {
+		return p.keyDup(read, d)
+	}
+	return nil
+}
+
+// readPages reads the pages of one read, checking each item's key
+// against keys.
+func (p *pager) readPages(ctx context.Context, read int, keys *keySet) error {
 	p.stats.Pages, p.stats.Rows = 0, 0
 	buf := p.c.getBuf()
 	defer p.c.putBuf(buf)
-	keys := newKeySet()
 	total := int64(-2) // not yet known
 	offset := 0
 	var prevSum uint64
@@ -399,16 +416,24 @@ func (p *pager) readOnce(ctx context.Context, read int) error {
 }
 
 // checkKeys records item keys and reports one read twice.
-func (p *pager) checkKeys(read int, seen keySet, keys []string, offset int) error {
+func (p *pager) checkKeys(read int, seen *keySet, keys []string, offset int) error {
 	for i, k := range keys {
 		if k == "" {
 			continue // an item without a key; the decoder decided what to do with it
 		}
-		if at, dup := seen.add(k, offset+i); dup {
-			return p.integrity(read, 1, 2, "item %s at offset %d was already read at offset %d: a duplicate (moving data or a repeated page)", k, offset+i, at)
+		d, err := seen.add(k, offset+i)
+		if err != nil {
+			return fmt.Errorf("extract: %s offset %d: %w", p.name, offset+i, err)
+		}
+		if d != nil {
+			return p.keyDup(read, d)
 		}
 	}
 	return nil
+}
+
+func (p *pager) keyDup(read int, d *keyDup) error {
+	return p.integrity(read, 1, 2, "item %s at offset %d was already read at offset %d: a duplicate (moving data or a repeated page)", d.Key, d.At, d.Prev)
 }
 
 // collectAll reads a whole list into typed items, decoding each page with

@@ -146,42 +146,50 @@ func TestReadCollectionIntegrity(t *testing.T) {
 		{"count lies", func(n int64) []map[string]any { return nil }, false, "want 3"},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFakeTenant(t)
-			var n atomic.Int64
-			f.list = func(string) []map[string]any { return tc.list(n.Add(1)) }
-			if tc.list(0) == nil {
-				f.list = nil
-				f.before = func(w http.ResponseWriter, r *http.Request) bool {
-					if r.URL.Query().Get("offset") == "20" {
-						writeJSON(w, 200, map[string]any{"meta": map[string]int{"count": 23}, "response": map[string]any{"items": assetItems(21)[20:]}})
-						return true
-					}
-					return false
-				}
+		for _, spill := range []bool{false, true} {
+			name := tc.name
+			var opts []Option
+			if spill { // the keys leave memory after two: the duplicate is found when the read ends
+				name += ", keys spilled"
+				opts = append(opts, withKeyMemory(2), WithSpillDir(t.TempDir()))
 			}
-			c, _ := newTestClient(t, f)
-			col := &itemCollector{}
-			_, err := c.ReadList(context.Background(), V3List("assets"), CollectionQuery{Limit: 10}, col.fn)
-			if tc.healed {
-				if err != nil {
-					t.Fatal(err)
-				}
-				if col.restarts == 0 {
-					t.Fatal("not healed")
-				}
-				for id, k := range col.ids {
-					if k != 1 {
-						t.Fatalf("item %s seen %d times", id, k)
+			t.Run(name, func(t *testing.T) {
+				f := newFakeTenant(t)
+				var n atomic.Int64
+				f.list = func(string) []map[string]any { return tc.list(n.Add(1)) }
+				if tc.list(0) == nil {
+					f.list = nil
+					f.before = func(w http.ResponseWriter, r *http.Request) bool {
+						if r.URL.Query().Get("offset") == "20" {
+							writeJSON(w, 200, map[string]any{"meta": map[string]int{"count": 23}, "response": map[string]any{"items": assetItems(21)[20:]}})
+							return true
+						}
+						return false
 					}
 				}
-				return
-			}
-			var ie *IntegrityError
-			if !errors.As(err, &ie) || !strings.Contains(err.Error(), tc.wantError) || ie.Reads != 1+DefaultHealing {
-				t.Fatalf("err = %v, want an *IntegrityError with %q after %d reads", err, tc.wantError, 1+DefaultHealing)
-			}
-		})
+				c, _ := newTestClient(t, f, opts...)
+				col := &itemCollector{}
+				_, err := c.ReadList(context.Background(), V3List("assets"), CollectionQuery{Limit: 10}, col.fn)
+				if tc.healed {
+					if err != nil {
+						t.Fatal(err)
+					}
+					if col.restarts == 0 {
+						t.Fatal("not healed")
+					}
+					for id, k := range col.ids {
+						if k != 1 {
+							t.Fatalf("item %s seen %d times", id, k)
+						}
+					}
+					return
+				}
+				var ie *IntegrityError
+				if !errors.As(err, &ie) || !strings.Contains(err.Error(), tc.wantError) || ie.Reads != 1+DefaultHealing {
+					t.Fatalf("err = %v, want an *IntegrityError with %q after %d reads", err, tc.wantError, 1+DefaultHealing)
+				}
+			})
+		}
 	}
 }
 

@@ -18,7 +18,10 @@
 //     the duplicate keys the PageFunc's decoder reports in service.PageInfo.Keys)
 //     and heals drift by reading again from the start (WithHealing),
 //     telling the caller to discard (Page.Restart); what it cannot heal is
-//     an *IntegrityError;
+//     an *IntegrityError. A read's keys stay in memory up to a few hundred
+//     thousand; past that they spill to a file in WithSpillDir's folder
+//     and memory keeps a Bloom filter of them (keyset.go), so a duplicate
+//     may be found only when the read ends;
 //   - sends every request through one budget (budget.go): an adaptive
 //     concurrency limit (AIMD on 429) and one shared, adaptive rate that
 //     finds the service's limit instead of assuming it: it starts at

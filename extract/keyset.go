@@ -1,31 +1,281 @@
 package extract
 
-import "hash/maphash"
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"math/bits"
+	"os"
+)
 
 // keySet remembers the row keys a read has seen, and where, by a 64-bit
-// hash of each rather than the key itself: a merge stream of 5 M rows
-// keeps about 70 MB for it instead of some 400 MB of strings and map
-// entries, and spends no allocation per key. Each read has its own seed.
+// hash of each rather than the key itself. Each read has its own seed.
 // Two different keys collide with a probability of about n²/2⁶⁵ (10⁻⁶
 // for 5 M keys); a collision is taken for a duplicate, a paging fault, so
 // the object is read again, with a new seed: it costs a re-read, never a
 // row.
+//
+// Up to memKeys keys it is a map (38 bytes of heap a key, measured by
+// BenchmarkKeySet). Past that the set spills: every key's hash and
+// position go to a file (12 bytes a key, in the spill folder, removed as
+// soon as it is created where the system allows), and memory keeps only
+// a Bloom filter of the hashes, 2.2 bytes a key at 2 M keys (and twice as
+// fast to fill as the map), so that a merge stream of tens of millions of rows does
+// not hold a gigabyte for its keys (issue 14: at 5 M keys the map and the
+// heap growth it caused were 300 MB of a 499 MB peak). A key the filter
+// may have seen is a suspect; the suspects are checked against the file,
+// in one sequential pass, when maxSuspects of them wait and when the read
+// ends (finish). A spilled set so reports a duplicate later than a map
+// would, at the latest at the end of the read, which is then read again
+// all the same. Not safe for concurrent use.
 type keySet struct {
-	seed maphash.Seed
-	m    map[uint64]int32
+	seed    maphash.Seed
+	m       map[uint64]int32
+	memKeys int    // keys the map holds before the set spills
+	dir     string // where the spill file goes; "" for os.TempDir
+
+	// Once spilled, m is nil and these hold the keys.
+	file     *os.File
+	name     string // the file's name while it still has one
+	w        *bufio.Writer
+	keys     int64 // records written
+	filter   keyFilter
+	capacity int64 // keys the filter is sized for; it doubles past that
+	suspects []suspect
 }
 
-func newKeySet() keySet {
-	return keySet{seed: maphash.MakeSeed(), m: map[uint64]int32{}}
+// suspect is a key the filter says may have been read before.
+type suspect struct {
+	h   uint64
+	at  int32
+	key string
 }
 
-// add records key as read at at (a page number or an item offset); when it
-// was read before it returns where, and true.
-func (k keySet) add(key string, at int) (prev int, dup bool) {
-	h := maphash.String(k.seed, key)
-	if p, dup := k.m[h]; dup {
-		return int(p), true
+// keyDup is a key read twice: at At, and first at Prev.
+type keyDup struct {
+	Key      string
+	At, Prev int
+}
+
+const (
+	// defaultMemKeys is how many keys a read keeps in a map before its
+	// key set spills: about 7 MB.
+	defaultMemKeys = 1 << 18
+	// maxSuspects is how many suspects wait before a pass over the file
+	// checks them. The filter's false positives, one or two keys in a
+	// thousand, make a pass every few million keys.
+	maxSuspects = 4096
+	// filterBits is the filter's size in bits per key it is sized for.
+	filterBits = 16
+	// spillRecord is the bytes of one key in the spill file: its hash and
+	// position, little-endian.
+	spillRecord = 12
+)
+
+func newKeySet(dir string, memKeys int) *keySet {
+	if memKeys < 1 {
+		memKeys = defaultMemKeys
 	}
-	k.m[h] = int32(at)
-	return 0, false
+	return &keySet{seed: maphash.MakeSeed(), m: map[uint64]int32{}, memKeys: memKeys, dir: dir}
+}
+
+// add records key as read at at (a page number or an item offset). It
+// returns the duplicate it found: key itself, read before, or, once the
+// set spilled, any suspect a pass over the file confirmed. An error is
+// the spill file's.
+func (k *keySet) add(key string, at int) (*keyDup, error) {
+	h := maphash.String(k.seed, key)
+	if k.m != nil {
+		if p, dup := k.m[h]; dup {
+			return &keyDup{Key: key, At: at, Prev: int(p)}, nil
+		}
+		k.m[h] = int32(at)
+		if len(k.m) < k.memKeys {
+			return nil, nil
+		}
+		return nil, k.spill()
+	}
+	if k.filter.testAndSet(h) {
+		k.suspects = append(k.suspects, suspect{h: h, at: int32(at), key: key})
+	}
+	if err := k.write(h, at); err != nil {
+		return nil, err
+	}
+	if k.keys > k.capacity {
+		if err := k.grow(); err != nil {
+			return nil, err
+		}
+	}
+	if len(k.suspects) >= maxSuspects {
+		return k.check()
+	}
+	return nil, nil
+}
+
+// finish checks the suspects still waiting: the read ended.
+func (k *keySet) finish() (*keyDup, error) {
+	if k.m != nil || len(k.suspects) == 0 {
+		return nil, nil
+	}
+	return k.check()
+}
+
+// close releases the spill file.
+func (k *keySet) close() {
+	if k.file == nil {
+		return
+	}
+	k.file.Close()
+	if k.name != "" {
+		os.Remove(k.name)
+	}
+	k.file, k.w, k.name = nil, nil, ""
+}
+
+// spill moves the map's keys into a new spill file and filter.
+func (k *keySet) spill() error {
+	dir := k.dir
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	f, err := os.CreateTemp(dir, "sepipe-keys-*.spill")
+	if errors.Is(err, os.ErrNotExist) && k.dir != "" {
+		if err = os.MkdirAll(dir, 0o700); err == nil {
+			f, err = os.CreateTemp(dir, "sepipe-keys-*.spill")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("spill the read's %d row keys: %w", len(k.m), err)
+	}
+	k.file, k.name = f, f.Name()
+	if os.Remove(k.name) == nil {
+		k.name = "" // gone with the process, however it ends
+	}
+	k.w = bufio.NewWriterSize(f, 64<<10)
+	k.capacity = 2 * int64(len(k.m))
+	k.filter = newKeyFilter(k.capacity)
+	for h, at := range k.m {
+		k.filter.testAndSet(h)
+		if err := k.write(h, int(at)); err != nil {
+			return err
+		}
+	}
+	k.m = nil
+	return nil
+}
+
+func (k *keySet) write(h uint64, at int) error {
+	var rec [spillRecord]byte
+	binary.LittleEndian.PutUint64(rec[:8], h)
+	binary.LittleEndian.PutUint32(rec[8:], uint32(int32(at)))
+	if _, err := k.w.Write(rec[:]); err != nil {
+		return fmt.Errorf("spill row keys to %s: %w", k.file.Name(), err)
+	}
+	k.keys++
+	return nil
+}
+
+// scan calls fn for every record of the spill file, in the order written.
+func (k *keySet) scan(fn func(h uint64, at int32)) error {
+	if err := k.w.Flush(); err != nil {
+		return fmt.Errorf("spill row keys to %s: %w", k.file.Name(), err)
+	}
+	buf := make([]byte, spillRecord*8192)
+	var off int64
+	for off < k.keys*spillRecord {
+		n, err := k.file.ReadAt(buf, off)
+		n -= n % spillRecord
+		for i := 0; i < n; i += spillRecord {
+			fn(binary.LittleEndian.Uint64(buf[i:]), int32(binary.LittleEndian.Uint32(buf[i+8:])))
+		}
+		off += int64(n)
+		if err != nil && !(errors.Is(err, io.EOF) && off == k.keys*spillRecord) {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return fmt.Errorf("read spilled row keys back from %s at byte %d: %w", k.file.Name(), off, err)
+		}
+	}
+	return nil
+}
+
+// grow doubles the filter, refilled from the file.
+func (k *keySet) grow() error {
+	k.capacity *= 2
+	f := newKeyFilter(k.capacity)
+	k.filter = keyFilter{} // let the old one go first
+	if err := k.scan(func(h uint64, _ int32) { f.testAndSet(h) }); err != nil {
+		return err
+	}
+	k.filter = f
+	return nil
+}
+
+// check looks the suspects up in the file and returns the first that was
+// read twice.
+func (k *keySet) check() (*keyDup, error) {
+	type seen struct {
+		n     int
+		first int32
+	}
+	want := make(map[uint64]seen, len(k.suspects))
+	for _, s := range k.suspects {
+		want[s.h] = seen{}
+	}
+	err := k.scan(func(h uint64, at int32) {
+		if s, ok := want[h]; ok {
+			if s.n == 0 {
+				s.first = at
+			}
+			s.n++
+			want[h] = s
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	suspects := k.suspects
+	k.suspects = k.suspects[:0]
+	for _, s := range suspects {
+		if w := want[s.h]; w.n > 1 {
+			return &keyDup{Key: s.key, At: int(s.at), Prev: int(w.first)}, nil
+		}
+	}
+	return nil, nil
+}
+
+// keyFilter is a blocked Bloom filter of key hashes: a hash sets
+// filterProbes bits in one block of 512 bits, one cache line, so a key
+// costs one memory access however large the filter. At filterBits bits a
+// key, one or two keys in a thousand it has not seen pass for seen
+// (TestKeySetFilterFalsePositives).
+type keyFilter struct {
+	blocks [][8]uint64
+}
+
+const filterProbes = 8
+
+func newKeyFilter(keys int64) keyFilter {
+	return keyFilter{blocks: make([][8]uint64, max(keys*filterBits/512, 1))}
+}
+
+// testAndSet sets h's bits and reports whether all of them were set.
+func (f keyFilter) testAndSet(h uint64) bool {
+	i, _ := bits.Mul64(h, uint64(len(f.blocks)))
+	b := &f.blocks[i]
+	// The bits' positions come from the hash's other bits, remixed, by
+	// double hashing with an odd step (distinct positions modulo 512).
+	x := bits.RotateLeft64(h, 29) * 0x9e3779b97f4a7c15
+	pos, step := x&511, (x>>9)|1
+	all := true
+	for range filterProbes {
+		w, bit := pos>>6, uint64(1)<<(pos&63)
+		all = all && b[w]&bit != 0
+		b[w] |= bit
+		pos = (pos + step) & 511
+	}
+	return all
 }

@@ -292,8 +292,12 @@ func (c *Client) ReadObject(ctx context.Context, objectID string, q Query, fn Pa
 	var total ReadStats
 	for read := 1; ; read++ {
 		r := &reader{c: c, object: objectID, q: q, size: q.ResultsPerPage, fn: fn, read: read,
-			seed: maphash.MakeSeed(), seen: map[uint64]int{}, keys: newKeySet()}
+			seed: maphash.MakeSeed(), seen: map[uint64]int{}, keys: newKeySet(c.spillDir, c.keyMem)}
 		err := r.run(ctx)
+		if err == nil {
+			err = r.finishKeys()
+		}
+		r.keys.close()
 		c.budget.releaseQuota(r.quota)
 		total = total.plus(r.stats())
 		ie, ok := err.(*IntegrityError)
@@ -332,7 +336,7 @@ type reader struct {
 	seed maphash.Seed
 	mu   sync.Mutex
 	seen map[uint64]int // body hash of non-empty pages → page number
-	keys keySet         // row keys → page number
+	keys *keySet        // row keys → page number
 
 	pages, rows, requests, retries, waited atomic.Int64
 
@@ -448,11 +452,32 @@ func (r *reader) checkKeys(n int, keys []string, rows int) error {
 		if k == "" {
 			continue // a row without a key; the decoder decided what to do with it
 		}
-		if p, dup := r.keys.add(k, n); dup {
-			return r.integrity(1, 2, "row key %s on page %d was already read on page %d: a duplicate (moving data or a repeated page)", k, n, p)
+		d, err := r.keys.add(k, n)
+		if err != nil {
+			return &PageError{Object: r.object, Page: n, Err: err}
+		}
+		if d != nil {
+			return r.keyDup(d)
 		}
 	}
 	return nil
+}
+
+// finishKeys checks the row keys a spilled key set has not checked yet:
+// the read ended.
+func (r *reader) finishKeys() error {
+	d, err := r.keys.finish()
+	if err != nil {
+		return fmt.Errorf("extract: %s: %w", r.object, err)
+	}
+	if d != nil {
+		return r.keyDup(d)
+	}
+	return nil
+}
+
+func (r *reader) keyDup(d *keyDup) error {
+	return r.integrity(1, 2, "row key %s on page %d was already read on page %d: a duplicate (moving data or a repeated page)", d.Key, d.At, d.Prev)
 }
 
 func (r *reader) run(ctx context.Context) error {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -213,6 +214,14 @@ func TestReadObjectDuplicateKeys(t *testing.T) {
 	var ie *IntegrityError
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "row key 15") {
 		t.Fatalf("err = %v, want a duplicate key *IntegrityError", err)
+	}
+	// A read whose keys spilled out of memory finds it too, when the read
+	// ends.
+	c4, _ := newTestClient(t, &fakeReport{rows: 50, fault: overlap}, WithPageSize(10), WithHealing(0), withKeyMemory(3), WithSpillDir(t.TempDir()))
+	_, err = c4.ReadObject(context.Background(), "course", Query{}, newCollector().keyed)
+	// (Pages 2 and 3 are fetched side by side: either may be read first.)
+	if !errors.As(err, &ie) || !regexp.MustCompile(`row key 15 on page [23] was already read on page [23]`).MatchString(err.Error()) {
+		t.Fatalf("keys spilled: err = %v, want a duplicate key *IntegrityError", err)
 	}
 	// Without keys the overlap passes the counts: the reason to yield keys.
 	c2, _ := newTestClient(t, &fakeReport{rows: 50, fault: overlap}, WithPageSize(10))

@@ -35,6 +35,10 @@ func (l Lake) StagingDir(run, object, date string) string {
 	return filepath.Join(l.stagingRoot(), run, object, "snapshot_date="+date)
 }
 
+// ScratchDir is where a run keeps scratch files that are not data: the
+// row keys a long read spills (extract.WithSpillDir).
+func (l Lake) ScratchDir() string { return filepath.Join(l.Root, ".sepipe", "tmp") }
+
 func (l Lake) stagingRoot() string { return filepath.Join(l.Root, ".sepipe", "staging") }
 
 // Publish moves a staged partition into the lake, replacing the partition

@@ -60,6 +60,16 @@ func stageNamed(t *testing.T, lake load.Lake, run string, groups ...map[string][
 	return load.Table{Object: "thing", Schema: schema(t), Files: files, Rows: rows, Mode: load.Merge, PrimaryKey: []string{"id"}}
 }
 
+// commitMerge commits run id of 2026-11-23 with tb alone.
+func commitMerge(t *testing.T, wh *load.Warehouse, id string, tb load.Table) {
+	t.Helper()
+	now := time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)
+	run := load.Run{ID: id, Started: now, Finished: now, Status: "succeeded", SnapshotDate: "2026-11-23"}
+	if err := wh.Commit(context.Background(), run, []load.Table{tb}); err != nil {
+		t.Fatalf("run %s: %v", id, err)
+	}
+}
+
 func ids(from, to int) []int {
 	var out []int
 	for i := from; i <= to; i++ {
@@ -73,16 +83,8 @@ func ids(from, to int) []int {
 // as they are; a key the staged rows hold twice goes in once, the row read
 // last winning.
 func TestMergeUpsertsAndKeysReadTwice(t *testing.T) {
-	ctx := context.Background()
 	lake, wh := newWarehouse(t)
-	now := time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)
-	commit := func(id string, tb load.Table) {
-		t.Helper()
-		run := load.Run{ID: id, Started: now, Finished: now, Status: "succeeded", SnapshotDate: "2026-11-23"}
-		if err := wh.Commit(ctx, run, []load.Table{tb}); err != nil {
-			t.Fatalf("run %s: %v", id, err)
-		}
-	}
+	commit := func(id string, tb load.Table) { t.Helper(); commitMerge(t, wh, id, tb) }
 	names := func() string {
 		t.Helper()
 		rows, err := wh.DB().Query(`SELECT id, name FROM thing ORDER BY id`)
@@ -111,5 +113,46 @@ func TestMergeUpsertsAndKeysReadTwice(t *testing.T) {
 	commit("r3", stageNamed(t, lake, "r3", map[string][]int{"c": {1, 7}}))
 	if got, want := names(), "0:a 1:c 2:a 3:b2 4:b2 5:b2 6:b1 7:c"; got != want {
 		t.Errorf("after a run with each key once: %s, want %s", got, want)
+	}
+}
+
+// TestMergeMakesRoomForItsDeletes: DuckDB keeps what a merge's delete
+// touches until the commit, so the load raises a configured memory limit
+// for the rows a merge may delete, the fewer of those it brings and those
+// its table holds: none on a first sync, which keeps the limit (a higher
+// one is memory DuckDB's buffer pool fills).
+func TestMergeMakesRoomForItsDeletes(t *testing.T) {
+	ctx := context.Background()
+	lake := load.Lake{Root: t.TempDir()}
+	wh, err := load.OpenState(ctx, lake, load.WithMemoryLimit("16MB"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wh.Close()
+	limit := func() string {
+		t.Helper()
+		var s string
+		if err := wh.DB().QueryRow(`SELECT current_setting('memory_limit')`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	commit := func(id string, tb load.Table) { t.Helper(); commitMerge(t, wh, id, tb) }
+	configured := limit()
+	const n = 400_000 // 48 bytes a row: 19.2 MB
+	commit("r1", stageNamed(t, lake, "r1", map[string][]int{"a": ids(0, n-1)}))
+	if got := limit(); got != configured {
+		t.Errorf("after a first merge the limit is %s, want the configured %s", got, configured)
+	}
+	commit("r2", stageNamed(t, lake, "r2", map[string][]int{"b": ids(0, 9)}))
+	if got := limit(); got != configured {
+		t.Errorf("after a merge of 10 rows the limit is %s, want the configured %s", got, configured)
+	}
+	commit("r3", stageNamed(t, lake, "r3", map[string][]int{"c": ids(n/2, n+n/2-1)}))
+	if got := limit(); got == configured || load.SizeBytes(strings.ReplaceAll(got, " ", "")) < n*48 {
+		t.Errorf("after a merge over %d rows the limit is %s (configured %s), want at least %d bytes", n, got, configured, n*48)
+	}
+	if got := count(t, wh.DB(), `SELECT count(*) FROM thing`); got != n+n/2 {
+		t.Errorf("thing holds %d rows, want %d", got, n+n/2)
 	}
 }

@@ -202,6 +202,9 @@ func (r *RunLoad) Commit(ctx context.Context, run Run, tables []Table) error {
 	if err := r.check(tables); err != nil {
 		return err
 	}
+	if err := r.roomForMerges(ctx, tables); err != nil {
+		return err
+	}
 	tx := r.tx
 	rowsPer := map[string]int64{}
 	for _, t := range tables {

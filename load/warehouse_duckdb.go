@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -31,6 +32,9 @@ type Warehouse struct {
 	closed bool
 	// defaultMemory is DuckDB's memory limit before configure lowered it.
 	defaultMemory string
+	// memoryBytes is the limit configure set (0: none, or not a size
+	// SizeBytes reads).
+	memoryBytes int64
 }
 
 const metaDDL = `
@@ -149,6 +153,7 @@ func (w *Warehouse) configureOn(ctx context.Context, db interface {
 		if _, err := db.ExecContext(ctx, "SET memory_limit = "+Literal(o.memoryLimit)); err != nil {
 			return fmt.Errorf("warehouse %s: memory limit %q: %w", w.path, o.memoryLimit, err)
 		}
+		w.memoryBytes = SizeBytes(o.memoryLimit)
 	}
 	if o.anyOrder {
 		if _, err := db.ExecContext(ctx, "SET preserve_insertion_order = false"); err != nil {
@@ -159,6 +164,74 @@ func (w *Warehouse) configureOn(ctx context.Context, db interface {
 		if _, err := db.ExecContext(ctx, fmt.Sprintf("SET threads = %d", o.threads)); err != nil {
 			return fmt.Errorf("warehouse %s: threads %d: %w", w.path, o.threads, err)
 		}
+	}
+	return nil
+}
+
+// SizeBytes reads a DuckDB size such as "64MB", "2GB" or "512MiB"; 0
+// when it cannot.
+func SizeBytes(s string) int64 {
+	s = strings.ToUpper(strings.TrimSpace(s))
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"TIB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	for _, u := range units {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || n < 0 {
+				return 0
+			}
+			return int64(n * float64(u.mult))
+		}
+	}
+	return 0
+}
+
+// mergeRowBytes is what DuckDB holds, until the commit, for a row a merge
+// load deletes (with room for the key's hash table).
+const mergeRowBytes = 48
+
+// roomForMerges raises DuckDB's memory limit, when one is set, to
+// mergeRowBytes for every row the run's merges may delete. A merge
+// stream's upsert deletes the old version of every key it brings (a
+// join), and DuckDB keeps what that delete touches until the commit: a
+// merge of 5 M rows over as many failed under 64 MB ("failed to pin
+// block") and passed under 256 MB. A merge may delete no more rows than
+// it brings, nor than its table holds: a first sync deletes none, and
+// keeps the limit (a higher one is room DuckDB's buffer pool fills: a
+// first merge of 5 M rows peaked at 415 MB under the raised limit). An
+// append stream's same-day rerun deletes the day's rows by a predicate:
+// 5 M of them pass under 64 MB.
+func (r *RunLoad) roomForMerges(ctx context.Context, tables []Table) error {
+	if r.w.memoryBytes <= 0 {
+		return nil // DuckDB's own limit, a share of the machine's memory
+	}
+	var rows int64
+	for _, t := range tables {
+		if t.Mode != Merge || t.FullRefresh || len(t.Files) == 0 {
+			continue
+		}
+		kind, err := relationKind(ctx, r.tx, t.Object)
+		if err != nil {
+			return &WriteError{Object: t.Object, Step: "merge: count the table's rows", Path: t.Object, Err: err}
+		}
+		if kind != "table" {
+			continue
+		}
+		var held int64
+		if err := r.tx.QueryRowContext(ctx, "SELECT count(*) FROM "+Ident(t.Object)).Scan(&held); err != nil {
+			return &WriteError{Object: t.Object, Step: "merge: count the table's rows", Path: t.Object, Err: err}
+		}
+		rows += min(held, t.Rows)
+	}
+	if rows*mergeRowBytes <= r.w.memoryBytes {
+		return nil
+	}
+	limit := fmt.Sprintf("%dMiB", (rows*mergeRowBytes)>>20+1)
+	if _, err := r.tx.ExecContext(ctx, "SET memory_limit = "+Literal(limit)); err != nil {
+		return fmt.Errorf("warehouse %s: memory limit %s for the merges' deletes: %w", r.w.path, limit, err)
 	}
 	return nil
 }

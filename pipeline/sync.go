@@ -15,8 +15,6 @@ import (
 	"runtime"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -647,34 +645,20 @@ func threadsFor(staged []*stagedObject) int {
 	return 0
 }
 
-// mergeRowBytes is what DuckDB holds, until the commit, for a row a merge
-// load deletes (with room for the key's hash table).
-const mergeRowBytes = 48
-
 // memoryFor is DuckDB's memory limit for a run's load: the configured one,
 // raised when pages were huge. DuckDB cannot spill one value, and it keeps
 // the huge values a transaction inserts pinned until the commit (measured:
 // "failed to pin block of size 200.0 MiB" at commit otherwise), so the
-// limit is the bytes of every huge page plus twice the largest.
-//
-// A merge stream's upsert deletes the old version of every key it brings
-// (a join), and DuckDB keeps what that delete touches until the commit: a
-// merge of 5 M rows failed under 64 MB ("failed to pin block") and passed
-// under 256 MB, so the limit also covers mergeRowBytes for every row a
-// merge load may delete. (An append stream's same-day rerun deletes the
-// day's rows by a predicate: 5 M of them pass under 64 MB.)
+// limit is the bytes of every huge page plus twice the largest. (The load
+// raises it again for what a merge deletes: load.RunLoad.Commit.)
 func memoryFor(configured string, staged []*stagedObject) string {
 	var need int64
 	for _, s := range staged {
-		if s == nil {
-			continue
-		}
-		need += s.hugeBytes
-		if s.err == nil && s.table.Mode == load.Merge && !s.table.FullRefresh {
-			need += s.table.Rows * mergeRowBytes
+		if s != nil {
+			need += s.hugeBytes
 		}
 	}
-	if need += 2 * int64(largestPage(staged)); need > 64<<20 && need > sizeBytes(configured) {
+	if need += 2 * int64(largestPage(staged)); need > 64<<20 && need > load.SizeBytes(configured) {
 		return fmt.Sprintf("%dMiB", need>>20+1)
 	}
 	return configured
@@ -689,31 +673,10 @@ func memoryFor(configured string, staged []*stagedObject) string {
 const earlyMemoryLimit = 16 << 20
 
 func earlyMemory(configured string) string {
-	if n := sizeBytes(configured); n > 0 && n <= earlyMemoryLimit {
+	if n := load.SizeBytes(configured); n > 0 && n <= earlyMemoryLimit {
 		return configured
 	}
 	return fmt.Sprintf("%dMiB", earlyMemoryLimit>>20)
-}
-
-// sizeBytes reads a DuckDB size such as "64MB", "2GB" or "512MiB"; 0 when
-// it cannot.
-func sizeBytes(s string) int64 {
-	s = strings.ToUpper(strings.TrimSpace(s))
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"TIB", 1 << 40},
-		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
-	for _, u := range units {
-		if v, ok := strings.CutSuffix(s, u.suffix); ok {
-			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil || n < 0 {
-				return 0
-			}
-			return int64(n * float64(u.mult))
-		}
-	}
-	return 0
 }
 
 // splitStreams separates the collections a run syncs from the report
