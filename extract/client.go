@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,11 +104,11 @@ type Client struct {
 	heldMu      sync.Mutex
 	held        map[*bytes.Buffer]int64 // bytes of the budget each buffer holds
 	concurrency int
-	maxInFlight int    // 0: concurrency
-	recoverRun  int    // successes before the adaptive limit grows by one
-	heal        int    // re-reads of an object after an integrity failure
-	spillDir    string // WithSpillDir
-	keyMem      int    // keys a read keeps in memory before they spill (keySet)
+	maxInFlight int                      // 0: concurrency
+	recoverRun  int                      // successes before the adaptive limit grows by one
+	heal        int                      // re-reads of an object after an integrity failure
+	spillFile   func() (*os.File, error) // WithSpillFiles
+	keyMem      int                      // keys a read keeps in memory before they spill (keySet)
 	pageSize    int
 	maxAttempts int
 	maxWait     time.Duration
@@ -417,14 +418,20 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithSpillDir sets the folder where a long read keeps the row keys it
-// checks for duplicates (see ReadObject) past the first few hundred
-// thousand, about 12 bytes a key, in a file removed when the read ends
-// (on Unix as soon as it is created). Default: os.TempDir(), which may
-// be memory on systems that mount /tmp as tmpfs; sepipe passes its
-// output folder's .sepipe folder.
-func WithSpillDir(dir string) Option {
-	return func(c *Client) { c.spillDir = dir }
+// WithSpillFiles sets how a long read creates the file where it keeps
+// the row keys it checks for duplicates (see ReadObject) past the first
+// few hundred thousand, about 12 bytes a key. create returns a new file,
+// open for reading and writing, that nothing else uses and that goes
+// away when closed (unlinked already, where the system allows); the read
+// closes it when it ends. Default: a file in os.TempDir(), which may be
+// memory on systems that mount /tmp as tmpfs; sepipe passes
+// load.Lake.CreateScratch, a file in its output folder.
+func WithSpillFiles(create func() (*os.File, error)) Option {
+	return func(c *Client) {
+		if create != nil {
+			c.spillFile = create
+		}
+	}
 }
 
 // withKeyMemory sets how many keys a read keeps in memory before they

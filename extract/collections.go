@@ -323,14 +323,14 @@ func (p *pager) page(ctx context.Context, read, offset int, buf *bytes.Buffer, p
 }
 
 func (p *pager) readOnce(ctx context.Context, read int) error {
-	keys := newKeySet(p.c.spillDir, p.c.keyMem)
+	keys := newKeySet(p.c.spillFile, p.c.keyMem)
 	defer keys.close()
 	if err := p.readPages(ctx, read, keys); err != nil {
 		return err
 	}
 	d, err := keys.finish()
 	if err != nil {
-		return fmt.Errorf("extract: %s: %w", p.name, err)
+		return fmt.Errorf("extract: %s: the read's end, after its last page: check its item keys: %w", p.name, err)
 	}
 	if d != nil {
 		return p.keyDup(read, d)

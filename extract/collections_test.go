@@ -151,7 +151,7 @@ func TestReadCollectionIntegrity(t *testing.T) {
 			var opts []Option
 			if spill { // the keys leave memory after two: the duplicate is found when the read ends
 				name += ", keys spilled"
-				opts = append(opts, withKeyMemory(2), WithSpillDir(t.TempDir()))
+				opts = append(opts, withKeyMemory(2))
 			}
 			t.Run(name, func(t *testing.T) {
 				f := newFakeTenant(t)

@@ -19,7 +19,7 @@
 //     and heals drift by reading again from the start (WithHealing),
 //     telling the caller to discard (Page.Restart); what it cannot heal is
 //     an *IntegrityError. A read's keys stay in memory up to a few hundred
-//     thousand; past that they spill to a file in WithSpillDir's folder
+//     thousand; past that they spill to a file (WithSpillFiles)
 //     and memory keeps a Bloom filter of them (keyset.go), so a duplicate
 //     may be found only when the read ends;
 //   - sends every request through one budget (budget.go): an adaptive

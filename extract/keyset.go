@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/bits"
 	"os"
+	"strings"
 )
 
 // keySet remembers the row keys a read has seen, and where, by a 64-bit
@@ -20,31 +21,33 @@ import (
 //
 // Up to memKeys keys it is a map (38 bytes of heap a key, measured by
 // BenchmarkKeySet). Past that the set spills: every key's hash and
-// position go to a file (12 bytes a key, in the spill folder, removed as
-// soon as it is created where the system allows), and memory keeps only
-// a Bloom filter of the hashes, 2.2 bytes a key at 2 M keys (and twice as
-// fast to fill as the map), so that a merge stream of tens of millions of rows does
-// not hold a gigabyte for its keys (issue 14: at 5 M keys the map and the
-// heap growth it caused were 300 MB of a 499 MB peak). A key the filter
-// may have seen is a suspect; the suspects are checked against the file,
-// in one sequential pass, when maxSuspects of them wait and when the read
+// position go to a file (12 bytes a key, made by WithSpillFiles'
+// function, unlinked as soon as it is created where the system allows),
+// and memory keeps only a Bloom filter of the hashes, 2 to 4 bytes a key
+// as it doubles (2.2 at 2 M keys; it fills twice as fast as the map), so
+// that a merge stream of tens of millions of rows does not hold a
+// gigabyte for its keys (issue 14: at 5 M keys the map and the heap
+// growth it caused were 300 MB of a 499 MB peak). A key the filter may
+// have seen is a suspect; the suspects are checked against the file, in
+// one sequential pass, when maxSuspects of them wait and when the read
 // ends (finish). A spilled set so reports a duplicate later than a map
 // would, at the latest at the end of the read, which is then read again
 // all the same. Not safe for concurrent use.
 type keySet struct {
 	seed    maphash.Seed
 	m       map[uint64]int32
-	memKeys int    // keys the map holds before the set spills
-	dir     string // where the spill file goes; "" for os.TempDir
+	memKeys int                      // keys the map holds before the set spills
+	create  func() (*os.File, error) // the spill file; nil: tempFile
 
 	// Once spilled, m is nil and these hold the keys.
 	file     *os.File
-	name     string // the file's name while it still has one
 	w        *bufio.Writer
 	keys     int64 // records written
 	filter   keyFilter
 	capacity int64 // keys the filter is sized for; it doubles past that
 	suspects []suspect
+	waitMax  int   // suspects that wait before a pass: maxSuspects
+	err      error // the spill file's first error, returned from then on
 }
 
 // suspect is a key the filter says may have been read before.
@@ -62,11 +65,11 @@ type keyDup struct {
 
 const (
 	// defaultMemKeys is how many keys a read keeps in a map before its
-	// key set spills: about 7 MB.
+	// key set spills: about 10 MB.
 	defaultMemKeys = 1 << 18
 	// maxSuspects is how many suspects wait before a pass over the file
-	// checks them. The filter's false positives, one or two keys in a
-	// thousand, make a pass every few million keys.
+	// checks them. The filter's false positives, at most about two keys in
+	// a thousand, make a pass every few million keys.
 	maxSuspects = 4096
 	// filterBits is the filter's size in bits per key it is sized for.
 	filterBits = 16
@@ -75,18 +78,40 @@ const (
 	spillRecord = 12
 )
 
-func newKeySet(dir string, memKeys int) *keySet {
+func newKeySet(create func() (*os.File, error), memKeys int) *keySet {
 	if memKeys < 1 {
 		memKeys = defaultMemKeys
 	}
-	return &keySet{seed: maphash.MakeSeed(), m: map[uint64]int32{}, memKeys: memKeys, dir: dir}
+	if create == nil {
+		create = tempFile
+	}
+	return &keySet{seed: maphash.MakeSeed(), m: map[uint64]int32{}, memKeys: memKeys, create: create, waitMax: maxSuspects}
+}
+
+// tempFile is a new file in os.TempDir, unlinked at once (on Windows,
+// which refuses that, it stays: sepipe itself passes a file of its
+// output folder, which each run clears).
+func tempFile() (*os.File, error) {
+	f, err := os.CreateTemp("", "sepipe-keys-*")
+	if err == nil {
+		_ = os.Remove(f.Name())
+	}
+	return f, err
 }
 
 // add records key as read at at (a page number or an item offset). It
 // returns the duplicate it found: key itself, read before, or, once the
 // set spilled, any suspect a pass over the file confirmed. An error is
 // the spill file's.
-func (k *keySet) add(key string, at int) (*keyDup, error) {
+func (k *keySet) add(key string, at int) (d *keyDup, err error) {
+	if k.err != nil {
+		return nil, k.err
+	}
+	defer func() {
+		if err != nil {
+			k.err = err
+		}
+	}()
 	h := maphash.String(k.seed, key)
 	if k.m != nil {
 		if p, dup := k.m[h]; dup {
@@ -99,7 +124,10 @@ func (k *keySet) add(key string, at int) (*keyDup, error) {
 		return nil, k.spill()
 	}
 	if k.filter.testAndSet(h) {
-		k.suspects = append(k.suspects, suspect{h: h, at: int32(at), key: key})
+		// A copy: a page's keys may share one string (the decoder's),
+		// which a suspect would keep whole; 4,096 of them, each of
+		// another page, kept 40-60 MB at 5 M keys.
+		k.suspects = append(k.suspects, suspect{h: h, at: int32(at), key: strings.Clone(key)})
 	}
 	if err := k.write(h, at); err != nil {
 		return nil, err
@@ -109,7 +137,7 @@ func (k *keySet) add(key string, at int) (*keyDup, error) {
 			return nil, err
 		}
 	}
-	if len(k.suspects) >= maxSuspects {
+	if len(k.suspects) >= k.waitMax {
 		return k.check()
 	}
 	return nil, nil
@@ -117,6 +145,9 @@ func (k *keySet) add(key string, at int) (*keyDup, error) {
 
 // finish checks the suspects still waiting: the read ended.
 func (k *keySet) finish() (*keyDup, error) {
+	if k.err != nil {
+		return nil, k.err
+	}
 	if k.m != nil || len(k.suspects) == 0 {
 		return nil, nil
 	}
@@ -125,35 +156,19 @@ func (k *keySet) finish() (*keyDup, error) {
 
 // close releases the spill file.
 func (k *keySet) close() {
-	if k.file == nil {
-		return
+	if k.file != nil {
+		k.file.Close()
+		k.file, k.w = nil, nil
 	}
-	k.file.Close()
-	if k.name != "" {
-		os.Remove(k.name)
-	}
-	k.file, k.w, k.name = nil, nil, ""
 }
 
 // spill moves the map's keys into a new spill file and filter.
 func (k *keySet) spill() error {
-	dir := k.dir
-	if dir == "" {
-		dir = os.TempDir()
-	}
-	f, err := os.CreateTemp(dir, "sepipe-keys-*.spill")
-	if errors.Is(err, os.ErrNotExist) && k.dir != "" {
-		if err = os.MkdirAll(dir, 0o700); err == nil {
-			f, err = os.CreateTemp(dir, "sepipe-keys-*.spill")
-		}
-	}
+	f, err := k.create()
 	if err != nil {
 		return fmt.Errorf("spill the read's %d row keys: %w", len(k.m), err)
 	}
-	k.file, k.name = f, f.Name()
-	if os.Remove(k.name) == nil {
-		k.name = "" // gone with the process, however it ends
-	}
+	k.file = f
 	k.w = bufio.NewWriterSize(f, 64<<10)
 	k.capacity = 2 * int64(len(k.m))
 	k.filter = newKeyFilter(k.capacity)
@@ -205,8 +220,8 @@ func (k *keySet) scan(fn func(h uint64, at int32)) error {
 // grow doubles the filter, refilled from the file.
 func (k *keySet) grow() error {
 	k.capacity *= 2
+	k.filter = keyFilter{} // the file has every hash: let the old one go first
 	f := newKeyFilter(k.capacity)
-	k.filter = keyFilter{} // let the old one go first
 	if err := k.scan(func(h uint64, _ int32) { f.testAndSet(h) }); err != nil {
 		return err
 	}
@@ -218,8 +233,8 @@ func (k *keySet) grow() error {
 // read twice.
 func (k *keySet) check() (*keyDup, error) {
 	type seen struct {
-		n     int
-		first int32
+		n             int
+		first, second int32
 	}
 	want := make(map[uint64]seen, len(k.suspects))
 	for _, s := range k.suspects {
@@ -227,8 +242,11 @@ func (k *keySet) check() (*keyDup, error) {
 	}
 	err := k.scan(func(h uint64, at int32) {
 		if s, ok := want[h]; ok {
-			if s.n == 0 {
+			switch s.n {
+			case 0:
 				s.first = at
+			case 1:
+				s.second = at
 			}
 			s.n++
 			want[h] = s
@@ -240,8 +258,11 @@ func (k *keySet) check() (*keyDup, error) {
 	suspects := k.suspects
 	k.suspects = k.suspects[:0]
 	for _, s := range suspects {
+		// The suspect may be the key's first reading (the filter erred
+		// then, and was right later): its second reading is the
+		// duplicate.
 		if w := want[s.h]; w.n > 1 {
-			return &keyDup{Key: s.key, At: int(s.at), Prev: int(w.first)}, nil
+			return &keyDup{Key: s.key, At: int(w.second), Prev: int(w.first)}, nil
 		}
 	}
 	return nil, nil
@@ -250,8 +271,8 @@ func (k *keySet) check() (*keyDup, error) {
 // keyFilter is a blocked Bloom filter of key hashes: a hash sets
 // filterProbes bits in one block of 512 bits, one cache line, so a key
 // costs one memory access however large the filter. At filterBits bits a
-// key, one or two keys in a thousand it has not seen pass for seen
-// (TestKeySetFilterFalsePositives).
+// key, about two keys in a thousand it has not seen pass for seen when it
+// is full (TestKeyFilterFalsePositives), fewer before.
 type keyFilter struct {
 	blocks [][8]uint64
 }
@@ -266,10 +287,12 @@ func newKeyFilter(keys int64) keyFilter {
 func (f keyFilter) testAndSet(h uint64) bool {
 	i, _ := bits.Mul64(h, uint64(len(f.blocks)))
 	b := &f.blocks[i]
-	// The bits' positions come from the hash's other bits, remixed, by
-	// double hashing with an odd step (distinct positions modulo 512).
-	x := bits.RotateLeft64(h, 29) * 0x9e3779b97f4a7c15
-	pos, step := x&511, (x>>9)|1
+	// The bits' positions come from the hash's low bits, which the
+	// block's index (its high bits) does not use: positions drawn from
+	// bits the index fixes would leave a large filter few patterns a
+	// block (11.9 % false positives at 67 M keys, against 0.2 %). Double
+	// hashing with an odd step gives distinct positions modulo 512.
+	pos, step := h&511, (h>>9)|1
 	all := true
 	for range filterProbes {
 		w, bit := pos>>6, uint64(1)<<(pos&63)

@@ -292,7 +292,7 @@ func (c *Client) ReadObject(ctx context.Context, objectID string, q Query, fn Pa
 	var total ReadStats
 	for read := 1; ; read++ {
 		r := &reader{c: c, object: objectID, q: q, size: q.ResultsPerPage, fn: fn, read: read,
-			seed: maphash.MakeSeed(), seen: map[uint64]int{}, keys: newKeySet(c.spillDir, c.keyMem)}
+			seed: maphash.MakeSeed(), seen: map[uint64]int{}, keys: newKeySet(c.spillFile, c.keyMem)}
 		err := r.run(ctx)
 		if err == nil {
 			err = r.finishKeys()
@@ -468,7 +468,8 @@ func (r *reader) checkKeys(n int, keys []string, rows int) error {
 func (r *reader) finishKeys() error {
 	d, err := r.keys.finish()
 	if err != nil {
-		return fmt.Errorf("extract: %s: %w", r.object, err)
+		last := int(r.pages.Load())
+		return &PageError{Object: r.object, Page: last, Err: fmt.Errorf("the read's end, after its last page: check its row keys: %w", err)}
 	}
 	if d != nil {
 		return r.keyDup(d)

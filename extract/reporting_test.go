@@ -217,7 +217,7 @@ func TestReadObjectDuplicateKeys(t *testing.T) {
 	}
 	// A read whose keys spilled out of memory finds it too, when the read
 	// ends.
-	c4, _ := newTestClient(t, &fakeReport{rows: 50, fault: overlap}, WithPageSize(10), WithHealing(0), withKeyMemory(3), WithSpillDir(t.TempDir()))
+	c4, _ := newTestClient(t, &fakeReport{rows: 50, fault: overlap}, WithPageSize(10), WithHealing(0), withKeyMemory(3))
 	_, err = c4.ReadObject(context.Background(), "course", Query{}, newCollector().keyed)
 	// (Pages 2 and 3 are fetched side by side: either may be read first.)
 	if !errors.As(err, &ie) || !regexp.MustCompile(`row key 15 on page [23] was already read on page [23]`).MatchString(err.Error()) {

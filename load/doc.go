@@ -13,7 +13,8 @@
 // or the new one, never a half-written file. Every write, rename and
 // removal of the lake and its staging goes through the output folder
 // opened as an os.Root (ParquetWriter with InsideFolder, Publish, Discard,
-// Repair, CreateSpool): a path that is not local to it, or a symlink that
+// Repair, CreateSpool, and CreateScratch and ClearScratch for a read's
+// spilled row keys): a path that is not local to it, or a symlink that
 // leaves it, is refused with ErrOutside or the kernel's error.
 //
 // The warehouse is two DuckDB files with the same tables. sepipe writes its

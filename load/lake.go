@@ -1,6 +1,8 @@
 package load
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -36,8 +38,30 @@ func (l Lake) StagingDir(run, object, date string) string {
 }
 
 // ScratchDir is where a run keeps scratch files that are not data: the
-// row keys a long read spills (extract.WithSpillDir).
+// row keys a long read spills (CreateScratch).
 func (l Lake) ScratchDir() string { return filepath.Join(l.Root, ".sepipe", "tmp") }
+
+// CreateScratch creates a new file of a name no other has in ScratchDir,
+// through the output folder as an os.Root, and unlinks it at once where
+// the system allows (not on Windows: ClearScratch removes what is left),
+// so that it is gone with the process however that ends. It is what
+// extract.WithSpillFiles wants.
+func (l Lake) CreateScratch() (*os.File, error) {
+	var b [8]byte
+	rand.Read(b[:])
+	path := filepath.Join(l.ScratchDir(), "scratch-"+hex.EncodeToString(b[:]))
+	f, err := l.create(path, os.O_RDWR|os.O_EXCL)
+	if err != nil {
+		return nil, fmt.Errorf("create scratch file %s: %w", path, err)
+	}
+	_ = l.removeAll(path) // refused on Windows while open
+	return f, nil
+}
+
+// ClearScratch removes ScratchDir and what it holds: a spill file that
+// outlived its process where the system could not unlink it at once
+// (Windows). Only the run holding the output folder may call it.
+func (l Lake) ClearScratch() error { return l.removeAll(l.ScratchDir()) }
 
 func (l Lake) stagingRoot() string { return filepath.Join(l.Root, ".sepipe", "staging") }
 

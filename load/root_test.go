@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -85,5 +86,69 @@ func TestNothingLeavesTheOutputFolder(t *testing.T) {
 	// The good partition is still staged, whole, for the next run.
 	if !lake.Staged("r2", "obj", day) {
 		t.Error("the refused publish lost the staged partition")
+	}
+}
+
+// TestClearScratch: a run clears the scratch folder a dead process left
+// (a spill file the system could not unlink at once), and only inside
+// the output folder: a symlink planted there goes, what it points at
+// stays.
+func TestClearScratch(t *testing.T) {
+	parent := t.TempDir()
+	lake := load.Lake{Root: filepath.Join(parent, "out")}
+	if err := lake.ClearScratch(); err != nil {
+		t.Fatalf("no output folder yet: %v", err)
+	}
+	if err := os.Mkdir(lake.Root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := lake.ClearScratch(); err != nil {
+		t.Fatalf("no scratch folder yet: %v", err)
+	}
+	// A scratch file: its folder made, the file already unlinked, usable.
+	f, err := lake.CreateScratch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("keys"); err != nil {
+		t.Fatal(err)
+	}
+	var b [4]byte
+	if _, err := f.ReadAt(b[:], 0); err != nil || string(b[:]) != "keys" {
+		t.Fatalf("read back %q, %v", b, err)
+	}
+	f.Close()
+	if ents, err := os.ReadDir(lake.ScratchDir()); err != nil || (len(ents) != 0 && runtime.GOOS != "windows") {
+		t.Fatalf("scratch folder holds %v (%v): want the file unlinked at once", ents, err)
+	}
+	left := filepath.Join(lake.ScratchDir(), "sepipe-keys-1.spill")
+	if err := os.WriteFile(left, []byte("keys"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := lake.ClearScratch(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(lake.ScratchDir()); !os.IsNotExist(err) {
+		t.Fatalf("scratch folder after ClearScratch: %v", err)
+	}
+	outside := filepath.Join(parent, "outside")
+	if err := os.MkdirAll(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	keep := filepath.Join(outside, "keep")
+	if err := os.WriteFile(keep, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, lake.ScratchDir()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lake.CreateScratch(); err == nil {
+		t.Error("a scratch file was made through a symlink leading out of the output folder")
+	}
+	if err := lake.ClearScratch(); err != nil {
+		t.Fatal(err)
+	}
+	if ents, err := os.ReadDir(outside); err != nil || len(ents) != 1 {
+		t.Fatalf("outside the output folder: %v, %v; want keep alone", ents, err)
 	}
 }

@@ -30,6 +30,7 @@ type RunLoad struct {
 	counts bool // CountingNewRows
 	early  map[string]*earlyTable
 	done   bool
+	raised bool // roomForMerges raised the memory limit; the end lowers it
 }
 
 // earlyTable is what LoadFiles has put into one stream's history.
@@ -180,7 +181,20 @@ func (r *RunLoad) Rollback() error {
 		return nil
 	}
 	r.done = true
-	return r.tx.Rollback()
+	err := r.tx.Rollback()
+	r.lowerMemory()
+	return err
+}
+
+// lowerMemory gives the configured memory limit back once the transaction
+// has ended, when roomForMerges raised it: the deletes' memory is free
+// again. It is no failure of the run when it fails (the run has ended;
+// a publish resets the limit anyway, closeDB).
+func (r *RunLoad) lowerMemory() {
+	if r.raised {
+		r.raised = false
+		_, _ = r.w.db.Exec("SET memory_limit = " + Literal(r.w.memoryLimit))
+	}
 }
 
 // Commit loads every table of a run, moves the incremental state, records
@@ -202,7 +216,9 @@ func (r *RunLoad) Commit(ctx context.Context, run Run, tables []Table) error {
 	if err := r.check(tables); err != nil {
 		return err
 	}
-	if err := r.roomForMerges(ctx, tables); err != nil {
+	raised, err := r.roomForMerges(ctx, tables)
+	r.raised = raised
+	if err != nil {
 		return err
 	}
 	tx := r.tx
@@ -237,7 +253,9 @@ func (r *RunLoad) Commit(ctx context.Context, run Run, tables []Table) error {
 		return err
 	}
 	r.done = true
-	if err := tx.Commit(); err != nil {
+	err = tx.Commit()
+	r.lowerMemory()
+	if err != nil {
 		return fmt.Errorf("warehouse %s: commit run %s: %w", r.w.path, run.ID, err)
 	}
 	return nil

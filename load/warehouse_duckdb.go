@@ -32,9 +32,12 @@ type Warehouse struct {
 	closed bool
 	// defaultMemory is DuckDB's memory limit before configure lowered it.
 	defaultMemory string
-	// memoryBytes is the limit configure set (0: none, or not a size
-	// SizeBytes reads).
-	memoryBytes int64
+	// memoryLimit is the limit configure set ("": DuckDB's), memoryBytes
+	// the same in bytes (0: none, or not a size SizeBytes reads), and
+	// pinned what the run keeps pinned beside a merge's deletes
+	// (WithPinnedBytes).
+	memoryLimit         string
+	memoryBytes, pinned int64
 }
 
 const metaDDL = `
@@ -153,8 +156,9 @@ func (w *Warehouse) configureOn(ctx context.Context, db interface {
 		if _, err := db.ExecContext(ctx, "SET memory_limit = "+Literal(o.memoryLimit)); err != nil {
 			return fmt.Errorf("warehouse %s: memory limit %q: %w", w.path, o.memoryLimit, err)
 		}
-		w.memoryBytes = SizeBytes(o.memoryLimit)
+		w.memoryLimit, w.memoryBytes = o.memoryLimit, SizeBytes(o.memoryLimit)
 	}
+	w.pinned = o.pinned
 	if o.anyOrder {
 		if _, err := db.ExecContext(ctx, "SET preserve_insertion_order = false"); err != nil {
 			return fmt.Errorf("warehouse %s: preserve_insertion_order: %w", w.path, err)
@@ -193,20 +197,21 @@ func SizeBytes(s string) int64 {
 // load deletes (with room for the key's hash table).
 const mergeRowBytes = 48
 
-// roomForMerges raises DuckDB's memory limit, when one is set, to
-// mergeRowBytes for every row the run's merges may delete. A merge
-// stream's upsert deletes the old version of every key it brings (a
-// join), and DuckDB keeps what that delete touches until the commit: a
-// merge of 5 M rows over as many failed under 64 MB ("failed to pin
-// block") and passed under 256 MB. A merge may delete no more rows than
-// it brings, nor than its table holds: a first sync deletes none, and
-// keeps the limit (a higher one is room DuckDB's buffer pool fills: a
-// first merge of 5 M rows peaked at 415 MB under the raised limit). An
-// append stream's same-day rerun deletes the day's rows by a predicate:
-// 5 M of them pass under 64 MB.
-func (r *RunLoad) roomForMerges(ctx context.Context, tables []Table) error {
+// roomForMerges raises DuckDB's memory limit, when one is set, to what
+// the run keeps pinned (WithPinnedBytes) plus mergeRowBytes for every row
+// its merges may delete, and says whether it did. A merge stream's upsert
+// deletes the old version of every key it brings (a join), and DuckDB
+// keeps what that delete touches until the commit: a merge of 5 M rows
+// over as many failed under 64 MB ("failed to pin block") and passed
+// under 256 MB. A merge may delete no more rows than it brings, nor than
+// its table holds: a first sync deletes none, and keeps the limit (a
+// higher one is room DuckDB's buffer pool fills: a first merge of 5 M
+// rows peaked at 415 MB under the raised limit). An append stream's
+// same-day rerun deletes the day's rows by a predicate: 5 M of them pass
+// under 64 MB.
+func (r *RunLoad) roomForMerges(ctx context.Context, tables []Table) (bool, error) {
 	if r.w.memoryBytes <= 0 {
-		return nil // DuckDB's own limit, a share of the machine's memory
+		return false, nil // DuckDB's own limit, a share of the machine's memory
 	}
 	var rows int64
 	for _, t := range tables {
@@ -215,25 +220,26 @@ func (r *RunLoad) roomForMerges(ctx context.Context, tables []Table) error {
 		}
 		kind, err := relationKind(ctx, r.tx, t.Object)
 		if err != nil {
-			return &WriteError{Object: t.Object, Step: "merge: count the table's rows", Path: t.Object, Err: err}
+			return false, &WriteError{Object: t.Object, Step: "merge: inspect the table", Path: t.Object, Err: err}
 		}
 		if kind != "table" {
 			continue
 		}
 		var held int64
 		if err := r.tx.QueryRowContext(ctx, "SELECT count(*) FROM "+Ident(t.Object)).Scan(&held); err != nil {
-			return &WriteError{Object: t.Object, Step: "merge: count the table's rows", Path: t.Object, Err: err}
+			return false, &WriteError{Object: t.Object, Step: "merge: count the table's rows", Path: t.Object, Err: err}
 		}
 		rows += min(held, t.Rows)
 	}
-	if rows*mergeRowBytes <= r.w.memoryBytes {
-		return nil
+	need := r.w.pinned + rows*mergeRowBytes
+	if rows == 0 || need <= r.w.memoryBytes {
+		return false, nil
 	}
-	limit := fmt.Sprintf("%dMiB", (rows*mergeRowBytes)>>20+1)
+	limit := fmt.Sprintf("%dMiB", need>>20+1)
 	if _, err := r.tx.ExecContext(ctx, "SET memory_limit = "+Literal(limit)); err != nil {
-		return fmt.Errorf("warehouse %s: memory limit %s for the merges' deletes: %w", r.w.path, limit, err)
+		return false, fmt.Errorf("warehouse %s: memory limit %s for the merges' deletes: %w", r.w.path, limit, err)
 	}
-	return nil
+	return true, nil
 }
 
 // OpenOption configures OpenWarehouse.
@@ -242,6 +248,7 @@ type OpenOption func(*openOptions)
 type openOptions struct {
 	lockWait    time.Duration
 	memoryLimit string
+	pinned      int64
 	threads     int
 	anyOrder    bool
 }
@@ -264,6 +271,11 @@ func WithThreads(n int) OpenOption { return func(o *openOptions) { o.threads = n
 // folder beside the file. It keeps a load's memory from growing with the
 // size of an object.
 func WithMemoryLimit(limit string) OpenOption { return func(o *openOptions) { o.memoryLimit = limit } }
+
+// WithPinnedBytes says how much of WithMemoryLimit's limit the run's huge
+// values keep pinned until the commit: the load adds what a merge deletes
+// to it (RunLoad.Commit), not to the limit.
+func WithPinnedBytes(n int64) OpenOption { return func(o *openOptions) { o.pinned = n } }
 
 // WithLockWait makes OpenWarehouse and OpenState wait up to d for another
 // process to release the file (OpenState: the output folder's state lock).

@@ -97,7 +97,9 @@ type Config struct {
 	LockWait time.Duration
 	// DuckDBMemory caps DuckDB's memory while the run loads the warehouse
 	// (default "64MB"; DuckDB spills beyond it), so a load's memory does not
-	// grow with the size of an object.
+	// grow with the size of an object. The run raises it for what DuckDB
+	// cannot spill: huge values (memoryFor), and, for the commit, the rows
+	// a merge deletes from a table that holds them (load.RunLoad.Commit).
 	DuckDBMemory string
 	// MaxValueBytes is the longest value (its JSON text) a stream stores
 	// in its table (default DefaultMaxValueBytes). A longer one is null in
@@ -258,6 +260,9 @@ func recoverAndRead(ctx context.Context, lake load.Lake, lh *lakehouse.Lakehouse
 	// finishing the publish below replaces it like any other.
 	if err := lake.Repair(); err != nil {
 		return nil, fmt.Errorf("repair lake %s: %w", lake.LakeDir(), err)
+	}
+	if err := lake.ClearScratch(); err != nil {
+		return nil, fmt.Errorf("clear %s: %w", lake.ScratchDir(), err)
 	}
 	pending, err := wh.PendingPublishes(ctx)
 	if err != nil {
@@ -447,7 +452,8 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 
 	// Commit what succeeded, with state and the run record, in one
 	// transaction: the one the early load began, when it did.
-	settings := []load.OpenOption{load.WithMemoryLimit(memoryFor(cfg.DuckDBMemory, staged)), load.WithThreads(threadsFor(staged)), load.WithRowsInAnyOrder()}
+	settings := []load.OpenOption{load.WithMemoryLimit(memoryFor(cfg.DuckDBMemory, staged)), load.WithPinnedBytes(pinnedFor(staged)),
+		load.WithThreads(threadsFor(staged)), load.WithRowsInAnyOrder()}
 	wh, rl := early.finish()
 	if rl != nil {
 		for _, s := range staged {
@@ -646,22 +652,28 @@ func threadsFor(staged []*stagedObject) int {
 }
 
 // memoryFor is DuckDB's memory limit for a run's load: the configured one,
-// raised when pages were huge. DuckDB cannot spill one value, and it keeps
-// the huge values a transaction inserts pinned until the commit (measured:
-// "failed to pin block of size 200.0 MiB" at commit otherwise), so the
-// limit is the bytes of every huge page plus twice the largest. (The load
-// raises it again for what a merge deletes: load.RunLoad.Commit.)
+// raised when pages were huge (pinnedFor). (The load raises it again for
+// what a merge deletes, on top of what is pinned: load.RunLoad.Commit.)
 func memoryFor(configured string, staged []*stagedObject) string {
+	if need := pinnedFor(staged); need > 64<<20 && need > load.SizeBytes(configured) {
+		return fmt.Sprintf("%dMiB", need>>20+1)
+	}
+	return configured
+}
+
+// pinnedFor is what DuckDB keeps pinned of a run's huge pages. DuckDB
+// cannot spill one value, and it keeps the huge values a transaction
+// inserts pinned until the commit (measured: "failed to pin block of size
+// 200.0 MiB" at commit otherwise): the bytes of every huge page plus twice
+// the largest.
+func pinnedFor(staged []*stagedObject) int64 {
 	var need int64
 	for _, s := range staged {
 		if s != nil {
 			need += s.hugeBytes
 		}
 	}
-	if need += 2 * int64(largestPage(staged)); need > 64<<20 && need > load.SizeBytes(configured) {
-		return fmt.Sprintf("%dMiB", need>>20+1)
-	}
-	return configured
+	return need + 2*int64(largestPage(staged))
 }
 
 // earlyMemoryLimit is DuckDB's memory limit while a run loads during its

@@ -948,7 +948,7 @@ func (c *Config) clientOptions() []extract.Option {
 		extract.WithRetry(r.MaxAttempts, time.Duration(r.MaxWait)),
 		extract.WithTimeout(time.Duration(r.Timeout)),
 		extract.WithMaxResponseBytes(int64(r.MaxResponseBytes)),
-		extract.WithSpillDir(load.Lake{Root: c.Output.Dir}.ScratchDir()),
+		extract.WithSpillFiles(load.Lake{Root: c.Output.Dir}.CreateScratch),
 	}
 	if r.MaxBytesInFlight > 0 {
 		opts = append(opts, extract.WithMaxBytesInFlight(int64(r.MaxBytesInFlight)))
