@@ -423,8 +423,9 @@ func WithLogger(l *slog.Logger) Option {
 // few hundred thousand, about 12 bytes a key. create returns a new file,
 // open for reading and writing, that nothing else uses and that goes
 // away when closed (unlinked already, where the system allows); the read
-// closes it when it ends. Default: a file in os.TempDir(), which may be
-// memory on systems that mount /tmp as tmpfs; sepipe passes
+// closes it when it ends. When no file can be made, the keys stay in
+// memory and the read logs a warning. Default: a file in os.TempDir(),
+// which may be memory on systems that mount /tmp as tmpfs; sepipe passes
 // load.Lake.CreateScratch, a file in its output folder.
 func WithSpillFiles(create func() (*os.File, error)) Option {
 	return func(c *Client) {

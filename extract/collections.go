@@ -324,7 +324,12 @@ func (p *pager) page(ctx context.Context, read, offset int, buf *bytes.Buffer, p
 
 func (p *pager) readOnce(ctx context.Context, read int) error {
 	keys := newKeySet(p.c.spillFile, p.c.keyMem)
-	defer keys.close()
+	defer func() {
+		keys.close()
+		if e := keys.spillErr; e != nil {
+			p.c.log.WarnContext(ctx, "the read's item keys stayed in memory", "collection", p.name, "read", read, "err", e)
+		}
+	}()
 	if err := p.readPages(ctx, read, keys); err != nil {
 		return err
 	}

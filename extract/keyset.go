@@ -2,11 +2,14 @@ package extract
 
 import (
 	"bufio"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"io"
+	"math"
 	"math/bits"
 	"os"
 	"strings"
@@ -46,14 +49,17 @@ type keySet struct {
 	filter   keyFilter
 	capacity int64 // keys the filter is sized for; it doubles past that
 	suspects []suspect
-	waitMax  int   // suspects that wait before a pass: maxSuspects
+	waitMax  int   // suspects that wait before a pass: at least maxSuspects
 	err      error // the spill file's first error, returned from then on
+	// spillErr is why no spill file could be made: the keys stayed in
+	// the map.
+	spillErr error
 }
 
-// suspect is a key the filter says may have been read before.
+// suspect is a key the filter says may have been read before (its
+// positions are read from the file).
 type suspect struct {
 	h   uint64
-	at  int32
 	key string
 }
 
@@ -88,13 +94,21 @@ func newKeySet(create func() (*os.File, error), memKeys int) *keySet {
 	return &keySet{seed: maphash.MakeSeed(), m: map[uint64]int32{}, memKeys: memKeys, create: create, waitMax: maxSuspects}
 }
 
-// tempFile is a new file in os.TempDir, unlinked at once (on Windows,
-// which refuses that, it stays: sepipe itself passes a file of its
-// output folder, which each run clears).
+// tempFile is a new file in os.TempDir, unlinked at once. It is opened
+// through an os.Root, which on Windows shares it for deletion, so that the
+// unlink works there too (not on FAT volumes).
 func tempFile() (*os.File, error) {
-	f, err := os.CreateTemp("", "sepipe-keys-*")
+	r, err := os.OpenRoot(os.TempDir())
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var b [8]byte
+	rand.Read(b[:])
+	name := "sepipe-keys-" + hex.EncodeToString(b[:])
+	f, err := r.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err == nil {
-		_ = os.Remove(f.Name())
+		_ = r.Remove(name)
 	}
 	return f, err
 }
@@ -121,13 +135,18 @@ func (k *keySet) add(key string, at int) (d *keyDup, err error) {
 		if len(k.m) < k.memKeys {
 			return nil, nil
 		}
-		return nil, k.spill()
+		if err := k.spill(); err != nil {
+			// No file to be had (no space, no folder): the keys stay in
+			// memory, as they did before sets spilled; the reader says so.
+			k.spillErr, k.memKeys = err, math.MaxInt
+		}
+		return nil, nil
 	}
 	if k.filter.testAndSet(h) {
 		// A copy: a page's keys may share one string (the decoder's),
 		// which a suspect would keep whole; 4,096 of them, each of
 		// another page, kept 40-60 MB at 5 M keys.
-		k.suspects = append(k.suspects, suspect{h: h, at: int32(at), key: strings.Clone(key)})
+		k.suspects = append(k.suspects, suspect{h: h, key: strings.Clone(key)})
 	}
 	if err := k.write(h, at); err != nil {
 		return nil, err
@@ -137,7 +156,9 @@ func (k *keySet) add(key string, at int) (d *keyDup, err error) {
 			return nil, err
 		}
 	}
-	if len(k.suspects) >= k.waitMax {
+	// At least one suspect for every 1,024 keys written waits, so that
+	// the passes over the file stay a few however long the read.
+	if len(k.suspects) >= max(k.waitMax, int(k.keys/1024)) {
 		return k.check()
 	}
 	return nil, nil
@@ -162,11 +183,12 @@ func (k *keySet) close() {
 	}
 }
 
-// spill moves the map's keys into a new spill file and filter.
+// spill moves the map's keys into a new spill file and filter; when it
+// cannot, the map stays as it was.
 func (k *keySet) spill() error {
 	f, err := k.create()
 	if err != nil {
-		return fmt.Errorf("spill the read's %d row keys: %w", len(k.m), err)
+		return fmt.Errorf("spill the read's %d keys: %w", len(k.m), err)
 	}
 	k.file = f
 	k.w = bufio.NewWriterSize(f, 64<<10)
@@ -174,9 +196,18 @@ func (k *keySet) spill() error {
 	k.filter = newKeyFilter(k.capacity)
 	for h, at := range k.m {
 		k.filter.testAndSet(h)
-		if err := k.write(h, int(at)); err != nil {
-			return err
+		err = k.write(h, int(at))
+		if err != nil {
+			break
 		}
+	}
+	if err == nil {
+		err = k.w.Flush()
+	}
+	if err != nil {
+		k.close()
+		k.filter, k.keys, k.capacity = keyFilter{}, 0, 0
+		return fmt.Errorf("spill the read's %d keys: %w", len(k.m), err)
 	}
 	k.m = nil
 	return nil
@@ -187,7 +218,7 @@ func (k *keySet) write(h uint64, at int) error {
 	binary.LittleEndian.PutUint64(rec[:8], h)
 	binary.LittleEndian.PutUint32(rec[8:], uint32(int32(at)))
 	if _, err := k.w.Write(rec[:]); err != nil {
-		return fmt.Errorf("spill row keys to %s: %w", k.file.Name(), err)
+		return fmt.Errorf("spill keys to %s: %w", k.file.Name(), err)
 	}
 	k.keys++
 	return nil
@@ -196,7 +227,7 @@ func (k *keySet) write(h uint64, at int) error {
 // scan calls fn for every record of the spill file, in the order written.
 func (k *keySet) scan(fn func(h uint64, at int32)) error {
 	if err := k.w.Flush(); err != nil {
-		return fmt.Errorf("spill row keys to %s: %w", k.file.Name(), err)
+		return fmt.Errorf("spill keys to %s: %w", k.file.Name(), err)
 	}
 	buf := make([]byte, spillRecord*8192)
 	var off int64
@@ -211,7 +242,7 @@ func (k *keySet) scan(fn func(h uint64, at int32)) error {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
-			return fmt.Errorf("read spilled row keys back from %s at byte %d: %w", k.file.Name(), off, err)
+			return fmt.Errorf("read spilled keys back from %s at byte %d: %w", k.file.Name(), off, err)
 		}
 	}
 	return nil

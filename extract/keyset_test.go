@@ -149,59 +149,62 @@ func TestKeySetChecksMidRead(t *testing.T) {
 	var made int
 	k := newKeySet(spillIn(t.TempDir(), &made), 10)
 	defer k.close()
-	k.waitMax = 2 // two suspects start a pass
-	addAll(t, k, 0, 5000)
+	k.waitMax = 2 // two suspects start a pass (under 2,048 keys written)
+	addAll(t, k, 0, 1000)
 	if d, err := k.finish(); err != nil || d != nil { // no suspect of the filter's own waits
 		t.Fatalf("distinct keys: %+v, %v", d, err)
 	}
-	// The first reading of key-5000 a suspect, as if the filter erred.
-	h := maphash.String(k.seed, keyName(5000))
+	// The first reading of key-1000 a suspect, as if the filter erred.
+	h := maphash.String(k.seed, keyName(1000))
 	k.filter.testAndSet(h)
 	// The key is a slice of its page's keys, as the decoder gives them.
-	page := strings.Repeat("x", 40_000) + keyName(5000)
+	page := strings.Repeat("x", 40_000) + keyName(1000)
 	key := page[40_000:]
-	if d, err := k.add(key, 5000); err != nil || d != nil || len(k.suspects) != 1 {
+	if d, err := k.add(key, 1000); err != nil || d != nil || len(k.suspects) != 1 {
 		t.Fatalf("a first reading the filter erred on: %+v, %v, %d suspects", d, err, len(k.suspects))
 	}
 	if unsafe.StringData(k.suspects[0].key) == unsafe.StringData(key) {
 		t.Fatal("a suspect keeps its page's keys: want a copy of its own")
 	}
-	d, err := k.add(keyName(5000), 5001)
+	d, err := k.add(keyName(1000), 1001)
 	if err != nil || d == nil {
 		t.Fatalf("read twice, add says %+v, %v; want the duplicate at once", d, err)
 	}
-	if d.Key != keyName(5000) || d.At != 5001 || d.Prev != 5000 {
-		t.Fatalf("duplicate = %+v, want key-5000 at 5001, first at 5000", *d)
+	if d.Key != keyName(1000) || d.At != 1001 || d.Prev != 1000 {
+		t.Fatalf("duplicate = %+v, want key-1000 at 1001, first at 1000", *d)
 	}
 }
 
-// A spill file that cannot be made fails the read with its error, not a
-// wrong answer; so does one that cannot be written.
+// A spill file that cannot be made leaves the keys in memory, where a
+// duplicate is found as before; a spill file that fails later fails the
+// read with its error, not a wrong answer, and keeps failing it.
 func TestKeySetSpillError(t *testing.T) {
 	full := errors.New("no space left on device")
 	k := newKeySet(func() (*os.File, error) { return nil, full }, 10)
 	defer k.close()
-	var err error
-	for i := 0; i < 10 && err == nil; i++ {
-		_, err = k.add(keyName(i), i)
+	addAll(t, k, 0, 100)
+	if !errors.Is(k.spillErr, full) || !strings.Contains(k.spillErr.Error(), "spill the read's 10 keys") || k.m == nil {
+		t.Fatalf("spillErr = %v, map kept: %v", k.spillErr, k.m != nil)
 	}
-	if !errors.Is(err, full) || !strings.Contains(err.Error(), "spill the read's 10 row keys") {
-		t.Fatalf("err = %v", err)
+	if d, err := k.add(keyName(42), 100); err != nil || d == nil || d.Prev != 42 {
+		t.Fatalf("in memory after a failed spill: %+v, %v", d, err)
 	}
-	// A file closed under the set: its writes fail when the buffer flushes.
-	k2 := newKeySet(func() (*os.File, error) {
-		f, err := os.CreateTemp(t.TempDir(), "keys-*")
-		if err == nil {
-			f.Close()
-		}
-		return f, err
-	}, 10)
+
+	// A file closed under the set once it spilled: the writes fail when
+	// the buffer flushes.
+	var made int
+	k2 := newKeySet(spillIn(t.TempDir(), &made), 10)
 	defer k2.close()
-	err = nil
-	for i := 0; i < 100_000 && err == nil; i++ {
+	addAll(t, k2, 0, 10)
+	if k2.file == nil {
+		t.Fatal("did not spill")
+	}
+	k2.file.Close()
+	var err error
+	for i := 10; i < 100_000 && err == nil; i++ {
 		_, err = k2.add(keyName(i), i)
 	}
-	if err == nil || !strings.Contains(err.Error(), "spill row keys to") {
+	if err == nil || !strings.Contains(err.Error(), "spill keys to") {
 		t.Fatalf("writes to a closed file: err = %v", err)
 	}
 	// The error stays: the report reader's other pages may still add keys.

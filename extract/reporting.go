@@ -298,6 +298,9 @@ func (c *Client) ReadObject(ctx context.Context, objectID string, q Query, fn Pa
 			err = r.finishKeys()
 		}
 		r.keys.close()
+		if e := r.keys.spillErr; e != nil {
+			c.log.WarnContext(ctx, "the read's row keys stayed in memory", "object", objectID, "read", read, "err", e)
+		}
 		c.budget.releaseQuota(r.quota)
 		total = total.plus(r.stats())
 		ie, ok := err.(*IntegrityError)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
 	"reflect"
 	"regexp"
 	"strings"
@@ -222,6 +223,14 @@ func TestReadObjectDuplicateKeys(t *testing.T) {
 	// (Pages 2 and 3 are fetched side by side: either may be read first.)
 	if !errors.As(err, &ie) || !regexp.MustCompile(`row key 15 on page [23] was already read on page [23]`).MatchString(err.Error()) {
 		t.Fatalf("keys spilled: err = %v, want a duplicate key *IntegrityError", err)
+	}
+	// No spill file to be had: the keys stay in memory, and the
+	// duplicate is found as before.
+	noSpace := func() (*os.File, error) { return nil, errors.New("no space left on device") }
+	c5, _ := newTestClient(t, &fakeReport{rows: 50, fault: overlap}, WithPageSize(10), WithHealing(0), withKeyMemory(3), WithSpillFiles(noSpace))
+	_, err = c5.ReadObject(context.Background(), "course", Query{}, newCollector().keyed)
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "row key 15 on page") {
+		t.Fatalf("no spill file: err = %v, want a duplicate key *IntegrityError", err)
 	}
 	// Without keys the overlap passes the counts: the reason to yield keys.
 	c2, _ := newTestClient(t, &fakeReport{rows: 50, fault: overlap}, WithPageSize(10))

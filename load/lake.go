@@ -43,7 +43,8 @@ func (l Lake) ScratchDir() string { return filepath.Join(l.Root, ".sepipe", "tmp
 
 // CreateScratch creates a new file of a name no other has in ScratchDir,
 // through the output folder as an os.Root, and unlinks it at once where
-// the system allows (not on Windows: ClearScratch removes what is left),
+// the system allows (where it refuses, older Windows or a FAT volume,
+// ClearScratch removes what is left),
 // so that it is gone with the process however that ends. It is what
 // extract.WithSpillFiles wants.
 func (l Lake) CreateScratch() (*os.File, error) {
@@ -54,13 +55,13 @@ func (l Lake) CreateScratch() (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create scratch file %s: %w", path, err)
 	}
-	_ = l.removeAll(path) // refused on Windows while open
+	_ = l.removeAll(path) // refused by some systems while open
 	return f, nil
 }
 
 // ClearScratch removes ScratchDir and what it holds: a spill file that
-// outlived its process where the system could not unlink it at once
-// (Windows). Only the run holding the output folder may call it.
+// outlived its process where the system could not unlink it at once.
+// Only the run holding the output folder may call it.
 func (l Lake) ClearScratch() error { return l.removeAll(l.ScratchDir()) }
 
 func (l Lake) stagingRoot() string { return filepath.Join(l.Root, ".sepipe", "staging") }

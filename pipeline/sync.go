@@ -262,7 +262,9 @@ func recoverAndRead(ctx context.Context, lake load.Lake, lh *lakehouse.Lakehouse
 		return nil, fmt.Errorf("repair lake %s: %w", lake.LakeDir(), err)
 	}
 	if err := lake.ClearScratch(); err != nil {
-		return nil, fmt.Errorf("clear %s: %w", lake.ScratchDir(), err)
+		// A leftover that cannot go takes disk space, nothing more: new
+		// scratch files have names of their own.
+		log.Warn("could not clear the scratch folder", "path", lake.ScratchDir(), "err", err)
 	}
 	pending, err := wh.PendingPublishes(ctx)
 	if err != nil {
