@@ -53,7 +53,10 @@ func LoadEvents(ctx context.Context, lake Lake, evs []service.Event, opts ...Ope
 	wrap := func(step string, err error) error {
 		return &WriteError{Object: EventsTable, Step: step, Path: path, Err: err}
 	}
-	tx, err := wh.db.BeginTx(ctx, nil)
+	// The transaction outlives ctx (its statements do not): a transaction
+	// bound to ctx is rolled back by database/sql in a goroutine of its
+	// own when ctx ends, racing the Close below (see txContext).
+	tx, err := wh.db.BeginTx(txContext(ctx), nil)
 	if err != nil {
 		return 0, wrap("begin", err)
 	}

@@ -275,7 +275,7 @@ func (w *Warehouse) historyFromViews(ctx context.Context) error {
 	if len(views) == 0 || w.lake == nil {
 		return nil
 	}
-	tx, err := w.db.BeginTx(ctx, nil)
+	tx, err := w.db.BeginTx(txContext(ctx), nil)
 	if err != nil {
 		return err
 	}

@@ -485,6 +485,20 @@ func columnDefs(object string, s *arrow.Schema, mode WriteMode) ([]string, error
 	return defs, nil
 }
 
+// txContext is the context of a transaction that its own goroutine ends
+// with a deferred Rollback: ctx's values without its cancellation. The
+// statements in it still take ctx, and a cancelled one is interrupted.
+// A transaction begun with ctx itself is rolled back, when ctx ends, by
+// database/sql in a goroutine of its own, which then discards the
+// connection; the warehouse's Close can then race that goroutine, and a
+// later open of the same file in this process was seen to spin for ever
+// in DuckDB's instance cache (DBInstanceCache::GetInstanceInternal waits,
+// holding the cache's lock, for the old instance to be destroyed): the
+// last load of a stopping `sepipe listen`, once in about 80 runs of
+// webhooks.TestListenKill9LosesNoAcknowledgedEvent under the race
+// detector.
+func txContext(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
 // Commit loads a run's tables and records the run in one transaction,
 // begun and committed here (Begin, RunLoad.Commit, which says what goes
 // in).
@@ -499,7 +513,7 @@ func (w *Warehouse) Commit(ctx context.Context, run Run, tables []Table) error {
 // RecordFailure writes a run that did not commit data, so the history says
 // it was tried.
 func (w *Warehouse) RecordFailure(ctx context.Context, run Run) error {
-	tx, err := w.db.BeginTx(ctx, nil)
+	tx, err := w.db.BeginTx(txContext(ctx), nil)
 	if err != nil {
 		return fmt.Errorf("warehouse %s: begin: %w", w.path, err)
 	}
