@@ -323,13 +323,8 @@ func (p *pager) page(ctx context.Context, read, offset int, buf *bytes.Buffer, p
 }
 
 func (p *pager) readOnce(ctx context.Context, read int) error {
-	keys := newKeySet(p.c.spillFile, p.c.keyMem)
-	defer func() {
-		keys.close()
-		if e := keys.spillErr; e != nil {
-			p.c.log.WarnContext(ctx, "the read's item keys stayed in memory", "collection", p.name, "read", read, "err", e)
-		}
-	}()
+	keys := p.c.newKeySet()
+	defer p.c.endKeys(ctx, keys, "collection", p.name, "read", read)
 	if err := p.readPages(ctx, read, keys); err != nil {
 		return err
 	}

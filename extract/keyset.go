@@ -2,6 +2,7 @@ package extract
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -92,6 +93,19 @@ func newKeySet(create func() (*os.File, error), memKeys int) *keySet {
 		create = tempFile
 	}
 	return &keySet{seed: maphash.MakeSeed(), m: map[uint64]int32{}, memKeys: memKeys, create: create, waitMax: maxSuspects}
+}
+
+// newKeySet is a key set for one read, spilling as the client's options
+// say.
+func (c *Client) newKeySet() *keySet { return newKeySet(c.spillFile, c.keyMem) }
+
+// endKeys releases a read's key set, and warns when its keys stayed in
+// memory for want of a spill file; attrs name the read.
+func (c *Client) endKeys(ctx context.Context, k *keySet, attrs ...any) {
+	k.close()
+	if k.spillErr != nil {
+		c.log.WarnContext(ctx, "the read's keys stayed in memory", append(attrs, "err", k.spillErr)...)
+	}
 }
 
 // tempFile is a new file in os.TempDir, unlinked at once. It is opened

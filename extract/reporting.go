@@ -292,15 +292,12 @@ func (c *Client) ReadObject(ctx context.Context, objectID string, q Query, fn Pa
 	var total ReadStats
 	for read := 1; ; read++ {
 		r := &reader{c: c, object: objectID, q: q, size: q.ResultsPerPage, fn: fn, read: read,
-			seed: maphash.MakeSeed(), seen: map[uint64]int{}, keys: newKeySet(c.spillFile, c.keyMem)}
+			seed: maphash.MakeSeed(), seen: map[uint64]int{}, keys: c.newKeySet()}
 		err := r.run(ctx)
 		if err == nil {
 			err = r.finishKeys()
 		}
-		r.keys.close()
-		if e := r.keys.spillErr; e != nil {
-			c.log.WarnContext(ctx, "the read's row keys stayed in memory", "object", objectID, "read", read, "err", e)
-		}
+		c.endKeys(ctx, r.keys, "object", objectID, "read", read)
 		c.budget.releaseQuota(r.quota)
 		total = total.plus(r.stats())
 		ie, ok := err.(*IntegrityError)

@@ -81,3 +81,22 @@ func TestRoomForMerges(t *testing.T) {
 		})
 	}
 }
+
+// TestLimitForHugePages: the configured memory limit, raised to what huge
+// values keep pinned when that is more (pipeline's pinnedFor).
+func TestLimitForHugePages(t *testing.T) {
+	for _, tc := range []struct {
+		configured string
+		pinned     int64
+		want       string
+	}{
+		{"64MB", 2 << 20, "64MB"},
+		{"64MB", 1200 << 20, "1201MiB"},
+		{"2GB", 1200 << 20, "2GB"}, // a larger setting is kept
+		{"512MiB", 1200 << 20, "1201MiB"},
+	} {
+		if got := limitFor(tc.configured, tc.pinned); got != tc.want {
+			t.Errorf("limitFor(%q, %d) = %q, want %q", tc.configured, tc.pinned, got, tc.want)
+		}
+	}
+}

@@ -32,12 +32,10 @@ type Warehouse struct {
 	closed bool
 	// defaultMemory is DuckDB's memory limit before configure lowered it.
 	defaultMemory string
-	// memoryLimit is the limit configure set ("": DuckDB's), memoryBytes
-	// the same in bytes (0: none, or not a size SizeBytes reads), and
-	// pinned what the run keeps pinned beside a merge's deletes
-	// (WithPinnedBytes).
-	memoryLimit         string
-	memoryBytes, pinned int64
+	// memoryLimit is the limit configure set ("": DuckDB's), and pinned
+	// what the run keeps pinned beside a merge's deletes (WithPinnedBytes).
+	memoryLimit string
+	pinned      int64
 }
 
 const metaDDL = `
@@ -153,10 +151,11 @@ func (w *Warehouse) configureOn(ctx context.Context, db interface {
 		}
 	}
 	if o.memoryLimit != "" {
-		if _, err := db.ExecContext(ctx, "SET memory_limit = "+Literal(o.memoryLimit)); err != nil {
-			return fmt.Errorf("warehouse %s: memory limit %q: %w", w.path, o.memoryLimit, err)
+		limit := limitFor(o.memoryLimit, o.pinned)
+		if _, err := db.ExecContext(ctx, "SET memory_limit = "+Literal(limit)); err != nil {
+			return fmt.Errorf("warehouse %s: memory limit %q: %w", w.path, limit, err)
 		}
-		w.memoryLimit, w.memoryBytes = o.memoryLimit, SizeBytes(o.memoryLimit)
+		w.memoryLimit = limit
 	}
 	w.pinned = o.pinned
 	if o.anyOrder {
@@ -193,6 +192,21 @@ func SizeBytes(s string) int64 {
 	return 0
 }
 
+// limitFor is the memory limit for a load that keeps pinned bytes of huge
+// values: the configured one, raised to what is pinned when that is more.
+// DuckDB cannot spill one value, and it keeps the huge values a
+// transaction inserts pinned until the commit (measured: "failed to pin
+// block of size 200.0 MiB" at commit otherwise).
+func limitFor(configured string, pinned int64) string {
+	if pinned > 64<<20 && pinned > SizeBytes(configured) {
+		return mib(pinned)
+	}
+	return configured
+}
+
+// mib is n bytes as a DuckDB size, rounded up to the next MiB.
+func mib(n int64) string { return fmt.Sprintf("%dMiB", n>>20+1) }
+
 // mergeRowBytes is what DuckDB holds, until the commit, for a row a merge
 // load deletes (with room for the key's hash table).
 const mergeRowBytes = 48
@@ -210,7 +224,8 @@ const mergeRowBytes = 48
 // same-day rerun deletes the day's rows by a predicate: 5 M of them pass
 // under 64 MB.
 func (r *RunLoad) roomForMerges(ctx context.Context, tables []Table) (bool, error) {
-	if r.w.memoryBytes <= 0 {
+	current := SizeBytes(r.w.memoryLimit)
+	if current <= 0 {
 		return false, nil // DuckDB's own limit, a share of the machine's memory
 	}
 	var rows int64
@@ -232,10 +247,10 @@ func (r *RunLoad) roomForMerges(ctx context.Context, tables []Table) (bool, erro
 		rows += min(held, t.Rows)
 	}
 	need := r.w.pinned + rows*mergeRowBytes
-	if rows == 0 || need <= r.w.memoryBytes {
+	if rows == 0 || need <= current {
 		return false, nil
 	}
-	limit := fmt.Sprintf("%dMiB", need>>20+1)
+	limit := mib(need)
 	if _, err := r.tx.ExecContext(ctx, "SET memory_limit = "+Literal(limit)); err != nil {
 		return false, fmt.Errorf("warehouse %s: memory limit %s for the merges' deletes: %w", r.w.path, limit, err)
 	}
@@ -272,9 +287,10 @@ func WithThreads(n int) OpenOption { return func(o *openOptions) { o.threads = n
 // size of an object.
 func WithMemoryLimit(limit string) OpenOption { return func(o *openOptions) { o.memoryLimit = limit } }
 
-// WithPinnedBytes says how much of WithMemoryLimit's limit the run's huge
-// values keep pinned until the commit: the load adds what a merge deletes
-// to it (RunLoad.Commit), not to the limit.
+// WithPinnedBytes says how much memory the run's huge values keep pinned
+// until the commit: WithMemoryLimit's limit is raised to it when it is
+// more (limitFor), and the load adds what a merge deletes to it
+// (RunLoad.Commit), not to the limit.
 func WithPinnedBytes(n int64) OpenOption { return func(o *openOptions) { o.pinned = n } }
 
 // WithLockWait makes OpenWarehouse and OpenState wait up to d for another

@@ -108,12 +108,18 @@ func (e *RunError) Unfinished() []string {
 func (e *RunError) Exceeds() []string {
 	var ids []string
 	for _, d := range e.Deferred {
-		var qe *extract.QuotaError
-		if errors.As(d, &qe) && qe.Exceeds {
+		if noWindowHolds(d) {
 			ids = append(ids, d.Object)
 		}
 	}
 	return ids
+}
+
+// noWindowHolds reports whether err defers a read that needs more
+// requests than the quota allows in a whole window.
+func noWindowHolds(err error) bool {
+	var qe *extract.QuotaError
+	return errors.As(err, &qe) && qe.Exceeds
 }
 
 // Unwrap exposes each object's error to errors.Is and errors.As.

@@ -7,23 +7,22 @@ import (
 	"github.com/sepipe/sepipe/load"
 )
 
-func TestMemoryForHugePages(t *testing.T) {
+// TestPinnedForHugePages: what a run's huge pages keep pinned, which
+// load raises its memory limit to (load's TestLimitForHugePages).
+func TestPinnedForHugePages(t *testing.T) {
 	small := []*stagedObject{{largestPage: 1 << 20}}
 	huge := []*stagedObject{{largestPage: 200 << 20, hugeBytes: 800 << 20}, nil}
 	for _, tc := range []struct {
-		configured string
-		staged     []*stagedObject
-		want       string
+		staged []*stagedObject
+		want   int64
 	}{
-		{"64MB", small, "64MB"},
-		{"64MB", huge, "1201MiB"},
-		{"2GB", huge, "2GB"}, // a larger setting is kept
-		{"512MiB", huge, "1201MiB"},
+		{small, 2 << 20},
+		{huge, 1200 << 20},
 		// What a merge deletes is the load's to make room for.
-		{"64MB", []*stagedObject{{table: load.Table{Mode: load.Merge, Rows: 5_000_000}}}, "64MB"},
+		{[]*stagedObject{{table: load.Table{Mode: load.Merge, Rows: 5_000_000}}}, 0},
 	} {
-		if got := memoryFor(tc.configured, tc.staged); got != tc.want {
-			t.Errorf("memoryFor(%q) = %q, want %q", tc.configured, got, tc.want)
+		if got := pinnedFor(tc.staged); got != tc.want {
+			t.Errorf("pinnedFor = %d, want %d", got, tc.want)
 		}
 	}
 	if threadsFor(huge) != 1 || threadsFor(small) != 0 {

@@ -98,8 +98,9 @@ type Config struct {
 	// DuckDBMemory caps DuckDB's memory while the run loads the warehouse
 	// (default "64MB"; DuckDB spills beyond it), so a load's memory does not
 	// grow with the size of an object. The run raises it for what DuckDB
-	// cannot spill: huge values (memoryFor), and, for the commit, the rows
-	// a merge deletes from a table that holds them (load.RunLoad.Commit).
+	// cannot spill: huge values (pinnedFor, load.WithPinnedBytes), and, for
+	// the commit, the rows a merge deletes from a table that holds them
+	// (load.RunLoad.Commit).
 	DuckDBMemory string
 	// MaxValueBytes is the longest value (its JSON text) a stream stores
 	// in its table (default DefaultMaxValueBytes). A longer one is null in
@@ -454,7 +455,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 
 	// Commit what succeeded, with state and the run record, in one
 	// transaction: the one the early load began, when it did.
-	settings := []load.OpenOption{load.WithMemoryLimit(memoryFor(cfg.DuckDBMemory, staged)), load.WithPinnedBytes(pinnedFor(staged)),
+	settings := []load.OpenOption{load.WithMemoryLimit(cfg.DuckDBMemory), load.WithPinnedBytes(pinnedFor(staged)),
 		load.WithThreads(threadsFor(staged)), load.WithRowsInAnyOrder()}
 	wh, rl := early.finish()
 	if rl != nil {
@@ -615,10 +616,9 @@ func warnUnread(log *slog.Logger, outs []outcome) {
 	}
 	var later, never []string // deferred streams a later window holds, and those none does
 	for _, o := range outs {
-		var qe *extract.QuotaError
 		switch {
 		case o.status != StatusDeferred || slices.Contains(later, o.object) || slices.Contains(never, o.object):
-		case errors.As(o.err, &qe) && qe.Exceeds:
+		case noWindowHolds(o.err):
 			never = append(never, o.object)
 		default:
 			later = append(later, o.object)
@@ -653,20 +653,8 @@ func threadsFor(staged []*stagedObject) int {
 	return 0
 }
 
-// memoryFor is DuckDB's memory limit for a run's load: the configured one,
-// raised when pages were huge (pinnedFor). (The load raises it again for
-// what a merge deletes, on top of what is pinned: load.RunLoad.Commit.)
-func memoryFor(configured string, staged []*stagedObject) string {
-	if need := pinnedFor(staged); need > 64<<20 && need > load.SizeBytes(configured) {
-		return fmt.Sprintf("%dMiB", need>>20+1)
-	}
-	return configured
-}
-
-// pinnedFor is what DuckDB keeps pinned of a run's huge pages. DuckDB
-// cannot spill one value, and it keeps the huge values a transaction
-// inserts pinned until the commit (measured: "failed to pin block of size
-// 200.0 MiB" at commit otherwise): the bytes of every huge page plus twice
+// pinnedFor is what DuckDB keeps pinned of a run's huge pages until the
+// commit (load.WithPinnedBytes): the bytes of every huge page plus twice
 // the largest.
 func pinnedFor(staged []*stagedObject) int64 {
 	var need int64

@@ -161,14 +161,14 @@ func continueAt(err error, cont bool, before int) (at time.Time, ok bool, why st
 	if !errors.As(err, &re) {
 		return time.Time{}, false, "", nil
 	}
-	big := re.Exceeds()
+	big, left := re.Exceeds(), re.Unfinished()
 	switch {
 	case len(big) > 0 && len(big) == len(re.Deferred) && len(re.Failed) == 0:
 		return time.Time{}, false, "not continuing: these streams need more requests than the quota allows in a whole window; " + extract.ExceedsAdvice, big
-	case cont && len(re.Unfinished()) >= before && len(re.Deferred) > 0:
-		return time.Time{}, false, "the continuation left as many streams unfinished as the run before it: a window's quota does not cover what is left", re.Unfinished()
-	case cont && len(re.Unfinished()) >= before:
-		return time.Time{}, false, "the continuation's streams failed again", re.Unfinished()
+	case cont && len(left) >= before && len(re.Deferred) > 0:
+		return time.Time{}, false, "the continuation left as many streams unfinished as the run before it: a window's quota does not cover what is left", left
+	case cont && len(left) >= before:
+		return time.Time{}, false, "the continuation's streams failed again", left
 	}
 	at, ok = re.ResumeAt()
 	return at.Add(continueMargin), ok, "", nil
