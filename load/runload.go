@@ -62,9 +62,12 @@ type BeginOption func(*RunLoad)
 func CountingNewRows() BeginOption { return func(r *RunLoad) { r.counts = true } }
 
 // Begin starts run's transaction (its ID and SnapshotDate; the rest of
-// the record is given to Commit).
+// the record is given to Commit). The transaction outlives ctx
+// (txContext): its statements take the context they are given, and it
+// ends only by Commit or Rollback, which every caller defers, so that no
+// rollback of database/sql's own races the warehouse's Close.
 func (w *Warehouse) Begin(ctx context.Context, run Run, opts ...BeginOption) (*RunLoad, error) {
-	tx, err := w.db.BeginTx(ctx, nil)
+	tx, err := w.db.BeginTx(txContext(ctx), nil)
 	if err != nil {
 		return nil, fmt.Errorf("warehouse %s: begin: %w", w.path, err)
 	}
@@ -251,6 +254,11 @@ func (r *RunLoad) Commit(ctx context.Context, run Run, tables []Table) error {
 	}
 	if err := insertRun(ctx, tx, run, rowsPer, false); err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil {
+		// The transaction outlives ctx; a run cancelled before its commit
+		// commits nothing, as it would have bound to ctx.
+		return fmt.Errorf("warehouse %s: commit run %s: %w", r.w.path, run.ID, err)
 	}
 	r.done = true
 	err = tx.Commit()

@@ -123,6 +123,74 @@ func TestRunLoadLoadsWhileFetching(t *testing.T) {
 	}
 }
 
+// TestRunLoadCancelled: a run cancelled while its transaction is open
+// commits nothing, and the transaction stays the run's own to roll back:
+// database/sql does not end it behind the warehouse's back (which raced
+// Close, see load.txContext), so Rollback ends it, the one connection is
+// free for the next run, and Close leaves the file to open again.
+func TestRunLoadCancelled(t *testing.T) {
+	lake, wh := newWarehouse(t)
+	day := "2026-11-26"
+	now := time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)
+	run := func(id string) load.Run {
+		return load.Run{ID: id, Started: now, Finished: now, Status: "succeeded", SnapshotDate: day}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rl, err := wh.Begin(ctx, run("r1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := stageParts(t, lake, "r1", day, 0, 0, 20, 10)
+	if err := rl.LoadFiles(ctx, tb); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := rl.Commit(ctx, run("r1"), []load.Table{tb}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("commit after the cancel: %v, want context.Canceled", err)
+	}
+	if err := rl.Rollback(); err != nil {
+		t.Errorf("rollback after the failed commit: %v", err)
+	}
+	if n := wh.DB().Stats().InUse; n != 0 {
+		t.Errorf("%d connections still in use after the rollback", n)
+	}
+	if n := count(t, wh.DB(), `SELECT count(*) FROM _sepipe_runs`); n != 0 {
+		t.Errorf("the cancelled run recorded %d runs", n)
+	}
+
+	// A transaction cancelled mid-load ends only by its Rollback.
+	ctx, cancel = context.WithCancel(context.Background())
+	rl, err = wh.Begin(ctx, run("r2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rl.LoadFiles(ctx, stageParts(t, lake, "r2", day, 0, 0, 20, 10)); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	// database/sql ends a transaction bound to its context soon after
+	// the cancel, in a goroutine of its own; give it the time to.
+	for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if n := wh.DB().Stats().InUse; n != 1 {
+			t.Fatalf("%d connections in use after the cancel, want the transaction's one until its rollback", n)
+		}
+	}
+	if err := rl.Rollback(); err != nil {
+		t.Errorf("rollback after the cancel: %v (database/sql ended the transaction on its own)", err)
+	}
+	if err := wh.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := load.OpenWarehouse(context.Background(), lake.WarehousePath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if err := again.Commit(context.Background(), run("r3"), []load.Table{stage(t, lake, "r3", day, 5)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestWantedWhileAnotherProcessWaits: a waiting OpenState tells the
 // holder of the working database that it wants it.
 func TestWantedWhileAnotherProcessWaits(t *testing.T) {

@@ -502,7 +502,8 @@ func columnDefs(object string, s *arrow.Schema, mode WriteMode) ([]string, error
 }
 
 // txContext is the context of a transaction that its own goroutine ends
-// with a deferred Rollback: ctx's values without its cancellation. The
+// with a deferred Rollback (a run's, Begin; LoadEvents, RecordFailure,
+// historyFromViews): ctx's values without its cancellation. The
 // statements in it still take ctx, and a cancelled one is interrupted.
 // A transaction begun with ctx itself is rolled back, when ctx ends, by
 // database/sql in a goroutine of its own, which then discards the
