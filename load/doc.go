@@ -30,7 +30,12 @@
 // stream's finished part files into its history while the run fetches, RunLoad.Commit loads the rest (or refuses with
 // ErrEarlyLoadStale when its tables do not hold what was loaded), and
 // Warehouse.Wanted says whether another process waits for the lock
-// meanwhile. Readers open
+// meanwhile. The transaction outlives its context and ends only by
+// Commit or Rollback (txContext). A merge stream's load deletes the old
+// versions of the keys it brings by row ids, found by a join DuckDB can
+// spill and deleted by ranges (deleteOld), and raises the memory limit,
+// until the transaction ends, only by what those deletes pin (deleteRoom).
+// Readers open
 // the published copy, <out>/warehouse.duckdb: Warehouse.Publish (and
 // PublishState) checkpoints the working database, copies it beside the
 // published file and renames the copy over it (publish.go), so a reader

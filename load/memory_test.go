@@ -2,28 +2,33 @@ package load
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// TestRoomForMerges: within the run's transaction the load raises a
-// configured memory limit to what the run keeps pinned plus 48 bytes for
-// every row its merges may delete, the fewer of the rows a merge brings
-// and the rows its table holds; nothing for a table that is empty, a view,
-// or replaced whole; and the commit gives the configured limit back.
-func TestRoomForMerges(t *testing.T) {
+// TestDeleteOld: a merge's deletes take the old version of every key the
+// run brings, whatever its share of the table, in batches of row ids; the
+// load raises a configured memory limit, on top of it, by what they pin
+// (vectorDeleteBytes for each vector they delete some but not all rows
+// of), nothing for a table that is empty or replaced by whole vectors;
+// the transaction's end gives the configured limit back.
+func TestDeleteOld(t *testing.T) {
 	ctx := context.Background()
-	w, err := OpenWarehouse(ctx, filepath.Join(t.TempDir(), "w.duckdb"), WithMemoryLimit("64MB"), WithPinnedBytes(40<<20))
+	w, err := OpenWarehouse(ctx, filepath.Join(t.TempDir(), "w.duckdb"), WithMemoryLimit("64MB"), WithPinnedBytes(80<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
+	const n = 1_500_000 // 733 vectors, twelve batches of row ids
 	for _, q := range []string{
 		`CREATE TABLE empty_one (id BIGINT)`,
 		`CREATE TABLE held (id BIGINT)`,
-		`INSERT INTO held SELECT range FROM range(1000000)`,
-		`CREATE VIEW a_view AS SELECT * FROM held`,
+		fmt.Sprintf(`INSERT INTO held SELECT range FROM range(%d)`, n),
+		`CREATE TABLE every_key AS SELECT range AS id FROM range(3 * 2048 + 7, ` + fmt.Sprint(n) + `)`,
+		fmt.Sprintf(`CREATE TABLE spread AS SELECT range AS id FROM range(0, %d, 500)`, n),
+		`CREATE TABLE new_keys AS SELECT range AS id FROM range(2000000, 2000100)`,
 	} {
 		if _, err := w.db.ExecContext(ctx, q); err != nil {
 			t.Fatal(err)
@@ -37,40 +42,44 @@ func TestRoomForMerges(t *testing.T) {
 		}
 		return SizeBytes(strings.ReplaceAll(s, " ", ""))
 	}
-	configured := limit(w.db)
-	merge := func(object string, rows int64) Table {
-		return Table{Object: object, Mode: Merge, Rows: rows, Files: []string{"staged.parquet"}}
-	}
+	configured := limit(w.db) // the pinned bytes' 80 MiB, more than 64 MB
+	vectors := int64(n+2047) / 2048
 	for _, tc := range []struct {
-		name   string
-		tables []Table
-		want   int64 // 0: the configured limit
+		table, from string
+		deleted     int64
+		partial     int64 // vectors deleted in part
 	}{
-		{"first sync", []Table{merge("empty_one", 5_000_000)}, 0},
-		{"a new table", []Table{merge("not_yet", 5_000_000)}, 0},
-		{"a few rows over many", []Table{merge("held", 1000)}, 0}, // 40 MB + 48 kB < 64 MB
-		{"a view", []Table{merge("a_view", 1_000_000)}, 0},
-		{"full refresh", []Table{{Object: "held", Mode: Merge, Rows: 1_000_000, Files: []string{"x"}, FullRefresh: true}}, 0},
-		{"many over many", []Table{merge("held", 5_000_000)}, 40<<20 + 1_000_000*mergeRowBytes},
-		{"two merges", []Table{merge("held", 600_000), merge("held", 600_000)}, 40<<20 + 1_200_000*mergeRowBytes},
+		{"empty_one", "spread", 0, 0},
+		{"held", "new_keys", 0, 0},
+		// All but the first three vectors and 7 rows of the fourth: the
+		// fourth and the last, shorter one (its 864 rows, all deleted,
+		// are fewer than a vector's) are deleted in part.
+		{"held", "every_key", n - 3*2048 - 7, 2},
+		{"held", "spread", n / 500, vectors},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.table+"/"+tc.from, func(t *testing.T) {
 			r, err := w.Begin(ctx, Run{ID: "r1"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer r.Rollback() //nolint:errcheck
-			raised, err := r.roomForMerges(ctx, tc.tables)
-			if err != nil {
+			var before int64
+			if err := r.tx.QueryRowContext(ctx, "SELECT count(*) FROM "+tc.table).Scan(&before); err != nil {
 				t.Fatal(err)
 			}
-			r.raised = raised
-			got := limit(r.tx)
-			switch {
-			case tc.want == 0 && (raised || got != configured):
-				t.Errorf("limit %d (raised %v), want the configured %d", got, raised, configured)
-			case tc.want != 0 && (!raised || got < tc.want || got > tc.want+2<<20):
-				t.Errorf("limit %d (raised %v), want %d", got, raised, tc.want)
+			if err := deleteOld(ctx, r.tx, Table{Object: tc.table}, tc.from, []string{"t.id = s.id"}, &r.room); err != nil {
+				t.Fatal(err)
+			}
+			var left, kept int64
+			if err := r.tx.QueryRowContext(ctx, "SELECT count(*), count(*) FILTER (WHERE id NOT IN (SELECT id FROM "+tc.from+")) FROM "+tc.table).Scan(&left, &kept); err != nil {
+				t.Fatal(err)
+			}
+			if before-left != tc.deleted || kept != left {
+				t.Errorf("deleted %d rows and kept %d of %d without a key brought, want %d deleted and every other kept", before-left, kept, left, tc.deleted)
+			}
+			want := configured + tc.partial*vectorDeleteBytes
+			if got := limit(r.tx); got < want || got > want+1<<20 || r.room.raised != (tc.partial > 0) {
+				t.Errorf("limit %d (raised %v), want %d: the configured %d and %d vectors deleted in part", got, r.room.raised, want, configured, tc.partial)
 			}
 			if err := r.Rollback(); err != nil {
 				t.Fatal(err)

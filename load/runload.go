@@ -30,7 +30,7 @@ type RunLoad struct {
 	counts bool // CountingNewRows
 	early  map[string]*earlyTable
 	done   bool
-	raised bool // roomForMerges raised the memory limit; the end lowers it
+	room   deleteRoom // what the merges' deletes pin until the end
 }
 
 // earlyTable is what LoadFiles has put into one stream's history.
@@ -71,7 +71,7 @@ func (w *Warehouse) Begin(ctx context.Context, run Run, opts ...BeginOption) (*R
 	if err != nil {
 		return nil, fmt.Errorf("warehouse %s: begin: %w", w.path, err)
 	}
-	r := &RunLoad{w: w, tx: tx, run: run, early: map[string]*earlyTable{}}
+	r := &RunLoad{w: w, tx: tx, run: run, early: map[string]*earlyTable{}, room: deleteRoom{w: w}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -190,12 +190,12 @@ func (r *RunLoad) Rollback() error {
 }
 
 // lowerMemory gives the configured memory limit back once the transaction
-// has ended, when roomForMerges raised it: the deletes' memory is free
-// again. It is no failure of the run when it fails (the run has ended;
-// a publish resets the limit anyway, closeDB).
+// has ended, when a merge's deletes raised it (deleteRoom): what they
+// pinned is free again. It is no failure of the run when it fails (the
+// run has ended; a publish resets the limit anyway, closeDB).
 func (r *RunLoad) lowerMemory() {
-	if r.raised {
-		r.raised = false
+	if r.room.raised {
+		r.room.raised, r.room.pinned = false, 0
 		_, _ = r.w.db.Exec("SET memory_limit = " + Literal(r.w.memoryLimit))
 	}
 }
@@ -219,18 +219,13 @@ func (r *RunLoad) Commit(ctx context.Context, run Run, tables []Table) error {
 	if err := r.check(tables); err != nil {
 		return err
 	}
-	raised, err := r.roomForMerges(ctx, tables)
-	r.raised = raised
-	if err != nil {
-		return err
-	}
 	tx := r.tx
 	rowsPer := map[string]int64{}
 	for _, t := range tables {
 		if err := CheckName(t.Object); err != nil {
 			return &WriteError{Object: t.Object, Step: "load", Err: err}
 		}
-		if err := loadTable(ctx, tx, run, t, r.w.lake, r.early[t.Object]); err != nil {
+		if err := loadTable(ctx, tx, run, t, r.w.lake, r.early[t.Object], &r.room); err != nil {
 			return err
 		}
 		if err := recordName(ctx, tx, run.ID, t); err != nil {
@@ -261,7 +256,7 @@ func (r *RunLoad) Commit(ctx context.Context, run Run, tables []Table) error {
 		return fmt.Errorf("warehouse %s: commit run %s: %w", r.w.path, run.ID, err)
 	}
 	r.done = true
-	err = tx.Commit()
+	err := tx.Commit()
 	r.lowerMemory()
 	if err != nil {
 		return fmt.Errorf("warehouse %s: commit run %s: %w", r.w.path, run.ID, err)

@@ -207,54 +207,52 @@ func limitFor(configured string, pinned int64) string {
 // mib is n bytes as a DuckDB size, rounded up to the next MiB.
 func mib(n int64) string { return fmt.Sprintf("%dMiB", n>>20+1) }
 
-// mergeRowBytes is what DuckDB holds, until the commit, for a row a merge
-// load deletes (with room for the key's hash table).
-const mergeRowBytes = 48
+// vectorDeleteBytes is what DuckDB pins, until the commit, for each
+// vector of 2,048 rows of which a transaction deletes some rows but not
+// all: the vector's version info, a transaction number a row. Measured on
+// a table of 5 M rows with one row in 500 deleted: 41 MiB for its 2,441
+// vectors, 17.2 KiB each. A vector deleted whole pins none of it, nor
+// does a delete's join (deleteOld keeps that under the limit).
+const vectorDeleteBytes = 20 << 10
 
-// roomForMerges raises DuckDB's memory limit, when one is set, to what
-// the run keeps pinned (WithPinnedBytes) plus mergeRowBytes for every row
-// its merges may delete, and says whether it did. A merge stream's upsert
-// deletes the old version of every key it brings (a join), and DuckDB
-// keeps what that delete touches until the commit: a merge of 5 M rows
-// over as many failed under 64 MB ("failed to pin block") and passed
-// under 256 MB. A merge may delete no more rows than it brings, nor than
-// its table holds: a first sync deletes none, and keeps the limit (a
-// higher one is room DuckDB's buffer pool fills: a first merge of 5 M
-// rows peaked at 415 MB under the raised limit). An append stream's
-// same-day rerun deletes the day's rows by a predicate: 5 M of them pass
-// under 64 MB.
-func (r *RunLoad) roomForMerges(ctx context.Context, tables []Table) (bool, error) {
-	current := SizeBytes(r.w.memoryLimit)
-	if current <= 0 {
-		return false, nil // DuckDB's own limit, a share of the machine's memory
+// joinBytes is what DuckDB needs, on two threads, to find the rows of a
+// table of held rows whose key is among brought rows (deleteOld's join,
+// which spills): measured, 1 M over 1 M passed under 24 MB and failed
+// under 16; 5 M over 5 M passed under 32 and failed under 24; 20 M over
+// 20 M passed under 64 and failed under 48, and 5 M under 20 M failed
+// under 48. DuckDB's external join partitions both sides, so its need
+// grows with both, slowly; this rule leaves room above each of those.
+func joinBytes(held, brought int64) int64 { return 24<<20 + 2*(held+brought) }
+
+// deleteRoom raises DuckDB's memory limit, when one is set, for a run's
+// merges: for the join that finds a merge's old versions (joinBytes)
+// while it runs, and for what their deletes pin until the commit
+// (vectorDeleteBytes), on top of the configured limit: DuckDB can neither
+// spill nor free that, and a delete that left the next statements no
+// room failed ("could not allocate block": a merge of 10,000 rows spread
+// over a table of 5 M, under 64 MB).
+type deleteRoom struct {
+	w      *Warehouse
+	pinned int64 // what the run's deletes pin so far
+	raised bool  // the limit is raised; the transaction's end lowers it
+}
+
+// set makes the limit the configured one or need, the larger, plus what
+// the deletes pin.
+func (d *deleteRoom) set(ctx context.Context, tx *sql.Tx, object string, need int64) error {
+	base := SizeBytes(d.w.memoryLimit)
+	if base <= 0 || (!d.raised && d.pinned == 0 && need <= base) {
+		return nil // DuckDB's own limit (a share of the machine's memory), or room enough
 	}
-	var rows int64
-	for _, t := range tables {
-		if t.Mode != Merge || t.FullRefresh || len(t.Files) == 0 {
-			continue
-		}
-		kind, err := relationKind(ctx, r.tx, t.Object)
-		if err != nil {
-			return false, &WriteError{Object: t.Object, Step: "merge: inspect the table", Path: t.Object, Err: err}
-		}
-		if kind != "table" {
-			continue
-		}
-		var held int64
-		if err := r.tx.QueryRowContext(ctx, "SELECT count(*) FROM "+Ident(t.Object)).Scan(&held); err != nil {
-			return false, &WriteError{Object: t.Object, Step: "merge: count the table's rows", Path: t.Object, Err: err}
-		}
-		rows += min(held, t.Rows)
+	limit := d.w.memoryLimit
+	if need > base || d.pinned > 0 {
+		limit = mib(max(base, need) + d.pinned)
 	}
-	need := r.w.pinned + rows*mergeRowBytes
-	if rows == 0 || need <= current {
-		return false, nil
+	if _, err := tx.ExecContext(ctx, "SET memory_limit = "+Literal(limit)); err != nil {
+		return &WriteError{Object: object, Step: "merge: memory limit " + limit, Path: object, Err: err}
 	}
-	limit := mib(need)
-	if _, err := r.tx.ExecContext(ctx, "SET memory_limit = "+Literal(limit)); err != nil {
-		return false, fmt.Errorf("warehouse %s: memory limit %s for the merges' deletes: %w", r.w.path, limit, err)
-	}
-	return true, nil
+	d.raised = limit != d.w.memoryLimit
+	return nil
 }
 
 // OpenOption configures OpenWarehouse.
@@ -600,7 +598,7 @@ func fileList(files []string) string {
 	return "[" + strings.Join(q, ", ") + "]"
 }
 
-func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, early *earlyTable) error {
+func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, early *earlyTable, room *deleteRoom) error {
 	mode := t.Mode
 	if mode == "" {
 		mode = Replace
@@ -710,7 +708,7 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, ea
 	case mode == Merge:
 		// The rows the insert reports against the staged rows less the
 		// repeats of a key: no scan of the table for the run's rows.
-		n, w, err := mergeRows(ctx, tx, run, t, colList, src)
+		n, w, err := mergeRows(ctx, tx, run, t, colList, src, room)
 		if err != nil {
 			return err
 		}
@@ -805,7 +803,7 @@ func countNew(ctx context.Context, tx *sql.Tx, t Table) (int64, error) {
 // rows it inserted and how many it should have: the distinct keys the run
 // brought. When the staged rows hold a key twice, the
 // one with the latest cursor (or the last one read) wins.
-func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, colList, src string) (inserted, want int64, err error) {
+func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, colList, src string, room *deleteRoom) (inserted, want int64, err error) {
 	table := Ident(t.Object)
 	pk := make([]string, len(t.PrimaryKey))
 	var nullCheck, join []string
@@ -853,9 +851,8 @@ func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, colList, src s
 		from = "_sepipe_merge"
 	}
 	if !t.FullRefresh {
-		q := "DELETE FROM " + table + " t USING " + from + " s WHERE " + strings.Join(join, " AND ")
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return 0, 0, &WriteError{Object: t.Object, Step: "merge: delete old versions", Path: t.Object, Err: err}
+		if err := deleteOld(ctx, tx, t, from, join, room); err != nil {
+			return 0, 0, err
 		}
 	}
 	q = fmt.Sprintf("INSERT INTO %s (%s, %s, %s) SELECT %s, ?, CAST(? AS DATE) FROM %s",
@@ -866,6 +863,95 @@ func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, colList, src s
 	}
 	n, _ := res.RowsAffected()
 	return n, t.Rows - extra, nil
+}
+
+// deleteBatchRows is how many row ids one of deleteOld's deletes takes
+// at most, a power of two and a whole number of DuckDB's vectors of
+// 2,048 rows: its join's hash table stays a few MB (the deletes of 2^19
+// ids at once failed under 16 MB).
+const (
+	deleteBatchShift = 17
+	deleteBatchRows  = 1 << deleteBatchShift
+)
+
+// deleteOld deletes the rows of t's table whose key is among the rows
+// from brings (join: the key columns' equalities of the table, t, and
+// from, s), making room for what the deletes pin (room). It does not
+// delete by one join of the two: DuckDB's delete could not spill that
+// join (a merge of 5 M rows over as many failed under 64 MB, passing
+// only under 160 MB, sometimes not under 128). It finds the doomed rows'
+// ids first, a join whose result DuckDB spills, then deletes them by
+// ranges of deleteBatchRows ids, each a small join that skips the table's
+// other row groups (the same merge: peak 177 MB under 64 MB). The limit
+// is raised for the first join when it needs more (joinBytes), and for
+// what the deletes pin (deleteRoom).
+func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, join []string, room *deleteRoom) error {
+	table := Ident(t.Object)
+	fail := func(step string, err error) error {
+		return &WriteError{Object: t.Object, Step: "merge: " + step, Path: t.Object, Err: err}
+	}
+	var held int64
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+table).Scan(&held); err != nil {
+		return fail("count the table's rows", err)
+	}
+	if held == 0 {
+		return nil // a first sync: no join over the run's keys for nothing
+	}
+	if err := room.set(ctx, tx, t.Object, joinBytes(held, t.Rows)); err != nil {
+		return err
+	}
+	const gone = "_sepipe_gone"
+	if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+gone+" AS SELECT t.rowid AS r FROM "+table+" t SEMI JOIN "+from+" s ON "+strings.Join(join, " AND ")); err != nil {
+		return fail("find the old versions", err)
+	}
+	defer tx.ExecContext(ctx, "DROP TABLE IF EXISTS "+gone) //nolint:errcheck // a temporary table, gone with the connection
+
+	// The doomed rows by ranges of deleteBatchRows ids: how many in each,
+	// and in how many vectors of the range some but not all go.
+	rows, err := tx.QueryContext(ctx, fmt.Sprintf(`SELECT v >> %d AS b, sum(n)::BIGINT, count(*) FILTER (WHERE n < 2048)
+		FROM (SELECT r >> 11 AS v, count(*) AS n FROM %s GROUP BY v) GROUP BY b ORDER BY b`, deleteBatchShift-11, gone))
+	if err != nil {
+		return fail("group the old versions", err)
+	}
+	type batch struct{ lo, hi, rows int64 }
+	var batches []batch
+	var total, partial int64
+	for rows.Next() {
+		var b, n, p int64
+		if err := rows.Scan(&b, &n, &p); err != nil {
+			rows.Close()
+			return fail("group the old versions", err)
+		}
+		total, partial = total+n, partial+p
+		lo, hi := b*deleteBatchRows, (b+1)*deleteBatchRows
+		if last := len(batches) - 1; last >= 0 && batches[last].rows+n <= deleteBatchRows {
+			batches[last].hi, batches[last].rows = hi, batches[last].rows+n
+			continue
+		}
+		batches = append(batches, batch{lo, hi, n})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fail("group the old versions", err)
+	}
+	room.pinned += partial * vectorDeleteBytes
+	if err := room.set(ctx, tx, t.Object, 0); err != nil {
+		return err
+	}
+	var deleted int64
+	for _, b := range batches {
+		res, err := tx.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE rowid >= %d AND rowid < %d AND rowid IN (SELECT r FROM %s WHERE r >= %d AND r < %d)",
+			table, b.lo, b.hi, gone, b.lo, b.hi))
+		if err != nil {
+			return fail(fmt.Sprintf("delete old versions (row ids %d to %d)", b.lo, b.hi-1), err)
+		}
+		n, _ := res.RowsAffected()
+		deleted += n
+	}
+	if deleted != total {
+		return fail("delete old versions", fmt.Errorf("deleted %d rows, %d hold a key the run brings", deleted, total))
+	}
+	return nil
 }
 
 // alignColumns adds the columns a table lacks and widens the ones whose
