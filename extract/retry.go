@@ -123,6 +123,7 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 		start := time.Now()
 		resp, sent, err := c.attempt(ctx, info, u, bearer, buf)
 		q := parseQuotaHeaders(resp.header, c.now())
+		retryAfter, hintedWait := parseRetryAfter(resp.header.Get("Retry-After"), c.now())
 		if resp.status == http.StatusTooManyRequests && (!q.ok || q.limit == 0) {
 			if m := parseQuotaMeta(buf.Bytes(), c.now()); m.ok {
 				q = m // the body says more: the limit too
@@ -132,8 +133,7 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 		case err != nil || retryableStatus(resp.status) && resp.status != http.StatusTooManyRequests:
 			c.budget.release(sl, outcomeFailed)
 		case resp.status == http.StatusTooManyRequests:
-			ra, _ := parseRetryAfter(resp.header.Get("Retry-After"), c.now())
-			if lowered, rps := c.budget.throttled(sl, ra, q); lowered {
+			if lowered, rps := c.budget.throttled(sl, retryAfter, q); lowered {
 				c.log.DebugContext(ctx, "request rate lowered after a 429", "interface", info.iface, "op", info.op,
 					"rate", math.Round(rps*100)/100, "announced_limit", q.limit)
 			}
@@ -195,7 +195,7 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 			}
 			mayHaveActed = mayHaveActed || resp.status != http.StatusTooManyRequests
 			last = apiErr
-			wait, hinted = parseRetryAfter(resp.header.Get("Retry-After"), c.now())
+			wait, hinted = retryAfter, hintedWait
 		}
 
 		if hinted && resp.status == http.StatusTooManyRequests && wait > c.maxWait {

@@ -33,8 +33,11 @@
 // meanwhile. The transaction outlives its context and ends only by
 // Commit or Rollback (txContext). A merge stream's load deletes the old
 // versions of the keys it brings by row ids, found by a join DuckDB can
-// spill and deleted by ranges (deleteOld), and raises the memory limit,
-// until the transaction ends, only by what those deletes pin (deleteRoom).
+// spill and deleted by ranges (deleteOld); it raises the memory limit for
+// that join when the configured one is less than it needs, and on top of
+// the configured one by what the deletes pin, which only a checkpoint
+// frees: the transaction's end checkpoints, then lowers the limit
+// (deleteRoom, RunLoad.lowerMemory).
 // Readers open
 // the published copy, <out>/warehouse.duckdb: Warehouse.Publish (and
 // PublishState) checkpoints the working database, copies it beside the

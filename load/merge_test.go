@@ -119,10 +119,11 @@ func TestMergeUpsertsAndKeysReadTwice(t *testing.T) {
 // TestMergeMakesRoomForItsDeletes: merges over a table of a million rows
 // under a small configured memory limit, on two threads: one that brings
 // every key again (DuckDB's delete of them by one join failed under
-// 64 MB) and one that brings one key in 100, whose deletes pin every
-// vector of the table until the commit ("could not allocate block" under
-// 16 MB without the raise; load's TestDeleteOld has the rule). The
-// warehouse keeps the configured limit afterwards.
+// 64 MB) and two that bring one key in 100 each, whose deletes pin every
+// vector of the table until the next checkpoint ("could not allocate
+// block" under 16 MB without the raise, or for the second without the
+// checkpoint after the first's commit; load's TestDeleteOld has the rule).
+// The warehouse keeps the configured limit afterwards.
 func TestMergeMakesRoomForItsDeletes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("merges over a million rows")
@@ -152,6 +153,13 @@ func TestMergeMakesRoomForItsDeletes(t *testing.T) {
 	commitMerge(t, wh, "r1", stageNamed(t, lake, "r1", map[string][]int{"a": ids(0, n-1)}))
 	commitMerge(t, wh, "r2", stageNamed(t, lake, "r2", map[string][]int{"b": ids(0, n-1)}))
 	commitMerge(t, wh, "r3", stageNamed(t, lake, "r3", map[string][]int{"c": spread}))
+	// What r3's deletes pinned outlives its commit until a checkpoint: a
+	// second such merge must not find it still held.
+	var again []int
+	for i := 50; i < n; i += 100 {
+		again = append(again, i)
+	}
+	commitMerge(t, wh, "r4", stageNamed(t, lake, "r4", map[string][]int{"d": again}))
 	if got := limit(); got != configured {
 		t.Errorf("after the merges the limit is %s, want the configured %s back", got, configured)
 	}
@@ -160,9 +168,10 @@ func TestMergeMakesRoomForItsDeletes(t *testing.T) {
 		want int64
 	}{
 		{`SELECT count(*) FROM thing`, n + n/100},
-		{`SELECT count(*) FROM thing WHERE name = 'b'`, n - n/100},
+		{`SELECT count(*) FROM thing WHERE name = 'b'`, n - 2*n/100},
 		{`SELECT count(*) FROM thing WHERE name = 'c'`, 2 * n / 100},
 		{`SELECT count(*) FROM thing WHERE name = 'c' AND id % 100 <> 0`, 0},
+		{`SELECT count(*) FROM thing WHERE name = 'd' AND id % 100 = 50`, n / 100},
 	} {
 		if got := count(t, wh.DB(), c.q); got != c.want {
 			t.Errorf("%s: %d, want %d", c.q, got, c.want)

@@ -190,13 +190,27 @@ func (r *RunLoad) Rollback() error {
 }
 
 // lowerMemory gives the configured memory limit back once the transaction
-// has ended, when a merge's deletes raised it (deleteRoom): what they
-// pinned is free again. It is no failure of the run when it fails (the
-// run has ended; a publish resets the limit anyway, closeDB).
+// has ended, when a merge raised it (deleteRoom). What deletes pinned is
+// freed by a checkpoint only, not by the commit (nor all of it by a
+// rollback), so it checkpoints first: a second run on the same warehouse
+// (the commit from the staged files after a stale early load) would
+// otherwise find the pins held under the configured limit. When either
+// step fails the limit stays raised by what is still pinned: a failure
+// here is no failure of the run (it has ended; the publish checkpoints
+// and resets the limit anyway, closeDB), and the next run's room counts
+// the pins still held.
 func (r *RunLoad) lowerMemory() {
+	w := r.w
+	if w.deletePins > 0 {
+		if _, err := w.db.Exec("CHECKPOINT"); err != nil {
+			return
+		}
+		w.deletePins = 0
+	}
 	if r.room.raised {
-		r.room.raised, r.room.pinned = false, 0
-		_, _ = r.w.db.Exec("SET memory_limit = " + Literal(r.w.memoryLimit))
+		if _, err := w.db.Exec("SET memory_limit = " + Literal(w.memoryLimit)); err == nil {
+			r.room.raised = false
+		}
 	}
 }
 

@@ -33,9 +33,12 @@ type Warehouse struct {
 	// defaultMemory is DuckDB's memory limit before configure lowered it.
 	defaultMemory string
 	// memoryLimit is the limit configure set ("": DuckDB's), and pinned
-	// what the run keeps pinned beside a merge's deletes (WithPinnedBytes).
+	// what the run's huge values keep pinned (WithPinnedBytes).
 	memoryLimit string
 	pinned      int64
+	// deletePins is what merges' deletes pin until the next checkpoint,
+	// committed or rolled back (deleteRoom, RunLoad.lowerMemory).
+	deletePins int64
 }
 
 const metaDDL = `
@@ -207,52 +210,53 @@ func limitFor(configured string, pinned int64) string {
 // mib is n bytes as a DuckDB size, rounded up to the next MiB.
 func mib(n int64) string { return fmt.Sprintf("%dMiB", n>>20+1) }
 
-// vectorDeleteBytes is what DuckDB pins, until the commit, for each
-// vector of 2,048 rows of which a transaction deletes some rows but not
-// all: the vector's version info, a transaction number a row. Measured on
-// a table of 5 M rows with one row in 500 deleted: 41 MiB for its 2,441
-// vectors, 17.2 KiB each. A vector deleted whole pins none of it, nor
-// does a delete's join (deleteOld keeps that under the limit).
+// vectorDeleteBytes is what DuckDB pins, until the next checkpoint (a
+// commit does not free it, nor does a rollback all of it), for each vector
+// of 2,048 rows of which a transaction deletes some rows but not all: the
+// vector's version info, a transaction number a row. Measured on a table
+// of 5 M rows with one row in 500 deleted: 41 MiB for its 2,441 vectors,
+// 17.2 KiB each. A vector deleted whole pins none of it, nor does a
+// delete's join (deleteOld keeps that under the limit).
 const vectorDeleteBytes = 20 << 10
 
 // joinBytes is what DuckDB needs, on two threads, to find the rows of a
 // table of held rows whose key is among brought rows (deleteOld's join,
 // which spills): measured, 1 M over 1 M passed under 24 MB and failed
-// under 16; 5 M over 5 M passed under 32 and failed under 24; 20 M over
-// 20 M passed under 64 and failed under 48, and 5 M under 20 M failed
-// under 48. DuckDB's external join partitions both sides, so its need
-// grows with both, slowly; this rule leaves room above each of those.
+// under 16 in one run of six; 5 M over 5 M passed under 32 and failed
+// under 24; 20 M over 20 M passed under 64 and failed under 48, and 5 M
+// under 20 M failed under 48. DuckDB's external join partitions both
+// sides, so its need grows with both, slowly; this rule leaves room above
+// each of those.
 func joinBytes(held, brought int64) int64 { return 24<<20 + 2*(held+brought) }
 
 // deleteRoom raises DuckDB's memory limit, when one is set, for a run's
-// merges: for the join that finds a merge's old versions (joinBytes)
-// while it runs, and for what their deletes pin until the commit
-// (vectorDeleteBytes), on top of the configured limit: DuckDB can neither
-// spill nor free that, and a delete that left the next statements no
-// room failed ("could not allocate block": a merge of 10,000 rows spread
-// over a table of 5 M, under 64 MB).
+// merges: for the join that finds a merge's old versions (joinBytes, with
+// what huge values pin) while it runs, and for what deletes pin
+// (Warehouse.deletePins), on top of the configured limit: DuckDB can
+// neither spill nor free that before a checkpoint, and a delete that left
+// the next statements no room failed ("could not allocate block": a merge
+// of 10,000 rows spread over a table of 5 M, under 64 MB).
 type deleteRoom struct {
 	w      *Warehouse
-	pinned int64 // what the run's deletes pin so far
-	raised bool  // the limit is raised; the transaction's end lowers it
+	raised bool // the limit is not the configured one; lowerMemory gives it back
 }
 
 // set makes the limit the configured one or need, the larger, plus what
-// the deletes pin.
-func (d *deleteRoom) set(ctx context.Context, tx *sql.Tx, object string, need int64) error {
+// deletes pin.
+func (d *deleteRoom) set(ctx context.Context, tx *sql.Tx, object string, need int64) (string, error) {
 	base := SizeBytes(d.w.memoryLimit)
-	if base <= 0 || (!d.raised && d.pinned == 0 && need <= base) {
-		return nil // DuckDB's own limit (a share of the machine's memory), or room enough
+	if base <= 0 || (!d.raised && d.w.deletePins == 0 && need <= base) {
+		return d.w.memoryLimit, nil // DuckDB's own limit (a share of the machine's memory), or room enough
 	}
 	limit := d.w.memoryLimit
-	if need > base || d.pinned > 0 {
-		limit = mib(max(base, need) + d.pinned)
+	if need > base || d.w.deletePins > 0 {
+		limit = mib(max(base, need) + d.w.deletePins)
 	}
 	if _, err := tx.ExecContext(ctx, "SET memory_limit = "+Literal(limit)); err != nil {
-		return &WriteError{Object: object, Step: "merge: memory limit " + limit, Path: object, Err: err}
+		return "", &WriteError{Object: object, Step: "merge: memory limit " + limit, Path: object, Err: err}
 	}
 	d.raised = limit != d.w.memoryLimit
-	return nil
+	return limit, nil
 }
 
 // OpenOption configures OpenWarehouse.
@@ -287,8 +291,8 @@ func WithMemoryLimit(limit string) OpenOption { return func(o *openOptions) { o.
 
 // WithPinnedBytes says how much memory the run's huge values keep pinned
 // until the commit: WithMemoryLimit's limit is raised to it when it is
-// more (limitFor), and the load adds what a merge deletes to it
-// (RunLoad.Commit), not to the limit.
+// more (limitFor), and a merge's join gets its room on top of it
+// (deleteOld).
 func WithPinnedBytes(n int64) OpenOption { return func(o *openOptions) { o.pinned = n } }
 
 // WithLockWait makes OpenWarehouse and OpenState wait up to d for another
@@ -851,7 +855,7 @@ func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, colList, src s
 		from = "_sepipe_merge"
 	}
 	if !t.FullRefresh {
-		if err := deleteOld(ctx, tx, t, from, join, room); err != nil {
+		if _, err := deleteOld(ctx, tx, t, from, join, room); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -885,21 +889,32 @@ const (
 // other row groups (the same merge: peak 177 MB under 64 MB). The limit
 // is raised for the first join when it needs more (joinBytes), and for
 // what the deletes pin (deleteRoom).
-func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, join []string, room *deleteRoom) error {
+// deleteStats is what deleteOld did.
+type deleteStats struct {
+	joinLimit string // the memory limit the join ran under
+	deleted   int64
+	batches   int
+	pinned    int64 // bytes its deletes pin until the next checkpoint
+}
+
+func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, join []string, room *deleteRoom) (deleteStats, error) {
 	table := Ident(t.Object)
-	fail := func(step string, err error) error {
-		return &WriteError{Object: t.Object, Step: "merge: " + step, Path: t.Object, Err: err}
+	var st deleteStats
+	fail := func(step string, err error) (deleteStats, error) {
+		return st, &WriteError{Object: t.Object, Step: "merge: " + step, Path: t.Object, Err: err}
 	}
 	var held int64
 	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+table).Scan(&held); err != nil {
 		return fail("count the table's rows", err)
 	}
 	if held == 0 {
-		return nil // a first sync: no join over the run's keys for nothing
+		return st, nil // a first sync: no join over the run's keys for nothing
 	}
-	if err := room.set(ctx, tx, t.Object, joinBytes(held, t.Rows)); err != nil {
-		return err
+	limit, err := room.set(ctx, tx, t.Object, room.w.pinned+joinBytes(held, t.Rows))
+	if err != nil {
+		return st, err
 	}
+	st.joinLimit = limit
 	const gone = "_sepipe_gone"
 	if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+gone+" AS SELECT t.rowid AS r FROM "+table+" t SEMI JOIN "+from+" s ON "+strings.Join(join, " AND ")); err != nil {
 		return fail("find the old versions", err)
@@ -907,9 +922,21 @@ func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, join []str
 	defer tx.ExecContext(ctx, "DROP TABLE IF EXISTS "+gone) //nolint:errcheck // a temporary table, gone with the connection
 
 	// The doomed rows by ranges of deleteBatchRows ids: how many in each,
-	// and in how many vectors of the range some but not all go.
-	rows, err := tx.QueryContext(ctx, fmt.Sprintf(`SELECT v >> %d AS b, sum(n)::BIGINT, count(*) FILTER (WHERE n < 2048)
-		FROM (SELECT r >> 11 AS v, count(*) AS n FROM %s GROUP BY v) GROUP BY b ORDER BY b`, deleteBatchShift-11, gone))
+	// and how many of DuckDB's vectors of the range they may delete in
+	// part. A vector starts at its row group's start, which row ids do
+	// not show (a load on several threads leaves row groups short), so
+	// the blocks of 2,048 ids counted here need not be vectors. A vector
+	// overlaps at most two blocks and is deleted in part only where one
+	// of them is, or where a run of blocks deleted whole ends: a run of k
+	// blocks deleted in part overlaps at most k+1 vectors, a run deleted
+	// whole leaves at most two vectors at its ends deleted in part. The
+	// count is that bound (where blocks are vectors, as in a table loaded
+	// on one thread, it overcounts by a vector or two a run).
+	rows, err := tx.QueryContext(ctx, fmt.Sprintf(`SELECT v >> %d AS b, sum(n)::BIGINT,
+			count(*) FILTER (WHERE n < 2048) + count(*) FILTER (WHERE first AND n < 2048) + 2 * count(*) FILTER (WHERE first AND n = 2048)
+		FROM (SELECT v, n, v - 1 IS DISTINCT FROM lag(v) OVER (PARTITION BY n = 2048 ORDER BY v) AS first
+			FROM (SELECT r >> 11 AS v, count(*) AS n FROM %s GROUP BY v))
+		GROUP BY b ORDER BY b`, deleteBatchShift-11, gone))
 	if err != nil {
 		return fail("group the old versions", err)
 	}
@@ -934,9 +961,10 @@ func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, join []str
 	if err := rows.Err(); err != nil {
 		return fail("group the old versions", err)
 	}
-	room.pinned += partial * vectorDeleteBytes
-	if err := room.set(ctx, tx, t.Object, 0); err != nil {
-		return err
+	st.pinned = partial * vectorDeleteBytes
+	room.w.deletePins += st.pinned
+	if _, err := room.set(ctx, tx, t.Object, 0); err != nil {
+		return st, err
 	}
 	var deleted int64
 	for _, b := range batches {
@@ -947,11 +975,13 @@ func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, join []str
 		}
 		n, _ := res.RowsAffected()
 		deleted += n
+		st.batches++
 	}
+	st.deleted = deleted
 	if deleted != total {
 		return fail("delete old versions", fmt.Errorf("deleted %d rows, %d hold a key the run brings", deleted, total))
 	}
-	return nil
+	return st, nil
 }
 
 // alignColumns adds the columns a table lacks and widens the ones whose

@@ -257,6 +257,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	if cfg.CPUProfiles != "" {
+		if err := os.MkdirAll(cfg.CPUProfiles, 0o755); err != nil {
+			return nil, fmt.Errorf("bench: CPU profile folder: %w", err)
+		}
+	}
 
 	users := max(1, (cfg.Rows+benchRowsPerUser/2)/benchRowsPerUser)
 	srv := servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithSeed(cfg.Seed))
