@@ -36,8 +36,8 @@
 // spill and deleted by ranges (deleteOld); it raises the memory limit for
 // that join when the configured one is less than it needs, and on top of
 // the configured one by what the deletes pin, which only a checkpoint
-// frees: the transaction's end checkpoints, then lowers the limit
-// (deleteRoom, RunLoad.lowerMemory).
+// frees: the limit keeps room for it until the publish's checkpoint
+// (deleteRoom, Warehouse.deletePins, RunLoad.lowerMemory).
 // Readers open
 // the published copy, <out>/warehouse.duckdb: Warehouse.Publish (and
 // PublishState) checkpoints the working database, copies it beside the

@@ -11,9 +11,9 @@ import (
 // TestDeleteOld: a merge's deletes take the old version of every key the
 // run brings, whatever its share of the table, in batches of row ids; the
 // load raises a configured memory limit, on top of it, by what they pin
-// (vectorDeleteBytes for each vector they delete some but not all rows
-// of), nothing for a table that is empty or replaced by whole vectors;
-// the transaction's end gives the configured limit back.
+// (vectorDeleteBytes for each vector they may delete some but not all
+// rows of), which outlives the transaction until a checkpoint, and for
+// the join that finds them.
 func TestDeleteOld(t *testing.T) {
 	ctx := context.Background()
 	w, err := OpenWarehouse(ctx, filepath.Join(t.TempDir(), "w.duckdb"), WithMemoryLimit("64MB"), WithPinnedBytes(80<<20))
@@ -73,6 +73,7 @@ func TestDeleteOld(t *testing.T) {
 			if err := r.tx.QueryRowContext(ctx, "SELECT count(*) FROM "+tc.table).Scan(&before); err != nil {
 				t.Fatal(err)
 			}
+			pinsBefore := w.deletePins
 			st, err := deleteOld(ctx, r.tx, Table{Object: tc.table, Rows: tc.brought}, tc.from, []string{"t.id = s.id"}, &r.room)
 			if err != nil {
 				t.Fatal(err)
@@ -86,27 +87,28 @@ func TestDeleteOld(t *testing.T) {
 					before-left, st.deleted, st.batches, kept, left, tc.deleted, tc.batches)
 			}
 			// The join runs with room for the huge values and itself, on
-			// a table that holds rows.
+			// a table that holds rows, beside what earlier deletes pin.
 			wantJoin := ""
 			if before > 0 {
-				wantJoin = mib(80<<20 + joinBytes(before, tc.brought))
+				wantJoin = mib(80<<20 + joinBytes(before, tc.brought) + pinsBefore)
 			}
 			if st.joinLimit != wantJoin {
 				t.Errorf("the join ran under %q, want %q", st.joinLimit, wantJoin)
 			}
-			// The deletes' pins stay on top of the configured limit.
-			if st.pinned != tc.partial*vectorDeleteBytes || w.deletePins != st.pinned {
-				t.Errorf("pinned %d (warehouse: %d), want %d vectors' %d", st.pinned, w.deletePins, tc.partial, tc.partial*vectorDeleteBytes)
+			// The deletes' pins stay on top of the configured limit, after
+			// the transaction too (until a checkpoint).
+			if st.pinned != tc.partial*vectorDeleteBytes || w.deletePins != pinsBefore+st.pinned {
+				t.Errorf("pinned %d (warehouse: %d after %d), want %d vectors' %d", st.pinned, w.deletePins, pinsBefore, tc.partial, tc.partial*vectorDeleteBytes)
 			}
-			want := configured + st.pinned
-			if got := limit(r.tx); got < want || got > want+1<<20 || r.room.raised != (st.pinned > 0) {
-				t.Errorf("limit %d (raised %v), want %d: the configured %d and the deletes' pins", got, r.room.raised, want, configured)
+			want := configured + w.deletePins
+			if got := limit(r.tx); got < want || got > want+1<<20 {
+				t.Errorf("limit %d, want %d: the configured %d and the deletes' pins", got, want, configured)
 			}
 			if err := r.Rollback(); err != nil {
 				t.Fatal(err)
 			}
-			if got := limit(w.db); got != configured || w.deletePins != 0 {
-				t.Errorf("after the transaction the limit is %d and %d bytes are counted pinned, want the configured %d and none (checkpointed)", got, w.deletePins, configured)
+			if got := limit(w.db); got < want || got > want+1<<20 || r.room.raised {
+				t.Errorf("after the transaction the limit is %d (raised %v), want %d: the configured %d and the pins still held", got, r.room.raised, want, configured)
 			}
 		})
 	}
@@ -131,15 +133,16 @@ func TestLimitForHugePages(t *testing.T) {
 	}
 }
 
-// TestDeletePinsEndAtCheckpoint: what a merge's deletes pin outlives the
+// TestDeletePinsOutliveTheRun: what a merge's deletes pin outlives the
 // commit until a checkpoint (DuckDB frees it then, not before), so the
-// end of the run's transaction checkpoints before the configured limit
-// comes back: a second run on the same warehouse, deleting as many again,
-// failed under the configured limit while the first run's pins were held
-// ("failed to pin block").
-func TestDeletePinsEndAtCheckpoint(t *testing.T) {
+// warehouse keeps room for it after the run: a second run on the same
+// warehouse, deleting as many again, failed under the configured limit
+// while the first run's pins were held ("failed to pin block"). The
+// publish's checkpoint frees them.
+func TestDeletePinsOutliveTheRun(t *testing.T) {
 	ctx := context.Background()
-	w, err := OpenWarehouse(ctx, filepath.Join(t.TempDir(), "w.duckdb"), WithMemoryLimit("24MB"), WithThreads(2))
+	lake := Lake{Root: t.TempDir()}
+	w, err := OpenState(ctx, lake, WithMemoryLimit("24MB"), WithThreads(2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,6 +157,16 @@ func TestDeletePinsEndAtCheckpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	limit := func() int64 {
+		t.Helper()
+		var s string
+		if err := w.db.QueryRowContext(ctx, `SELECT current_setting('memory_limit')`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return SizeBytes(strings.ReplaceAll(s, " ", ""))
+	}
+	configured := limit()
+	var pins int64
 	for i, table := range []string{"a", "b"} {
 		run := Run{ID: fmt.Sprintf("r%d", i+1), Status: "succeeded"}
 		r, err := w.Begin(ctx, run)
@@ -175,8 +188,15 @@ func TestDeletePinsEndAtCheckpoint(t *testing.T) {
 		if err := r.Commit(ctx, run, nil); err != nil {
 			t.Fatalf("run %d: %v", i+1, err)
 		}
-		if w.deletePins != 0 {
-			t.Errorf("after run %d's commit %d bytes are counted pinned, want none (checkpointed)", i+1, w.deletePins)
+		pins += st.pinned
+		if got := limit(); w.deletePins != pins || got < configured+pins || got > configured+pins+1<<20 {
+			t.Errorf("after run %d the limit is %d with %d bytes counted pinned, want the configured %d and %d", i+1, got, w.deletePins, configured, pins)
 		}
+	}
+	if err := w.Publish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w.deletePins != 0 {
+		t.Errorf("after the publish's checkpoint %d bytes are counted pinned, want none", w.deletePins)
 	}
 }

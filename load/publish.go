@@ -181,6 +181,9 @@ func (w *Warehouse) closeDB(ctx context.Context) error {
 	if err == nil {
 		_, err = w.db.ExecContext(ctx, "CHECKPOINT")
 	}
+	if err == nil {
+		w.deletePins = 0 // freed by the checkpoint
+	}
 	if cerr := w.db.Close(); err == nil {
 		err = cerr
 	}

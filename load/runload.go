@@ -190,27 +190,25 @@ func (r *RunLoad) Rollback() error {
 }
 
 // lowerMemory gives the configured memory limit back once the transaction
-// has ended, when a merge raised it (deleteRoom). What deletes pinned is
-// freed by a checkpoint only, not by the commit (nor all of it by a
-// rollback), so it checkpoints first: a second run on the same warehouse
-// (the commit from the staged files after a stale early load) would
-// otherwise find the pins held under the configured limit. When either
-// step fails the limit stays raised by what is still pinned: a failure
-// here is no failure of the run (it has ended; the publish checkpoints
-// and resets the limit anyway, closeDB), and the next run's room counts
-// the pins still held.
+// has ended, when a merge raised it (deleteRoom), but for what deletes
+// still pin (Warehouse.deletePins): only a checkpoint frees that, not the
+// commit (nor all of it a rollback), and the session's checkpoint runs at
+// the publish or Close, without the limit (closeDB; a checkpoint under the
+// load's limit could fail). So a second run on the same warehouse (the
+// commit from the staged files after a stale early load) keeps room for
+// the first one's pins. It is no failure of the run when DuckDB refuses
+// (the run has ended; the publish resets the limit anyway).
 func (r *RunLoad) lowerMemory() {
-	w := r.w
-	if w.deletePins > 0 {
-		if _, err := w.db.Exec("CHECKPOINT"); err != nil {
-			return
-		}
-		w.deletePins = 0
+	if !r.room.raised {
+		return
 	}
-	if r.room.raised {
-		if _, err := w.db.Exec("SET memory_limit = " + Literal(w.memoryLimit)); err == nil {
-			r.room.raised = false
-		}
+	w := r.w
+	limit := w.memoryLimit
+	if base := SizeBytes(limit); base > 0 && w.deletePins > 0 {
+		limit = mib(base + w.deletePins)
+	}
+	if _, err := w.db.Exec("SET memory_limit = " + Literal(limit)); err == nil {
+		r.room.raised = false
 	}
 }
 

@@ -124,7 +124,9 @@ func TestRunLoadLoadsWhileFetching(t *testing.T) {
 }
 
 // TestRunLoadCancelled: a run cancelled while its transaction is open
-// commits nothing, and the transaction stays the run's own to roll back:
+// commits nothing (here its first statement sees the cancel; Commit's own
+// check of the context covers a cancel after the last one, which a test
+// cannot time), and the transaction stays the run's own to roll back:
 // database/sql does not end it behind the warehouse's back (which raced
 // Close, see load.txContext), so Rollback ends it, the one connection is
 // free for the next run, and Close leaves the file to open again.

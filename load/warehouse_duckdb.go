@@ -36,8 +36,9 @@ type Warehouse struct {
 	// what the run's huge values keep pinned (WithPinnedBytes).
 	memoryLimit string
 	pinned      int64
-	// deletePins is what merges' deletes pin until the next checkpoint,
-	// committed or rolled back (deleteRoom, RunLoad.lowerMemory).
+	// deletePins is what merges' deletes pin until the next checkpoint
+	// (closeDB), committed or rolled back: the limit keeps room for it
+	// (deleteRoom, RunLoad.lowerMemory).
 	deletePins int64
 }
 
@@ -211,7 +212,8 @@ func limitFor(configured string, pinned int64) string {
 func mib(n int64) string { return fmt.Sprintf("%dMiB", n>>20+1) }
 
 // vectorDeleteBytes is what DuckDB pins, until the next checkpoint (a
-// commit does not free it, nor does a rollback all of it), for each vector
+// commit does not free it, nor does a rollback all of it; the publish
+// checkpoints, closeDB), for each vector
 // of 2,048 rows of which a transaction deletes some rows but not all: the
 // vector's version info, a transaction number a row. Measured on a table
 // of 5 M rows with one row in 500 deleted: 41 MiB for its 2,441 vectors,
@@ -878,17 +880,6 @@ const (
 	deleteBatchRows  = 1 << deleteBatchShift
 )
 
-// deleteOld deletes the rows of t's table whose key is among the rows
-// from brings (join: the key columns' equalities of the table, t, and
-// from, s), making room for what the deletes pin (room). It does not
-// delete by one join of the two: DuckDB's delete could not spill that
-// join (a merge of 5 M rows over as many failed under 64 MB, passing
-// only under 160 MB, sometimes not under 128). It finds the doomed rows'
-// ids first, a join whose result DuckDB spills, then deletes them by
-// ranges of deleteBatchRows ids, each a small join that skips the table's
-// other row groups (the same merge: peak 177 MB under 64 MB). The limit
-// is raised for the first join when it needs more (joinBytes), and for
-// what the deletes pin (deleteRoom).
 // deleteStats is what deleteOld did.
 type deleteStats struct {
 	joinLimit string // the memory limit the join ran under
@@ -897,6 +888,19 @@ type deleteStats struct {
 	pinned    int64 // bytes its deletes pin until the next checkpoint
 }
 
+// deleteOld deletes the rows of t's table whose key is among the rows
+// from brings (join: the key columns' equalities of the table, t, and
+// from, s), making room for what the deletes pin (room). It does not
+// delete by one join of the two: DuckDB's delete could not spill that
+// join (a merge of 5 M rows over as many failed under 64 MB, passing
+// only under 160 MB, sometimes not under 128). It finds the doomed rows'
+// ids first, a join whose result DuckDB spills, then deletes them in
+// batches of at most deleteBatchRows ids, each a range of row ids (ranges
+// of 2^deleteBatchShift ids, merged while their ids fit in one batch):
+// a small join, the table's row groups outside the range skipped (the
+// same merge: peak 177 MB under 64 MB). The limit
+// is raised for the first join when it needs more (joinBytes), and for
+// what the deletes pin (deleteRoom).
 func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, join []string, room *deleteRoom) (deleteStats, error) {
 	table := Ident(t.Object)
 	var st deleteStats
@@ -928,10 +932,12 @@ func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, join []str
 	// the blocks of 2,048 ids counted here need not be vectors. A vector
 	// overlaps at most two blocks and is deleted in part only where one
 	// of them is, or where a run of blocks deleted whole ends: a run of k
-	// blocks deleted in part overlaps at most k+1 vectors, a run deleted
+	// blocks deleted in part overlaps about k+1 vectors, a run deleted
 	// whole leaves at most two vectors at its ends deleted in part. The
-	// count is that bound (where blocks are vectors, as in a table loaded
-	// on one thread, it overcounts by a vector or two a run).
+	// count is that (where blocks are vectors, as in a table loaded on one
+	// thread, it overcounts by a vector or two a run; a row group shorter
+	// than a block inside one adds a vector it misses, which the margin of
+	// vectorDeleteBytes over the 17.2 KiB measured covers).
 	rows, err := tx.QueryContext(ctx, fmt.Sprintf(`SELECT v >> %d AS b, sum(n)::BIGINT,
 			count(*) FILTER (WHERE n < 2048) + count(*) FILTER (WHERE first AND n < 2048) + 2 * count(*) FILTER (WHERE first AND n = 2048)
 		FROM (SELECT v, n, v - 1 IS DISTINCT FROM lag(v) OVER (PARTITION BY n = 2048 ORDER BY v) AS first
