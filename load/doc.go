@@ -37,7 +37,9 @@
 // that join when the configured one is less than it needs, and on top of
 // the configured one by what the deletes pin, which only a checkpoint
 // frees: the limit keeps room for it until the publish's checkpoint
-// (deleteRoom, Warehouse.deletePins, RunLoad.lowerMemory).
+// (deleteRoom, Warehouse.deletePins, RunLoad.lowerMemory). A merge whose
+// deletes would pin too much copies the table's other rows into a new
+// table instead (keepOthers).
 // Readers open
 // the published copy, <out>/warehouse.duckdb: Warehouse.Publish (and
 // PublishState) checkpoints the working database, copies it beside the

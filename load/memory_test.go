@@ -6,6 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/sepipe/sepipe/schemas"
 )
 
 // TestDeleteOld: a merge's deletes take the old version of every key the
@@ -198,5 +203,74 @@ func TestDeletePinsOutliveTheRun(t *testing.T) {
 	}
 	if w.deletePins != 0 {
 		t.Errorf("after the publish's checkpoint %d bytes are counted pinned, want none", w.deletePins)
+	}
+}
+
+// TestMergeKeepsOthersOfALargeTable: a merge whose deletes would pin more
+// than deleteRoom.rebuildOver (here 1 MiB) copies the table's other rows
+// into a new table instead, which pins nothing: one key in 1,000 of a
+// table of 3 M rows, where the deletes would pin 29 MiB. Nothing else of
+// the table changes: its rows, its columns' comments, a view of it.
+func TestMergeKeepsOthersOfALargeTable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a merge over 3 M rows")
+	}
+	ctx := context.Background()
+	lake := Lake{Root: t.TempDir()}
+	w, err := OpenState(ctx, lake, WithMemoryLimit("64MB"), WithThreads(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.rebuildOver = 1 << 20
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true,
+			Metadata: arrow.NewMetadata([]string{schemas.MetaDisplayName}, []string{"The name"})},
+	}, nil)
+	const n = 3_000_000
+	stage := func(run, q string, rows int64) Table {
+		t.Helper()
+		f := filepath.Join(t.TempDir(), run+".parquet")
+		if _, err := w.db.ExecContext(ctx, "COPY ("+q+") TO "+Literal(f)+" (FORMAT parquet)"); err != nil {
+			t.Fatal(err)
+		}
+		return Table{Object: "thing", Schema: schema, Files: []string{f}, Rows: rows, Mode: Merge, PrimaryKey: []string{"id"}}
+	}
+	now := time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)
+	commit := func(id string, tb Table) {
+		t.Helper()
+		run := Run{ID: id, Started: now, Finished: now, Status: "succeeded", SnapshotDate: "2026-11-26"}
+		if err := w.Commit(ctx, run, []Table{tb}); err != nil {
+			t.Fatalf("run %s: %v", id, err)
+		}
+	}
+	commit("r1", stage("r1", fmt.Sprintf("SELECT range AS id, 'a' AS name FROM range(%d)", n), n))
+	if _, err := w.db.ExecContext(ctx, "CREATE VIEW named_b AS SELECT id FROM thing WHERE name = 'b'"); err != nil {
+		t.Fatal(err)
+	}
+	commit("r2", stage("r2", fmt.Sprintf("SELECT range AS id, 'b' AS name FROM range(0, %d, 1000)", n), n/1000))
+	if w.deletePins != 0 {
+		t.Errorf("the merge counts %d bytes pinned, want none: it keeps the other rows instead", w.deletePins)
+	}
+	for _, c := range []struct {
+		q    string
+		want int64
+	}{
+		{`SELECT count(*) FROM thing`, n},
+		{`SELECT count(DISTINCT id) FROM thing`, n},
+		{`SELECT count(*) FROM thing WHERE name = 'b' AND id % 1000 = 0`, n / 1000},
+		{`SELECT count(*) FROM thing WHERE name = 'a' AND id % 1000 <> 0`, n - n/1000},
+		{`SELECT count(*) FROM named_b`, n / 1000},
+		{`SELECT count(*) FROM duckdb_columns() WHERE table_name = 'thing' AND column_name = 'name' AND comment = 'The name'`, 1},
+		{`SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE '_sepipe_rebuild%'`, 0},
+	} {
+		var got int64
+		if err := w.db.QueryRowContext(ctx, c.q).Scan(&got); err != nil {
+			t.Fatalf("%s: %v", c.q, err)
+		}
+		if got != c.want {
+			t.Errorf("%s: %d, want %d", c.q, got, c.want)
+		}
 	}
 }
