@@ -207,13 +207,14 @@ func TestDeletePinsOutliveTheRun(t *testing.T) {
 }
 
 // TestMergeKeepsOthersOfALargeTable: a merge whose deletes would pin more
-// than deleteRoom.rebuildOver (here 1 MiB) copies the table's other rows
-// into a new table instead, which pins nothing: one key in 1,000 of a
-// table of 3 M rows, where the deletes would pin 29 MiB. Nothing else of
-// the table changes: its rows, its columns' comments, a view of it.
+// than the rule allows (deleteRoom.rebuild; here past 1 MiB) copies the
+// table's other rows into a new table instead, which pins nothing: one key
+// in 1,000 of a table of 3 M rows, where the deletes would pin 29 MiB, and
+// again on the new table. Nothing else of the table changes: its rows, its
+// columns' comments, a view of it; its name needs quoting.
 func TestMergeKeepsOthersOfALargeTable(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a merge over 3 M rows")
+		t.Skip("merges over 3 M rows")
 	}
 	ctx := context.Background()
 	lake := Lake{Root: t.TempDir()}
@@ -229,13 +230,14 @@ func TestMergeKeepsOthersOfALargeTable(t *testing.T) {
 			Metadata: arrow.NewMetadata([]string{schemas.MetaDisplayName}, []string{"The name"})},
 	}, nil)
 	const n = 3_000_000
+	const object = "My-thing"
 	stage := func(run, q string, rows int64) Table {
 		t.Helper()
 		f := filepath.Join(t.TempDir(), run+".parquet")
 		if _, err := w.db.ExecContext(ctx, "COPY ("+q+") TO "+Literal(f)+" (FORMAT parquet)"); err != nil {
 			t.Fatal(err)
 		}
-		return Table{Object: "thing", Schema: schema, Files: []string{f}, Rows: rows, Mode: Merge, PrimaryKey: []string{"id"}}
+		return Table{Object: object, Schema: schema, Files: []string{f}, Rows: rows, Mode: Merge, PrimaryKey: []string{"id"}}
 	}
 	now := time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)
 	commit := func(id string, tb Table) {
@@ -244,25 +246,33 @@ func TestMergeKeepsOthersOfALargeTable(t *testing.T) {
 		if err := w.Commit(ctx, run, []Table{tb}); err != nil {
 			t.Fatalf("run %s: %v", id, err)
 		}
+		if w.deletePins != 0 {
+			t.Errorf("run %s counts %d bytes pinned, want none: it keeps the other rows instead", id, w.deletePins)
+		}
 	}
 	commit("r1", stage("r1", fmt.Sprintf("SELECT range AS id, 'a' AS name FROM range(%d)", n), n))
-	if _, err := w.db.ExecContext(ctx, "CREATE VIEW named_b AS SELECT id FROM thing WHERE name = 'b'"); err != nil {
-		t.Fatal(err)
+	for _, q := range []string{
+		`CREATE VIEW named_b AS SELECT id FROM "My-thing" WHERE name = 'b'`,
+		`COMMENT ON COLUMN "My-thing"._sepipe_run_id IS 'the run'`, // a column the schema does not name
+	} {
+		if _, err := w.db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
 	}
 	commit("r2", stage("r2", fmt.Sprintf("SELECT range AS id, 'b' AS name FROM range(0, %d, 1000)", n), n/1000))
-	if w.deletePins != 0 {
-		t.Errorf("the merge counts %d bytes pinned, want none: it keeps the other rows instead", w.deletePins)
-	}
+	commit("r3", stage("r3", fmt.Sprintf("SELECT range AS id, 'c' AS name FROM range(500, %d, 1000)", n), n/1000))
 	for _, c := range []struct {
 		q    string
 		want int64
 	}{
-		{`SELECT count(*) FROM thing`, n},
-		{`SELECT count(DISTINCT id) FROM thing`, n},
-		{`SELECT count(*) FROM thing WHERE name = 'b' AND id % 1000 = 0`, n / 1000},
-		{`SELECT count(*) FROM thing WHERE name = 'a' AND id % 1000 <> 0`, n - n/1000},
+		{`SELECT count(*) FROM "My-thing"`, n},
+		{`SELECT count(DISTINCT id) FROM "My-thing"`, n},
+		{`SELECT count(*) FROM "My-thing" WHERE name = 'b' AND id % 1000 = 0 AND _sepipe_run_id = 'r2'`, n / 1000},
+		{`SELECT count(*) FROM "My-thing" WHERE name = 'c' AND id % 1000 = 500 AND _sepipe_run_id = 'r3'`, n / 1000},
+		{`SELECT count(*) FROM "My-thing" WHERE name = 'a' AND id % 1000 NOT IN (0, 500)`, n - 2*n/1000},
 		{`SELECT count(*) FROM named_b`, n / 1000},
-		{`SELECT count(*) FROM duckdb_columns() WHERE table_name = 'thing' AND column_name = 'name' AND comment = 'The name'`, 1},
+		{`SELECT count(*) FROM duckdb_columns() WHERE table_name = 'My-thing' AND column_name = 'name' AND comment = 'The name'`, 1},
+		{`SELECT count(*) FROM duckdb_columns() WHERE table_name = 'My-thing' AND column_name = '_sepipe_run_id' AND comment = 'the run'`, 1},
 		{`SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE '_sepipe_rebuild%'`, 0},
 	} {
 		var got int64
@@ -271,6 +281,31 @@ func TestMergeKeepsOthersOfALargeTable(t *testing.T) {
 		}
 		if got != c.want {
 			t.Errorf("%s: %d, want %d", c.q, got, c.want)
+		}
+	}
+}
+
+// TestRebuildRule: a merge keeps a table's other rows instead of deleting
+// only when its deletes, with what earlier ones pin, would pass the limit
+// and touch most of the table's vectors.
+func TestRebuildRule(t *testing.T) {
+	w := &Warehouse{memoryLimit: "64MB"} // 256 MiB: more than four times 61 MiB
+	d := &deleteRoom{w: w}
+	vectors := func(rows int64) int64 { return rows / 2048 }
+	for _, tc := range []struct {
+		name          string
+		earlier       int64
+		partial, held int64
+		want          bool
+	}{
+		{"5 M rows changed all over", 0, vectors(5e6), 5e6, false},   // 48 MiB pinned
+		{"30 M rows changed all over", 0, vectors(30e6), 30e6, true}, // 286 MiB
+		{"a few changes over 500 M rows", 0, 13_200, 500e6, false},   // 258 MiB, but 5 % of the vectors
+		{"after earlier merges' pins", 220 << 20, vectors(5e6), 5e6, true},
+	} {
+		w.deletePins = tc.earlier
+		if got := d.rebuild(tc.partial, tc.held); got != tc.want {
+			t.Errorf("%s: rebuild = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -246,17 +246,23 @@ type deleteRoom struct {
 	raised bool // the limit is not the configured one; lowerMemory gives it back
 }
 
-// rebuildOver is how much a merge's deletes may pin before it keeps the
-// table's other rows instead (keepOthers): four times the configured
-// limit, and at least 256 MiB, a table of about 26 M rows changed all
-// over. Below that the deletes cost memory (8 bytes a row of the table
-// at most, until the publish); above it, time (the table written again:
-// 5.8–7.3 s for 5 M rows under 64 MB, against 4.3 s for the deletes).
-func (d *deleteRoom) rebuildOver() int64 {
-	if d.w.rebuildOver > 0 {
-		return d.w.rebuildOver
+// rebuild reports whether a merge whose deletes would leave partial of
+// the vectors of a table of held rows deleted in part keeps the table's
+// other rows instead (keepOthers): when what deletes would pin, with what
+// earlier ones of the session still pin, passes four times the configured
+// limit, and at least 256 MiB (a table of about 26 M rows changed all
+// over, under the default 64 MB), and the deletes touch most of the
+// table's vectors. Below that the deletes cost memory (8 bytes a row of
+// the table at most, until the publish); above it, the copy costs time
+// (the table written again: 5.8–7.3 s for 5 M rows under 64 MB, against
+// 4.3 s for the deletes). A few changes spread over a huge table do not
+// rewrite it: they pin one vector each.
+func (d *deleteRoom) rebuild(partial, held int64) bool {
+	over := d.w.rebuildOver
+	if over <= 0 {
+		over = max(256<<20, 4*SizeBytes(d.w.memoryLimit))
 	}
-	return max(256<<20, 4*SizeBytes(d.w.memoryLimit))
+	return d.w.deletePins+partial*vectorDeleteBytes > over && partial*2048 >= held/2
 }
 
 // set makes the limit the configured one or need, the larger, plus what
@@ -915,8 +921,8 @@ type deleteStats struct {
 // would deleting every row of a table that earlier merges deleted rows of
 // (measured: failed under 24 MB at 3 M rows). It writes the other rows
 // again instead. Views of the table find the new one by its name; its
-// columns' comments are set after the load (loadTable). The counts must
-// match; the transaction takes all of it back when they do not.
+// columns' comments are copied over. The counts must match; the
+// transaction takes all of it back when they do not.
 func keepOthers(ctx context.Context, tx *sql.Tx, t Table, gone string, held, total int64) error {
 	table := Ident(t.Object)
 	fail := func(step string, err error) error {
@@ -933,11 +939,36 @@ func keepOthers(ctx context.Context, tx *sql.Tx, t Table, gone string, held, tot
 	if kept != held-total {
 		return fail("count the rows of "+next, fmt.Errorf("%d rows kept of %d, %d of them hold a key the run brings", kept, held, total))
 	}
+	// The columns' comments go with the old table: keep them (loadTable
+	// sets the schema's own again after the load).
+	rows, err := tx.QueryContext(ctx, `SELECT column_name, comment FROM duckdb_columns()
+		WHERE schema_name = current_schema() AND table_name = ? AND comment IS NOT NULL`, t.Object)
+	if err != nil {
+		return fail("read the columns' comments", err)
+	}
+	var comments [][2]string
+	for rows.Next() {
+		var c [2]string
+		if err := rows.Scan(&c[0], &c[1]); err != nil {
+			rows.Close()
+			return fail("read the columns' comments", err)
+		}
+		comments = append(comments, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fail("read the columns' comments", err)
+	}
 	if _, err := tx.ExecContext(ctx, "DROP TABLE "+table); err != nil {
 		return fail("drop the old table", err)
 	}
 	if _, err := tx.ExecContext(ctx, "ALTER TABLE "+Ident(next)+" RENAME TO "+table); err != nil {
 		return fail("rename "+next, err)
+	}
+	for _, c := range comments {
+		if _, err := tx.ExecContext(ctx, "COMMENT ON COLUMN "+table+"."+Ident(c[0])+" IS "+Literal(c[1])); err != nil {
+			return fail("comment column "+c[0], err)
+		}
 	}
 	return nil
 }
@@ -954,7 +985,9 @@ func keepOthers(ctx context.Context, tx *sql.Tx, t Table, gone string, held, tot
 // a small join, the table's row groups outside the range skipped (the
 // same merge: peak 177 MB under 64 MB). The limit
 // is raised for the first join when it needs more (joinBytes), and for
-// what the deletes pin (deleteRoom).
+// what the deletes pin (deleteRoom). When they would pin too much
+// (deleteRoom.rebuild), it copies the table's other rows into a new one
+// instead (keepOthers).
 func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, join []string, room *deleteRoom) (deleteStats, error) {
 	table := Ident(t.Object)
 	var st deleteStats
@@ -1021,14 +1054,16 @@ func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, join []str
 	if err := rows.Err(); err != nil {
 		return fail("group the old versions", err)
 	}
-	if pins := partial * vectorDeleteBytes; pins > room.rebuildOver() {
+	if room.rebuild(partial, held) {
 		// Deletes all over a large table: keep its other rows instead,
-		// which pins nothing.
-		if _, err := room.set(ctx, tx, t.Object, 0); err != nil {
+		// which pins nothing, under the join's room (the copy is a join
+		// too, of whole rows).
+		st.rebuilt, st.deleted = true, total
+		if err := keepOthers(ctx, tx, t, gone, held, total); err != nil {
 			return st, err
 		}
-		st.rebuilt, st.deleted = true, total
-		return st, keepOthers(ctx, tx, t, gone, held, total)
+		_, err := room.set(ctx, tx, t.Object, 0)
+		return st, err
 	}
 	st.pinned = partial * vectorDeleteBytes
 	room.w.deletePins += st.pinned
