@@ -39,14 +39,7 @@ func TestDeleteOld(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	limit := func(db querier) int64 {
-		t.Helper()
-		var s string
-		if err := db.QueryRowContext(ctx, `SELECT current_setting('memory_limit')`).Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		return SizeBytes(strings.ReplaceAll(s, " ", ""))
-	}
+	limit := func(db querier) int64 { t.Helper(); return memoryLimitOf(t, db) }
 	configured := limit(w.db) // the huge values' 80 MiB, more than 64 MB
 	vectors := int64(n+2047) / 2048
 	for _, tc := range []struct {
@@ -162,14 +155,7 @@ func TestDeletePinsOutliveTheRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	limit := func() int64 {
-		t.Helper()
-		var s string
-		if err := w.db.QueryRowContext(ctx, `SELECT current_setting('memory_limit')`).Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		return SizeBytes(strings.ReplaceAll(s, " ", ""))
-	}
+	limit := func() int64 { t.Helper(); return memoryLimitOf(t, w.db) }
 	configured := limit()
 	var pins int64
 	for i, table := range []string{"a", "b"} {
@@ -308,4 +294,14 @@ func TestRebuildRule(t *testing.T) {
 			t.Errorf("%s: rebuild = %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// memoryLimitOf is DuckDB's memory limit on db's connection, in bytes.
+func memoryLimitOf(t *testing.T, db querier) int64 {
+	t.Helper()
+	var s string
+	if err := db.QueryRowContext(context.Background(), `SELECT current_setting('memory_limit')`).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return SizeBytes(strings.ReplaceAll(s, " ", ""))
 }

@@ -40,8 +40,8 @@ type Warehouse struct {
 	// (closeDB), committed or rolled back: the limit keeps room for it
 	// (deleteRoom, RunLoad.lowerMemory).
 	deletePins int64
-	// rebuildOver, when set (by tests), replaces deleteRoom.rebuildOver's
-	// rule.
+	// rebuildOver, when set (by tests), replaces the threshold of
+	// deleteRoom.rebuild.
 	rebuildOver int64
 }
 
@@ -747,8 +747,7 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, ea
 	// may have made a new one, keepOthers).
 	for _, f := range t.Schema.Fields() {
 		if d, ok := f.Metadata.GetValue(schemas.MetaDisplayName); ok && d != "" {
-			q := "COMMENT ON COLUMN " + table + "." + Ident(f.Name) + " IS " + Literal(strings.ReplaceAll(validText(d), "\x00", ""))
-			if _, err := tx.ExecContext(ctx, q); err != nil {
+			if err := commentColumn(ctx, tx, table, f.Name, d); err != nil {
 				return fail("comment column "+f.Name, err)
 			}
 		}
@@ -909,7 +908,6 @@ type deleteStats struct {
 	deleted   int64
 	batches   int
 	pinned    int64 // bytes its deletes pin until the next checkpoint
-	rebuilt   bool  // keepOthers instead of deletes
 }
 
 // keepOthers takes the doomed rows (their ids in gone) out of t's table,
@@ -917,7 +915,7 @@ type deleteStats struct {
 // copies the table's other rows into a new table, drops the old one and
 // gives the new one its name, all in the run's transaction. A new table
 // pins nothing, where deletes in most of a table's vectors would pin
-// 8 bytes a row of it until the publish (deleteRoom.rebuildOver), and so
+// 8 bytes a row of it until the publish (deleteRoom.rebuild), and so
 // would deleting every row of a table that earlier merges deleted rows of
 // (measured: failed under 24 MB at 3 M rows). It writes the other rows
 // again instead. Views of the table find the new one by its name; its
@@ -966,11 +964,18 @@ func keepOthers(ctx context.Context, tx *sql.Tx, t Table, gone string, held, tot
 		return fail("rename "+next, err)
 	}
 	for _, c := range comments {
-		if _, err := tx.ExecContext(ctx, "COMMENT ON COLUMN "+table+"."+Ident(c[0])+" IS "+Literal(c[1])); err != nil {
+		if err := commentColumn(ctx, tx, table, c[0], c[1]); err != nil {
 			return fail("comment column "+c[0], err)
 		}
 	}
 	return nil
+}
+
+// commentColumn sets the comment of column col of table (an identifier
+// already quoted) to text, made valid UTF-8 without NUL bytes.
+func commentColumn(ctx context.Context, tx *sql.Tx, table, col, text string) error {
+	_, err := tx.ExecContext(ctx, "COMMENT ON COLUMN "+table+"."+Ident(col)+" IS "+Literal(strings.ReplaceAll(validText(text), "\x00", "")))
+	return err
 }
 
 // deleteOld deletes the rows of t's table whose key is among the rows
@@ -1058,7 +1063,7 @@ func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, join []str
 		// Deletes all over a large table: keep its other rows instead,
 		// which pins nothing, under the join's room (the copy is a join
 		// too, of whole rows).
-		st.rebuilt, st.deleted = true, total
+		st.deleted = total
 		if err := keepOthers(ctx, tx, t, gone, held, total); err != nil {
 			return st, err
 		}

@@ -98,9 +98,9 @@ type Config struct {
 	// DuckDBMemory caps DuckDB's memory while the run loads the warehouse
 	// (default "64MB"; DuckDB spills beyond it), so a load's memory does not
 	// grow with the size of an object. The run raises it for what DuckDB
-	// cannot spill: huge values (pinnedFor, load.WithPinnedBytes), and, for
-	// the commit, the rows a merge deletes from a table that holds them
-	// (load.RunLoad.Commit).
+	// cannot spill: huge values (pinnedFor, load.WithPinnedBytes), and
+	// what a merge's deletes pin until the publish and, when it needs
+	// more, the join that finds them (load's merge).
 	DuckDBMemory string
 	// MaxValueBytes is the longest value (its JSON text) a stream stores
 	// in its table (default DefaultMaxValueBytes). A longer one is null in
