@@ -31,10 +31,14 @@
 // ErrEarlyLoadStale when its tables do not hold what was loaded), and
 // Warehouse.Wanted says whether another process waits for the lock
 // meanwhile. The transaction outlives its context and ends only by
-// Commit or Rollback (txContext). A merge stream's load deletes the old
+// Commit or Rollback (txContext). Under a memory limit (WithMemoryLimit)
+// DuckDB gets as many threads as the limit has room for (threadsUnder),
+// not one a processor. A merge stream's load first checks its
+// rows' keys (a count of their distinct hashes) and then deletes the old
 // versions of the keys it brings by row ids, found by a join DuckDB can
 // spill and deleted by ranges (deleteOld); it raises the memory limit for
-// that join when the configured one is less than it needs, and on top of
+// that count and that join when the configured one is less than they need
+// (keyCheckBytes, joinBytes), and on top of
 // the configured one by what the deletes pin, which only a checkpoint
 // frees: the limit keeps room for it until the publish's checkpoint
 // (deleteRoom, Warehouse.deletePins, RunLoad.lowerMemory). A merge whose

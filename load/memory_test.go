@@ -2,6 +2,7 @@ package load
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -304,4 +305,63 @@ func memoryLimitOf(t *testing.T, db querier) int64 {
 		t.Fatal(err)
 	}
 	return SizeBytes(strings.ReplaceAll(s, " ", ""))
+}
+
+// TestThreadsFollowTheLimit: under a memory limit a load gets a thread
+// for each threadBytes of it, at least two and at most one a processor,
+// not DuckDB's default of one a processor (on eight threads a replace
+// stream of 300,000 rows failed its load under the default 64 MB). An
+// explicit number of threads wins; without a limit DuckDB decides.
+func TestThreadsFollowTheLimit(t *testing.T) {
+	ctx := context.Background()
+	defer func(f func() int) { numCPU = f }(numCPU)
+	numCPU = func() int { return 16 }
+	threads := func(w *Warehouse) int {
+		t.Helper()
+		var n int
+		if err := w.db.QueryRowContext(ctx, `SELECT current_setting('threads')`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	var defaultThreads int
+	for _, c := range []struct {
+		opts []OpenOption
+		want int // 0: DuckDB's default
+	}{
+		{[]OpenOption{WithMemoryLimit("64MB")}, 2},
+		{[]OpenOption{WithMemoryLimit("16MB")}, 2},
+		{[]OpenOption{WithMemoryLimit("128MB")}, 3},
+		{[]OpenOption{WithMemoryLimit("256MiB")}, 8},
+		{[]OpenOption{WithMemoryLimit("4GB")}, 16},
+		{[]OpenOption{WithMemoryLimit("64MB"), WithThreads(1)}, 1},
+		{[]OpenOption{WithMemoryLimit("64MB"), WithThreads(5)}, 5},
+		{nil, 0},
+	} {
+		w, err := OpenWarehouse(ctx, filepath.Join(t.TempDir(), "w.duckdb"), c.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := threads(w)
+		w.Close()
+		if c.want == 0 {
+			defaultThreads = got
+			continue
+		}
+		if got != c.want {
+			t.Errorf("%d options (limit %q): %d threads, want %d", len(c.opts), w.memoryLimit, got, c.want)
+		}
+	}
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var duckdb int
+	if err := db.QueryRowContext(ctx, `SELECT current_setting('threads')`).Scan(&duckdb); err != nil {
+		t.Fatal(err)
+	}
+	if defaultThreads != duckdb {
+		t.Errorf("without a limit: %d threads, want DuckDB's default, %d", defaultThreads, duckdb)
+	}
 }

@@ -2,7 +2,10 @@ package load_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +181,65 @@ func TestMergeMakesRoomForItsDeletes(t *testing.T) {
 		if got := count(t, wh.DB(), c.q); got != c.want {
 			t.Errorf("%s: %d, want %d", c.q, got, c.want)
 		}
+	}
+}
+
+// TestMergeMakesRoomForItsKeyCheck: a merge of three million rows keyed
+// on two text columns, under a small configured limit on two threads.
+// Its check for repeated keys counts distinct hashes of the keys under
+// the room keyCheckBytes gives it (a count grouped by the keys themselves
+// failed under 16 MB here, "failed to pin block"), and gives the limit
+// back for the insert.
+func TestMergeMakesRoomForItsKeyCheck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("merges three million rows")
+	}
+	ctx := context.Background()
+	lake := load.Lake{Root: t.TempDir()}
+	wh, err := load.OpenState(ctx, lake, load.WithMemoryLimit("16MB"), load.WithThreads(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wh.Close()
+	limit := func() string {
+		t.Helper()
+		var s string
+		if err := wh.DB().QueryRow(`SELECT current_setting('memory_limit')`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	configured := limit()
+	const n = 3_000_000
+	staged := func(run string, from int) load.Table {
+		t.Helper()
+		dir := lake.StagingDir(run, "thing", "2026-11-23")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(dir, "part-00000.parquet")
+		db, err := sql.Open("duckdb", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		// Keys of 19 and 10 bytes or so, in no order.
+		q := fmt.Sprintf(`COPY (SELECT i::BIGINT AS id, 'learner-' || i::VARCHAR || '-' || md5(i::VARCHAR)[1:6] AS name,
+			0.5::DOUBLE AS pct, 'course-' || (i %% 1000)::VARCHAR AS status, DATE '2026-11-23' AS at
+			FROM range(%d, %d) r(i) ORDER BY hash(i)) TO %s (FORMAT parquet)`, from, from+n, load.Literal(file))
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+		return load.Table{Object: "thing", Schema: schema(t), Files: []string{file}, Rows: n, Mode: load.Merge, PrimaryKey: []string{"name", "status"}}
+	}
+	commitMerge(t, wh, "r1", staged("r1", 0))
+	if got := limit(); got != configured {
+		t.Errorf("after the merge the limit is %s, want the configured %s", got, configured)
+	}
+	if got := count(t, wh.DB(), `SELECT count(*) FROM thing`); got != n {
+		t.Errorf("the table holds %d rows, want %d", got, n)
+	}
+	if got, want := count(t, wh.DB(), `SELECT sum(id) FROM thing`), int64(n)*(n-1)/2; got != want {
+		t.Errorf("the table's ids add up to %d, want %d (each row once)", got, want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -170,12 +171,43 @@ func (w *Warehouse) configureOn(ctx context.Context, db interface {
 			return fmt.Errorf("warehouse %s: preserve_insertion_order: %w", w.path, err)
 		}
 	}
-	if o.threads > 0 {
-		if _, err := db.ExecContext(ctx, fmt.Sprintf("SET threads = %d", o.threads)); err != nil {
-			return fmt.Errorf("warehouse %s: threads %d: %w", w.path, o.threads, err)
+	threads := o.threads
+	if threads <= 0 && o.memoryLimit != "" {
+		threads = threadsUnder(SizeBytes(o.memoryLimit))
+	}
+	if threads > 0 {
+		if _, err := db.ExecContext(ctx, fmt.Sprintf("SET threads = %d", threads)); err != nil {
+			return fmt.Errorf("warehouse %s: threads %d: %w", w.path, threads, err)
 		}
 	}
 	return nil
+}
+
+// threadBytes is the memory limit DuckDB needs for each thread of a
+// load: each thread builds row groups of its own, and hash tables of its
+// own for a merge's checks and joins. Measured on the machine of
+// docs/performance.md, with the default limit of 64 MB: a replace
+// stream of 300,000 rows failed its load on 8 threads ("could not
+// allocate block"), and passed with 1 M rows on 2, 3 and 4; on 8 threads,
+// 1 M rows passed under 128 MiB; each thread added 30-60 MB of memory
+// DuckDB does not count against its limit (peak RSS 230 MB on 2 threads,
+// 308 MB on 4, 440 MB on 8).
+const threadBytes = 32 << 20
+
+// numCPU is the machine's processors (a variable for tests).
+var numCPU = runtime.NumCPU
+
+// threadsUnder is how many threads a load gets under a memory limit of
+// limit bytes: one for each threadBytes of it, at least two and at most
+// one per processor. DuckDB's own default, one a processor, made the
+// load of a few hundred thousand rows fail on a machine of eight
+// processors under the default limit; the limit, not the processors,
+// bounds what a load may use.
+func threadsUnder(limit int64) int {
+	if limit <= 0 {
+		return 0 // no limit: DuckDB's default
+	}
+	return max(1, min(numCPU(), max(2, int(limit/threadBytes))))
 }
 
 // SizeBytes reads a DuckDB size such as "64MB", "2GB" or "512MiB"; 0
@@ -234,9 +266,22 @@ const vectorDeleteBytes = 20 << 10
 // each of those.
 func joinBytes(held, brought int64) int64 { return 24<<20 + 2*(held+brought) }
 
+// keyCheckBytes is what DuckDB needs, on two threads, to count the
+// distinct hashes of the keys of rows staged rows (mergeRows' check for
+// repeated keys, which spills). Measured with two text keys of 10 and 19
+// bytes: DuckDB sizes its tables by the limit, so a small one fails
+// whatever the rows (1 M rows failed under 48 MB and passed under 40;
+// 3 M failed under 48 and passed under 52 to 256), and past some 20 M
+// rows the rows count (50 M failed under 64 to 96 MB, and passed under
+// 128 to 256). This rule passed for 100,000 to 50 M rows, each several
+// times. With more threads each needs more (on 8 threads 3 M rows passed
+// only from 112 MiB), which threadsUnder's room for each thread covers.
+func keyCheckBytes(rows int64) int64 { return 64<<20 + 2*rows }
+
 // deleteRoom raises DuckDB's memory limit, when one is set, for a run's
-// merges: for the join that finds a merge's old versions (joinBytes, with
-// what huge values pin) while it runs, and for what deletes pin
+// merges: for the check of their keys (keyCheckBytes) and the join that
+// finds their old versions (joinBytes), each with what huge values pin,
+// while it runs, and for what deletes pin
 // (Warehouse.deletePins), on top of the configured limit: DuckDB can
 // neither spill nor free that before a checkpoint, and a delete that left
 // the next statements no room failed ("could not allocate block": a merge
@@ -303,8 +348,10 @@ type openOptions struct {
 // row number explicitly).
 func WithRowsInAnyOrder() OpenOption { return func(o *openOptions) { o.anyOrder = true } }
 
-// WithThreads sets DuckDB's threads for this connection (0: DuckDB's
-// default, one per core). One thread holds one huge value at a time.
+// WithThreads sets DuckDB's threads for this connection (0: as many as
+// WithMemoryLimit's limit leaves room for, threadsUnder, or DuckDB's
+// default, one per processor, without a limit). One thread holds one
+// huge value at a time.
 func WithThreads(n int) OpenOption { return func(o *openOptions) { o.threads = n } }
 
 // WithMemoryLimit caps DuckDB's memory for this warehouse connection (a
@@ -843,40 +890,59 @@ func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, colList, src s
 		nullCheck = append(nullCheck, pk[i]+" IS NULL")
 		join = append(join, "t."+pk[i]+" = s."+pk[i])
 	}
-	// One pass over the staged keys: rows without a key, and keys held
-	// twice. The reader refuses a key read twice, so the staged rows
-	// normally hold each key once: then they go in as they are, read
-	// straight from the staged files. Only when a key repeats does a
-	// window pick each key's latest row into a temporary table; the window
-	// keeps whole rows in memory (it failed a million-row merge under the
-	// load's 64 MB), where this count is a hash aggregate DuckDB can spill.
+	// One pass over the staged keys: rows without a key, and whether a
+	// key may be held twice. The reader refuses a key read twice, so the
+	// staged rows normally hold each key once: then they go in as they
+	// are, read straight from the staged files. Only when a key may repeat
+	// does a window pick each key's latest row into a temporary table; the
+	// window keeps whole rows in memory (it failed a million-row merge
+	// under the load's 64 MB).
+	//
+	// The pass counts distinct hashes of the keys, not the keys: fewer
+	// distinct hashes than rows is all a repeated key can show, and a
+	// collision of two keys' hashes only sends the rows through the window
+	// (which then keeps them all). DuckDB spills either count, but grouping
+	// by the keys themselves (two text keys, two threads) failed at 20 M
+	// rows under 80 to 160 MB and passed under 128 and 224, where the
+	// hashes' distinct count passes under keyCheckBytes' room; it is
+	// faster too (5 M rows: 0.3 s against 1.1 s).
 	//
 	// (The reader's own check compares the keys' JSON text; 1 and 1.0, or
 	// one instant written two ways, are one key here.) extra counts the
 	// rows past the first of each key.
-	var nulls, extra int64
-	q := "SELECT coalesce(sum(n) FILTER (WHERE " + strings.Join(nullCheck, " OR ") + "), 0), coalesce(sum(n - 1), 0) FROM (SELECT " +
-		strings.Join(pk, ", ") + ", count(*) AS n FROM " + src + " GROUP BY ALL)"
-	if err := tx.QueryRowContext(ctx, q).Scan(&nulls, &extra); err != nil {
+	if _, err := room.set(ctx, tx, t.Object, room.w.pinned+keyCheckBytes(t.Rows)); err != nil {
+		return 0, 0, err
+	}
+	var staged, nulls, hashes, extra int64
+	q := "SELECT count(*), count(*) FILTER (WHERE " + strings.Join(nullCheck, " OR ") + "), count(DISTINCT hash(" +
+		strings.Join(pk, ", ") + ")) FROM " + src
+	if err := tx.QueryRowContext(ctx, q).Scan(&staged, &nulls, &hashes); err != nil {
 		return 0, 0, &WriteError{Object: t.Object, Step: "merge: check keys", Err: err}
 	}
 	if nulls > 0 {
 		return 0, 0, &WriteError{Object: t.Object, Step: "merge", Err: fmt.Errorf("%d rows have a null primary key (%s)", nulls, strings.Join(t.PrimaryKey, ", "))}
 	}
 	from := src
-	if extra > 0 {
+	if hashes < staged {
 		order := "filename DESC, file_row_number DESC"
 		if t.Cursor != "" {
 			order = Ident(t.Cursor) + " DESC NULLS LAST, " + order
 		}
 		srcRN := strings.TrimSuffix(src, ")") + ", filename = true, file_row_number = true)"
-		staged := fmt.Sprintf("SELECT %s FROM %s QUALIFY row_number() OVER (PARTITION BY %s ORDER BY %s) = 1",
+		latest := fmt.Sprintf("SELECT %s FROM %s QUALIFY row_number() OVER (PARTITION BY %s ORDER BY %s) = 1",
 			colList, srcRN, strings.Join(pk, ", "), order)
-		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE _sepipe_merge AS "+staged); err != nil {
+		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE _sepipe_merge AS "+latest); err != nil {
 			return 0, 0, &WriteError{Object: t.Object, Step: "merge: keep each key's latest row", Err: err}
 		}
 		defer tx.ExecContext(ctx, "DROP TABLE IF EXISTS _sepipe_merge") //nolint:errcheck
-		from = "_sepipe_merge"
+		var kept int64
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM _sepipe_merge").Scan(&kept); err != nil {
+			return 0, 0, &WriteError{Object: t.Object, Step: "merge: count each key's latest row", Err: err}
+		}
+		from, extra = "_sepipe_merge", staged-kept
+	}
+	if _, err := room.set(ctx, tx, t.Object, 0); err != nil {
+		return 0, 0, err
 	}
 	if !t.FullRefresh {
 		if _, err := deleteOld(ctx, tx, t, from, join, room); err != nil {

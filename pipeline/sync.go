@@ -100,7 +100,8 @@ type Config struct {
 	// grow with the size of an object. The run raises it for what DuckDB
 	// cannot spill: huge values (pinnedFor, load.WithPinnedBytes), and
 	// what a merge's deletes pin until the publish and, when it needs
-	// more, the join that finds them (load's merge).
+	// more, the check of its keys and the join that finds its old
+	// versions (load's merge).
 	DuckDBMemory string
 	// MaxValueBytes is the longest value (its JSON text) a stream stores
 	// in its table (default DefaultMaxValueBytes). A longer one is null in
@@ -465,12 +466,9 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 			}
 		}
 		// The early load ran on one thread, beside the fetch; the rest
-		// gets DuckDB's default, a thread per core.
-		threads := threadsFor(staged)
-		if threads == 0 {
-			threads = runtime.NumCPU()
-		}
-		if err := rl.Configure(ctx, append(settings, load.WithThreads(threads))...); err != nil {
+		// gets the threads of the settings (as many as the memory limit
+		// leaves room for, load.WithThreads).
+		if err := rl.Configure(ctx, settings...); err != nil {
 			_ = rl.Rollback()
 			_ = wh.Close()
 			wh, rl = nil, nil
