@@ -334,6 +334,8 @@ func TestThreadsFollowTheLimit(t *testing.T) {
 		{[]OpenOption{WithMemoryLimit("128MB")}, 3},
 		{[]OpenOption{WithMemoryLimit("256MiB")}, 8},
 		{[]OpenOption{WithMemoryLimit("4GB")}, 16},
+		{[]OpenOption{WithMemoryLimit("4G")}, 16}, // DuckDB's reading of it: 3.7 GiB
+		{[]OpenOption{WithMemoryLimit("none")}, 0},
 		{[]OpenOption{WithMemoryLimit("64MB"), WithThreads(1)}, 1},
 		{[]OpenOption{WithMemoryLimit("64MB"), WithThreads(5)}, 5},
 		{nil, 0},
@@ -345,11 +347,32 @@ func TestThreadsFollowTheLimit(t *testing.T) {
 		got := threads(w)
 		w.Close()
 		if c.want == 0 {
+			if defaultThreads != 0 && got != defaultThreads {
+				t.Errorf("without a limit, %d threads once and %d once", defaultThreads, got)
+			}
 			defaultThreads = got
 			continue
 		}
 		if got != c.want {
 			t.Errorf("%d options (limit %q): %d threads, want %d", len(c.opts), w.memoryLimit, got, c.want)
+		}
+	}
+	// A connection configured again (the early load's, on one thread,
+	// then the commit's) follows its last limit.
+	w, err := OpenWarehouse(ctx, filepath.Join(t.TempDir(), "w.duckdb"), WithMemoryLimit("64MB"), WithThreads(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for _, c := range []struct {
+		limit string
+		want  int
+	}{{"256MiB", 8}, {"none", defaultThreads}, {"64MB", 2}} {
+		if err := w.configure(ctx, openOptions{memoryLimit: c.limit}); err != nil {
+			t.Fatal(err)
+		}
+		if got := threads(w); got != c.want {
+			t.Errorf("configured again with %q: %d threads, want %d", c.limit, got, c.want)
 		}
 	}
 	db, err := sql.Open("duckdb", "")

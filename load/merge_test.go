@@ -119,6 +119,27 @@ func TestMergeUpsertsAndKeysReadTwice(t *testing.T) {
 	}
 }
 
+// openSmall opens a working database under a memory limit of 16 MB on
+// two threads, whatever the machine (what DuckDB's statements need
+// depends on them), and gives a reading of its current limit.
+func openSmall(t *testing.T) (load.Lake, *load.Warehouse, func() string) {
+	t.Helper()
+	lake := load.Lake{Root: t.TempDir()}
+	wh, err := load.OpenState(context.Background(), lake, load.WithMemoryLimit("16MB"), load.WithThreads(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wh.Close() })
+	return lake, wh, func() string {
+		t.Helper()
+		var s string
+		if err := wh.DB().QueryRow(`SELECT current_setting('memory_limit')`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+}
+
 // TestMergeMakesRoomForItsDeletes: merges over a table of a million rows
 // under a small configured memory limit, on two threads: one that brings
 // every key again (DuckDB's delete of them by one join failed under
@@ -131,22 +152,7 @@ func TestMergeMakesRoomForItsDeletes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("merges over a million rows")
 	}
-	ctx := context.Background()
-	lake := load.Lake{Root: t.TempDir()}
-	// Two threads, whatever the machine: what a delete needs depends on them.
-	wh, err := load.OpenState(ctx, lake, load.WithMemoryLimit("16MB"), load.WithThreads(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wh.Close()
-	limit := func() string {
-		t.Helper()
-		var s string
-		if err := wh.DB().QueryRow(`SELECT current_setting('memory_limit')`).Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	lake, wh, limit := openSmall(t)
 	configured := limit()
 	const n = 1_000_000
 	var spread []int
@@ -187,28 +193,14 @@ func TestMergeMakesRoomForItsDeletes(t *testing.T) {
 // TestMergeMakesRoomForItsKeyCheck: a merge of three million rows keyed
 // on two text columns, under a small configured limit on two threads.
 // Its check for repeated keys counts distinct hashes of the keys under
-// the room keyCheckBytes gives it (a count grouped by the keys themselves
-// failed under 16 MB here, "failed to pin block"), and gives the limit
-// back for the insert.
+// the room keyCheckBytes gives it (without it the count fails under
+// 16 MB, "could not allocate block", and so did a count grouped by the
+// keys themselves); the limit is the configured one after the run.
 func TestMergeMakesRoomForItsKeyCheck(t *testing.T) {
 	if testing.Short() {
 		t.Skip("merges three million rows")
 	}
-	ctx := context.Background()
-	lake := load.Lake{Root: t.TempDir()}
-	wh, err := load.OpenState(ctx, lake, load.WithMemoryLimit("16MB"), load.WithThreads(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wh.Close()
-	limit := func() string {
-		t.Helper()
-		var s string
-		if err := wh.DB().QueryRow(`SELECT current_setting('memory_limit')`).Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	lake, wh, limit := openSmall(t)
 	configured := limit()
 	const n = 3_000_000
 	staged := func(run string, from int) load.Table {

@@ -37,6 +37,8 @@ type Warehouse struct {
 	// what the run's huge values keep pinned (WithPinnedBytes).
 	memoryLimit string
 	pinned      int64
+	// threads is the DuckDB threads configure set (0: DuckDB's default).
+	threads int
 	// deletePins is what merges' deletes pin until the next checkpoint
 	// (closeDB), committed or rolled back: the limit keeps room for it
 	// (deleteRoom, RunLoad.lowerMemory).
@@ -158,10 +160,22 @@ func (w *Warehouse) configureOn(ctx context.Context, db interface {
 			return fmt.Errorf("warehouse %s: memory limit: %w", w.path, err)
 		}
 	}
+	configured := SizeBytes(o.memoryLimit)
 	if o.memoryLimit != "" {
 		limit := limitFor(o.memoryLimit, o.pinned)
 		if _, err := db.ExecContext(ctx, "SET memory_limit = "+Literal(limit)); err != nil {
 			return fmt.Errorf("warehouse %s: memory limit %q: %w", w.path, limit, err)
+		}
+		if configured <= 0 && limit == o.memoryLimit {
+			// A size SizeBytes does not read ("4G", "none"): DuckDB's
+			// reading of it, which it does ("3.7 GiB"; no limit reads as
+			// petabytes, which it does not).
+			if err := db.QueryRowContext(ctx, "SELECT current_setting('memory_limit')").Scan(&limit); err != nil {
+				return fmt.Errorf("warehouse %s: memory limit: %w", w.path, err)
+			}
+			if configured = SizeBytes(limit); configured <= 0 {
+				limit = o.memoryLimit
+			}
 		}
 		w.memoryLimit = limit
 	}
@@ -173,14 +187,36 @@ func (w *Warehouse) configureOn(ctx context.Context, db interface {
 	}
 	threads := o.threads
 	if threads <= 0 && o.memoryLimit != "" {
-		threads = threadsUnder(SizeBytes(o.memoryLimit))
+		threads = threadsUnder(configured)
 	}
-	if threads > 0 {
+	switch {
+	case threads > 0:
 		if _, err := db.ExecContext(ctx, fmt.Sprintf("SET threads = %d", threads)); err != nil {
 			return fmt.Errorf("warehouse %s: threads %d: %w", w.path, threads, err)
 		}
+	case o.memoryLimit != "":
+		// No limit after all: DuckDB's default, whatever an earlier
+		// configuration of the connection set (the early load's one).
+		if _, err := db.ExecContext(ctx, "RESET threads"); err != nil {
+			return fmt.Errorf("warehouse %s: threads: %w", w.path, err)
+		}
+	}
+	if o.threads > 0 || o.memoryLimit != "" {
+		w.threads = threads
 	}
 	return nil
+}
+
+// threadRoom is the memory limit a merge's statements need at least for
+// the connection's threads: their rules (keyCheckBytes, joinBytes) were
+// measured on two threads, and more need more, threadBytes each, which a
+// limit that gave them (threadsUnder) has and one a caller set beside
+// more threads (WithThreads) may not.
+func (w *Warehouse) threadRoom() int64 {
+	if w.threads <= 2 {
+		return 0
+	}
+	return int64(w.threads) * threadBytes
 }
 
 // threadBytes is the memory limit DuckDB needs for each thread of a
@@ -194,8 +230,10 @@ func (w *Warehouse) configureOn(ctx context.Context, db interface {
 // 308 MB on 4, 440 MB on 8).
 const threadBytes = 32 << 20
 
-// numCPU is the machine's processors (a variable for tests).
-var numCPU = runtime.NumCPU
+// numCPU is the processors the process may use: GOMAXPROCS, which
+// follows a container's CPU quota where runtime.NumCPU does not (a
+// variable for tests).
+var numCPU = func() int { return runtime.GOMAXPROCS(0) }
 
 // threadsUnder is how many threads a load gets under a memory limit of
 // limit bytes: one for each threadBytes of it, at least two and at most
@@ -312,7 +350,7 @@ func (d *deleteRoom) rebuild(partial, held int64) bool {
 
 // set makes the limit the configured one or need, the larger, plus what
 // deletes pin.
-func (d *deleteRoom) set(ctx context.Context, tx *sql.Tx, object string, need int64) (string, error) {
+func (d *deleteRoom) set(ctx context.Context, tx *sql.Tx, object, step string, need int64) (string, error) {
 	base := SizeBytes(d.w.memoryLimit)
 	if base <= 0 || (!d.raised && d.w.deletePins == 0 && need <= base) {
 		return d.w.memoryLimit, nil // DuckDB's own limit (a share of the machine's memory), or room enough
@@ -322,7 +360,7 @@ func (d *deleteRoom) set(ctx context.Context, tx *sql.Tx, object string, need in
 		limit = mib(max(base, need) + d.w.deletePins)
 	}
 	if _, err := tx.ExecContext(ctx, "SET memory_limit = "+Literal(limit)); err != nil {
-		return "", &WriteError{Object: object, Step: "merge: memory limit " + limit, Path: object, Err: err}
+		return "", &WriteError{Object: object, Step: step + ": memory limit " + limit, Path: object, Err: err}
 	}
 	d.raised = limit != d.w.memoryLimit
 	return limit, nil
@@ -902,15 +940,16 @@ func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, colList, src s
 	// distinct hashes than rows is all a repeated key can show, and a
 	// collision of two keys' hashes only sends the rows through the window
 	// (which then keeps them all). DuckDB spills either count, but grouping
-	// by the keys themselves (two text keys, two threads) failed at 20 M
-	// rows under 80 to 160 MB and passed under 128 and 224, where the
-	// hashes' distinct count passes under keyCheckBytes' room; it is
-	// faster too (5 M rows: 0.3 s against 1.1 s).
+	// by the keys themselves (two text keys, two threads, 20 M rows) failed
+	// under 64 to 112 MB and under 160, and passed under 128, 192 and 224,
+	// where the hashes' distinct count passes under keyCheckBytes' room
+	// (which the window, when it runs, shares); it is faster too (5 M
+	// rows: 0.3 s against 1.1 s).
 	//
 	// (The reader's own check compares the keys' JSON text; 1 and 1.0, or
 	// one instant written two ways, are one key here.) extra counts the
 	// rows past the first of each key.
-	if _, err := room.set(ctx, tx, t.Object, room.w.pinned+keyCheckBytes(t.Rows)); err != nil {
+	if _, err := room.set(ctx, tx, t.Object, "merge: check keys", room.w.pinned+max(keyCheckBytes(t.Rows), room.w.threadRoom())); err != nil {
 		return 0, 0, err
 	}
 	var staged, nulls, hashes, extra int64
@@ -941,7 +980,7 @@ func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, colList, src s
 		}
 		from, extra = "_sepipe_merge", staged-kept
 	}
-	if _, err := room.set(ctx, tx, t.Object, 0); err != nil {
+	if _, err := room.set(ctx, tx, t.Object, "merge", 0); err != nil {
 		return 0, 0, err
 	}
 	if !t.FullRefresh {
@@ -1072,7 +1111,7 @@ func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, join []str
 	if held == 0 {
 		return st, nil // a first sync: no join over the run's keys for nothing
 	}
-	limit, err := room.set(ctx, tx, t.Object, room.w.pinned+joinBytes(held, t.Rows))
+	limit, err := room.set(ctx, tx, t.Object, "merge: find the old versions", room.w.pinned+max(joinBytes(held, t.Rows), room.w.threadRoom()))
 	if err != nil {
 		return st, err
 	}
@@ -1133,12 +1172,12 @@ func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, join []str
 		if err := keepOthers(ctx, tx, t, gone, held, total); err != nil {
 			return st, err
 		}
-		_, err := room.set(ctx, tx, t.Object, 0)
+		_, err := room.set(ctx, tx, t.Object, "merge", 0)
 		return st, err
 	}
 	st.pinned = partial * vectorDeleteBytes
 	room.w.deletePins += st.pinned
-	if _, err := room.set(ctx, tx, t.Object, 0); err != nil {
+	if _, err := room.set(ctx, tx, t.Object, "merge", 0); err != nil {
 		return st, err
 	}
 	var deleted int64

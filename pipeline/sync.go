@@ -97,7 +97,9 @@ type Config struct {
 	LockWait time.Duration
 	// DuckDBMemory caps DuckDB's memory while the run loads the warehouse
 	// (default "64MB"; DuckDB spills beyond it), so a load's memory does not
-	// grow with the size of an object. The run raises it for what DuckDB
+	// grow with the size of an object, and sets DuckDB's threads: one for
+	// each 32 MiB of it, at most one a processor (load.WithThreads; "1GB"
+	// gives up to 29). The run raises it for what DuckDB
 	// cannot spill: huge values (pinnedFor, load.WithPinnedBytes), and
 	// what a merge's deletes pin until the publish and, when it needs
 	// more, the check of its keys and the join that finds its old
@@ -644,6 +646,9 @@ func largestPage(staged []*stagedObject) int {
 	return largest
 }
 
+// threadsFor is the DuckDB threads of a run's load: one when a page was
+// huge (a thread holds one huge value at a time), else 0, as many as the
+// memory limit has room for (load.WithThreads).
 func threadsFor(staged []*stagedObject) int {
 	if largestPage(staged) >= hugePage {
 		return 1
