@@ -882,7 +882,9 @@ func replaceView(ctx context.Context, tx *sql.Tx, run Run, t Table, day string) 
 
 // countNew counts the staged rows whose content is not in the table yet:
 // all of them when the table does not exist or lacks one of their columns.
-// The count runs under the room countBytes gives it.
+// The count runs on one thread under the room countBytes gives it; a
+// failure would fail the run's load (it ends DuckDB's transaction), for
+// a count the summary shows.
 func countNew(ctx context.Context, tx *sql.Tx, t Table, room *deleteRoom) (int64, error) {
 	if len(t.Files) == 0 {
 		return 0, nil
@@ -912,7 +914,10 @@ func countNew(ctx context.Context, tx *sql.Tx, t Table, room *deleteRoom) (int64
 	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+Ident(t.Object)).Scan(&held); err != nil {
 		return 0, err
 	}
-	if _, err := room.set(ctx, tx, t.Object, "count new rows", room.w.pinned+max(countBytes(t.Rows+held), room.w.threadRoom())); err != nil {
+	if _, err := room.set(ctx, tx, t.Object, "count new rows", room.w.pinned+countBytes(t.Rows+held)); err != nil {
+		return 0, err
+	}
+	if _, err := tx.ExecContext(ctx, "SET threads = 1"); err != nil {
 		return 0, err
 	}
 	h := "hash(" + strings.Join(cols, ", ") + ")"
@@ -922,21 +927,31 @@ func countNew(ctx context.Context, tx *sql.Tx, t Table, room *deleteRoom) (int64
 	if err := tx.QueryRowContext(ctx, q).Scan(&n); err != nil {
 		return 0, err
 	}
+	threads := "RESET threads"
+	if room.w.threads > 0 {
+		threads = fmt.Sprintf("SET threads = %d", room.w.threads)
+	}
+	if _, err := tx.ExecContext(ctx, threads); err != nil {
+		return 0, err
+	}
 	_, err = room.set(ctx, tx, t.Object, "count new rows", 0)
 	return n, err
 }
 
-// countBytes is what DuckDB needs, on two threads, to count the rows of
+// countBytes is what DuckDB needs, on one thread, to count the rows of
 // rows staged and held rows that one side does not hold (countNew's
 // EXCEPT ALL of the rows' hashes: a window numbering each hash's rows on
 // both sides, and an anti join). Its need depends on the rows' width as
-// much as on their number. Measured on the pages of sepipe bench, 5 M
-// rows over 5 M passed under 64 MB; on rows of two random text columns
-// (32 and 19 bytes) read from Parquet row groups of 122,880 rows, 1 M
-// over 1 M failed under 64 MB and 66 MiB and passed under 80 MiB to
-// 128, 5 M over 5 M failed under 64 MB and passed under 72 to 96, 20 M
-// over 20 M passed under 96 to 256. The rule leaves room above each.
-func countBytes(rows int64) int64 { return 128<<20 + 2*rows }
+// much as on their number, and more threads need more: on two, rows of
+// two random text columns (32 and 19 bytes) read from Parquet row groups
+// of 122,880 rows failed at 1 M over 1 M under 64 MB, 66 MiB and 72 MiB
+// (and passed under 80 MiB and more), where the bench's pages passed at
+// 5 M over 5 M under 64 MB, and 128 MiB + 2 B a row took a sync of
+// 5 M rows from a peak of 219 MB to 376. On one thread the same random
+// rows passed at 1 M under 48 MB, at 5 M under 64 MB and 84 MiB, and at
+// 20 M under 104 and 144 MiB (failed under 64 MB), in about twice the
+// time (5 M: 3.3 s against 1.5 s).
+func countBytes(rows int64) int64 { return 64<<20 + 2*rows }
 
 // mergeRows upserts the staged rows on the primary key and returns the
 // rows it inserted and how many it should have: the distinct keys the run
