@@ -33,8 +33,8 @@
 // meanwhile. The transaction outlives its context and ends only by
 // Commit or Rollback (txContext). Under a memory limit (WithMemoryLimit)
 // DuckDB gets as many threads as the limit has room for (threadsUnder),
-// not one a processor, and the count of a run's new rows gets room of
-// its own (countBytes). A merge stream's load first checks its
+// not one a processor, and the count of a run's new rows runs on one
+// thread with room of its own (countBytes). A merge stream's load first checks its
 // rows' keys (a count of their distinct hashes) and then deletes the old
 // versions of the keys it brings by row ids, found by a join DuckDB can
 // spill and deleted by ranges (deleteOld); it raises the memory limit for

@@ -189,8 +189,9 @@ func (r *RunLoad) Rollback() error {
 	return err
 }
 
-// lowerMemory gives the configured memory limit back once the transaction
-// has ended, when a merge raised it (deleteRoom), but for what deletes
+// lowerMemory gives the configured threads back when a failed count of
+// new rows left one (countNew), and the configured memory limit once the
+// transaction has ended, when a merge or a count raised it (deleteRoom), but for what deletes
 // still pin (Warehouse.deletePins): only a checkpoint frees that, not the
 // commit (nor all of it a rollback), and the session's checkpoint runs at
 // the publish or Close, without the limit (closeDB; a checkpoint under the
@@ -199,6 +200,13 @@ func (r *RunLoad) Rollback() error {
 // the first one's pins. It is no failure of the run when DuckDB refuses
 // (the run has ended; the publish resets the limit anyway).
 func (r *RunLoad) lowerMemory() {
+	if r.room.fewerThreads {
+		// A failed count (countNew) leaves its one thread: a setting
+		// outlives the transaction, and an aborted one takes no SET.
+		if _, err := r.w.db.Exec(r.w.threadsSetting()); err == nil {
+			r.room.fewerThreads = false
+		}
+	}
 	if !r.room.raised {
 		return
 	}

@@ -326,8 +326,9 @@ func keyCheckBytes(rows int64) int64 { return 64<<20 + 2*rows }
 // the next statements no room failed ("could not allocate block": a merge
 // of 10,000 rows spread over a table of 5 M, under 64 MB).
 type deleteRoom struct {
-	w      *Warehouse
-	raised bool // the limit is not the configured one; lowerMemory gives it back
+	w            *Warehouse
+	raised       bool // the limit is not the configured one; lowerMemory gives it back
+	fewerThreads bool // countNew runs on one thread; it, or lowerMemory, gives the others back
 }
 
 // rebuild reports whether a merge whose deletes would leave partial of
@@ -882,9 +883,10 @@ func replaceView(ctx context.Context, tx *sql.Tx, run Run, t Table, day string) 
 
 // countNew counts the staged rows whose content is not in the table yet:
 // all of them when the table does not exist or lacks one of their columns.
-// The count runs on one thread under the room countBytes gives it; a
-// failure would fail the run's load (it ends DuckDB's transaction), for
-// a count the summary shows.
+// Under a memory limit the count runs on one thread, with the room
+// countBytes gives it; a failure would fail the run's load (it ends
+// DuckDB's transaction), for a count the summary shows. Both are given
+// back after it, or, when it fails, by RunLoad.lowerMemory.
 func countNew(ctx context.Context, tx *sql.Tx, t Table, room *deleteRoom) (int64, error) {
 	if len(t.Files) == 0 {
 		return 0, nil
@@ -917,8 +919,11 @@ func countNew(ctx context.Context, tx *sql.Tx, t Table, room *deleteRoom) (int64
 	if _, err := room.set(ctx, tx, t.Object, "count new rows", room.w.pinned+countBytes(t.Rows+held)); err != nil {
 		return 0, err
 	}
-	if _, err := tx.ExecContext(ctx, "SET threads = 1"); err != nil {
-		return 0, err
+	if SizeBytes(room.w.memoryLimit) > 0 {
+		if _, err := tx.ExecContext(ctx, "SET threads = 1"); err != nil {
+			return 0, err
+		}
+		room.fewerThreads = true
 	}
 	h := "hash(" + strings.Join(cols, ", ") + ")"
 	q := fmt.Sprintf("SELECT count(*) FROM (SELECT %s FROM %s EXCEPT ALL SELECT %s FROM %s)",
@@ -927,15 +932,23 @@ func countNew(ctx context.Context, tx *sql.Tx, t Table, room *deleteRoom) (int64
 	if err := tx.QueryRowContext(ctx, q).Scan(&n); err != nil {
 		return 0, err
 	}
-	threads := "RESET threads"
-	if room.w.threads > 0 {
-		threads = fmt.Sprintf("SET threads = %d", room.w.threads)
-	}
-	if _, err := tx.ExecContext(ctx, threads); err != nil {
-		return 0, err
+	if room.fewerThreads {
+		if _, err := tx.ExecContext(ctx, room.w.threadsSetting()); err != nil {
+			return 0, err
+		}
+		room.fewerThreads = false
 	}
 	_, err = room.set(ctx, tx, t.Object, "count new rows", 0)
 	return n, err
+}
+
+// threadsSetting is the statement that gives the connection the threads
+// configure set.
+func (w *Warehouse) threadsSetting() string {
+	if w.threads > 0 {
+		return fmt.Sprintf("SET threads = %d", w.threads)
+	}
+	return "RESET threads"
 }
 
 // countBytes is what DuckDB needs, on one thread, to count the rows of
