@@ -33,19 +33,17 @@
 // meanwhile. The transaction outlives its context and ends only by
 // Commit or Rollback (txContext). Under a memory limit (WithMemoryLimit)
 // DuckDB gets as many threads as the limit has room for (threadsUnder),
-// not one a processor, and the count of a run's new rows runs on one
-// thread with room of its own (countBytes). A merge stream's load first checks its
-// rows' keys (a count of their distinct hashes) and then deletes the old
-// versions of the keys it brings by row ids, found by a join DuckDB can
-// spill and deleted by ranges (deleteOld); it raises the memory limit for
-// that count and that join when the configured one is less than they need
-// (keyCheckBytes, joinBytes), and on top of
-// the configured one by what the deletes pin, which only a checkpoint
-// frees: the limit keeps room for it until the publish's checkpoint
-// (deleteRoom, Warehouse.deletePins, RunLoad.lowerMemory). A merge whose
-// deletes would pin too much copies the table's other rows into a new
-// table instead (keepOthers).
-// Readers open
+// not one a processor. The statements DuckDB cannot run in a small limit
+// get room of their own (loadRoom, Warehouse.roomLimit): the count of a
+// run's new rows, on one thread (countBytes), and a merge's check of its
+// rows' keys, a count of their distinct hashes (keyCheckBytes). A merge
+// then deletes the old versions of the keys it brings by row ids, found
+// by a join DuckDB can spill (joinBytes) and deleted by ranges
+// (deleteOld), and raises the limit on top of the configured one by what
+// the deletes pin, which only a checkpoint frees: the limit keeps room
+// for it until the publish's checkpoint (Warehouse.deletePins,
+// RunLoad.lowerMemory). A merge whose deletes would pin too much copies
+// the table's other rows into a new table instead (keepOthers). Readers open
 // the published copy, <out>/warehouse.duckdb: Warehouse.Publish (and
 // PublishState) checkpoints the working database, copies it beside the
 // published file and renames the copy over it (publish.go), so a reader

@@ -194,7 +194,7 @@ func TestDeletePinsOutliveTheRun(t *testing.T) {
 }
 
 // TestMergeKeepsOthersOfALargeTable: a merge whose deletes would pin more
-// than the rule allows (deleteRoom.rebuild; here past 1 MiB) copies the
+// than the rule allows (loadRoom.rebuild; here past 1 MiB) copies the
 // table's other rows into a new table instead, which pins nothing: one key
 // in 1,000 of a table of 3 M rows, where the deletes would pin 29 MiB, and
 // again on the new table. Nothing else of the table changes: its rows, its
@@ -277,7 +277,7 @@ func TestMergeKeepsOthersOfALargeTable(t *testing.T) {
 // and touch most of the table's vectors.
 func TestRebuildRule(t *testing.T) {
 	w := &Warehouse{memoryLimit: "64MB"} // 256 MiB: more than four times 61 MiB
-	d := &deleteRoom{w: w}
+	d := &loadRoom{w: w}
 	vectors := func(rows int64) int64 { return rows / 2048 }
 	for _, tc := range []struct {
 		name          string

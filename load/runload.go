@@ -30,7 +30,7 @@ type RunLoad struct {
 	counts bool // CountingNewRows
 	early  map[string]*earlyTable
 	done   bool
-	room   deleteRoom // what the merges' deletes pin until the end
+	room   loadRoom // the room the load's statements make, until the end
 }
 
 // earlyTable is what LoadFiles has put into one stream's history.
@@ -71,7 +71,7 @@ func (w *Warehouse) Begin(ctx context.Context, run Run, opts ...BeginOption) (*R
 	if err != nil {
 		return nil, fmt.Errorf("warehouse %s: begin: %w", w.path, err)
 	}
-	r := &RunLoad{w: w, tx: tx, run: run, early: map[string]*earlyTable{}, room: deleteRoom{w: w}}
+	r := &RunLoad{w: w, tx: tx, run: run, early: map[string]*earlyTable{}, room: loadRoom{w: w}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -191,7 +191,7 @@ func (r *RunLoad) Rollback() error {
 
 // lowerMemory gives the configured threads back when a failed count of
 // new rows left one (countNew), and the configured memory limit once the
-// transaction has ended, when a merge or a count raised it (deleteRoom), but for what deletes
+// transaction has ended, when a merge or a count raised it (loadRoom), but for what deletes
 // still pin (Warehouse.deletePins): only a checkpoint frees that, not the
 // commit (nor all of it a rollback), and the session's checkpoint runs at
 // the publish or Close, without the limit (closeDB; a checkpoint under the
@@ -200,22 +200,11 @@ func (r *RunLoad) Rollback() error {
 // the first one's pins. It is no failure of the run when DuckDB refuses
 // (the run has ended; the publish resets the limit anyway).
 func (r *RunLoad) lowerMemory() {
-	if r.room.fewerThreads {
-		// A failed count (countNew) leaves its one thread: a setting
-		// outlives the transaction, and an aborted one takes no SET.
-		if _, err := r.w.db.Exec(r.w.threadsSetting()); err == nil {
-			r.room.fewerThreads = false
-		}
-	}
+	_ = r.room.allThreads(context.Background(), r.w.db) // a failed count's one thread
 	if !r.room.raised {
 		return
 	}
-	w := r.w
-	limit := w.memoryLimit
-	if base := SizeBytes(limit); base > 0 && w.deletePins > 0 {
-		limit = mib(base + w.deletePins)
-	}
-	if _, err := w.db.Exec("SET memory_limit = " + Literal(limit)); err == nil {
+	if _, err := r.w.db.Exec("SET memory_limit = " + Literal(r.w.roomLimit(0))); err == nil {
 		r.room.raised = false
 	}
 }

@@ -41,10 +41,10 @@ type Warehouse struct {
 	threads int
 	// deletePins is what merges' deletes pin until the next checkpoint
 	// (closeDB), committed or rolled back: the limit keeps room for it
-	// (deleteRoom, RunLoad.lowerMemory).
+	// (loadRoom, RunLoad.lowerMemory).
 	deletePins int64
 	// rebuildOver, when set (by tests), replaces the threshold of
-	// deleteRoom.rebuild.
+	// loadRoom.rebuild.
 	rebuildOver int64
 }
 
@@ -316,7 +316,7 @@ func joinBytes(held, brought int64) int64 { return 24<<20 + 2*(held+brought) }
 // only from 112 MiB), which threadsUnder's room for each thread covers.
 func keyCheckBytes(rows int64) int64 { return 64<<20 + 2*rows }
 
-// deleteRoom raises DuckDB's memory limit, when one is set, for a run's
+// loadRoom raises DuckDB's memory limit, when one is set, for a run's
 // merges and counts: for the count of a run's new rows (countBytes), the
 // check of a merge's keys (keyCheckBytes) and the join that finds its old
 // versions (joinBytes), each with what huge values pin, while it runs,
@@ -325,10 +325,10 @@ func keyCheckBytes(rows int64) int64 { return 64<<20 + 2*rows }
 // neither spill nor free that before a checkpoint, and a delete that left
 // the next statements no room failed ("could not allocate block": a merge
 // of 10,000 rows spread over a table of 5 M, under 64 MB).
-type deleteRoom struct {
+type loadRoom struct {
 	w            *Warehouse
 	raised       bool // the limit is not the configured one; lowerMemory gives it back
-	fewerThreads bool // countNew runs on one thread; it, or lowerMemory, gives the others back
+	fewerThreads bool // oneThread lowered the threads; allThreads gives them back
 }
 
 // rebuild reports whether a merge whose deletes would leave partial of
@@ -342,7 +342,7 @@ type deleteRoom struct {
 // (the table written again: 5.8–7.3 s for 5 M rows under 64 MB, against
 // 4.3 s for the deletes). A few changes spread over a huge table do not
 // rewrite it: they pin one vector each.
-func (d *deleteRoom) rebuild(partial, held int64) bool {
+func (d *loadRoom) rebuild(partial, held int64) bool {
 	over := d.w.rebuildOver
 	if over <= 0 {
 		over = max(256<<20, 4*SizeBytes(d.w.memoryLimit))
@@ -350,22 +350,67 @@ func (d *deleteRoom) rebuild(partial, held int64) bool {
 	return d.w.deletePins+partial*vectorDeleteBytes > over && partial*2048 >= held/2
 }
 
-// set makes the limit the configured one or need, the larger, plus what
-// deletes pin.
-func (d *deleteRoom) set(ctx context.Context, tx *sql.Tx, object, step string, need int64) (string, error) {
+// set makes room for a statement of the run (step, for errors) that needs
+// need bytes on two threads (0: none, the limit back to the configured
+// one): the limit becomes Warehouse.roomLimit of need, with what huge
+// values pin and, unless oneThread lowered them, the connection's
+// threads' room (Warehouse.threadRoom).
+func (d *loadRoom) set(ctx context.Context, tx *sql.Tx, object, step string, need int64) (string, error) {
+	if need > 0 {
+		if !d.fewerThreads {
+			need = max(need, d.w.threadRoom())
+		}
+		need += d.w.pinned
+	}
 	base := SizeBytes(d.w.memoryLimit)
 	if base <= 0 || (!d.raised && d.w.deletePins == 0 && need <= base) {
 		return d.w.memoryLimit, nil // DuckDB's own limit (a share of the machine's memory), or room enough
 	}
-	limit := d.w.memoryLimit
-	if need > base || d.w.deletePins > 0 {
-		limit = mib(max(base, need) + d.w.deletePins)
-	}
+	limit := d.w.roomLimit(need)
 	if _, err := tx.ExecContext(ctx, "SET memory_limit = "+Literal(limit)); err != nil {
 		return "", &WriteError{Object: object, Step: step + ": memory limit " + limit, Path: object, Err: err}
 	}
 	d.raised = limit != d.w.memoryLimit
 	return limit, nil
+}
+
+// roomLimit is the memory limit for a statement that needs need bytes:
+// the configured limit or need, the larger, plus what deletes still pin
+// (deletePins).
+func (w *Warehouse) roomLimit(need int64) string {
+	base := SizeBytes(w.memoryLimit)
+	if base <= 0 || (need <= base && w.deletePins == 0) {
+		return w.memoryLimit
+	}
+	return mib(max(base, need) + w.deletePins)
+}
+
+// oneThread puts the connection on one thread, under a memory limit,
+// until allThreads (or RunLoad.lowerMemory, when the transaction failed
+// first) gives the configured threads back.
+func (d *loadRoom) oneThread(ctx context.Context, tx *sql.Tx) error {
+	if SizeBytes(d.w.memoryLimit) <= 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, "SET threads = 1"); err != nil {
+		return err
+	}
+	d.fewerThreads = true
+	return nil
+}
+
+// allThreads gives the connection the threads configure set, after
+// oneThread. A setting outlives the transaction, and an aborted one
+// takes no SET: db is then the warehouse's, after the transaction.
+func (d *loadRoom) allThreads(ctx context.Context, db execer) error {
+	if !d.fewerThreads {
+		return nil
+	}
+	if _, err := db.ExecContext(ctx, d.w.threadsSetting()); err != nil {
+		return err
+	}
+	d.fewerThreads = false
+	return nil
 }
 
 // OpenOption configures OpenWarehouse.
@@ -713,7 +758,7 @@ func fileList(files []string) string {
 	return "[" + strings.Join(q, ", ") + "]"
 }
 
-func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, early *earlyTable, room *deleteRoom) error {
+func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, early *earlyTable, room *loadRoom) error {
 	mode := t.Mode
 	if mode == "" {
 		mode = Replace
@@ -887,7 +932,7 @@ func replaceView(ctx context.Context, tx *sql.Tx, run Run, t Table, day string) 
 // countBytes gives it; a failure would fail the run's load (it ends
 // DuckDB's transaction), for a count the summary shows. Both are given
 // back after it, or, when it fails, by RunLoad.lowerMemory.
-func countNew(ctx context.Context, tx *sql.Tx, t Table, room *deleteRoom) (int64, error) {
+func countNew(ctx context.Context, tx *sql.Tx, t Table, room *loadRoom) (int64, error) {
 	if len(t.Files) == 0 {
 		return 0, nil
 	}
@@ -916,14 +961,11 @@ func countNew(ctx context.Context, tx *sql.Tx, t Table, room *deleteRoom) (int64
 	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+Ident(t.Object)).Scan(&held); err != nil {
 		return 0, err
 	}
-	if _, err := room.set(ctx, tx, t.Object, "count new rows", room.w.pinned+countBytes(t.Rows+held)); err != nil {
+	if err := room.oneThread(ctx, tx); err != nil {
 		return 0, err
 	}
-	if SizeBytes(room.w.memoryLimit) > 0 {
-		if _, err := tx.ExecContext(ctx, "SET threads = 1"); err != nil {
-			return 0, err
-		}
-		room.fewerThreads = true
+	if _, err := room.set(ctx, tx, t.Object, "count new rows", countBytes(t.Rows+held)); err != nil {
+		return 0, err
 	}
 	h := "hash(" + strings.Join(cols, ", ") + ")"
 	q := fmt.Sprintf("SELECT count(*) FROM (SELECT %s FROM %s EXCEPT ALL SELECT %s FROM %s)",
@@ -932,11 +974,8 @@ func countNew(ctx context.Context, tx *sql.Tx, t Table, room *deleteRoom) (int64
 	if err := tx.QueryRowContext(ctx, q).Scan(&n); err != nil {
 		return 0, err
 	}
-	if room.fewerThreads {
-		if _, err := tx.ExecContext(ctx, room.w.threadsSetting()); err != nil {
-			return 0, err
-		}
-		room.fewerThreads = false
+	if err := room.allThreads(ctx, tx); err != nil {
+		return 0, err
 	}
 	_, err = room.set(ctx, tx, t.Object, "count new rows", 0)
 	return n, err
@@ -970,7 +1009,7 @@ func countBytes(rows int64) int64 { return 64<<20 + 2*rows }
 // rows it inserted and how many it should have: the distinct keys the run
 // brought. When the staged rows hold a key twice, the
 // one with the latest cursor (or the last one read) wins.
-func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, colList, src string, room *deleteRoom) (inserted, want int64, err error) {
+func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, colList, src string, room *loadRoom) (inserted, want int64, err error) {
 	table := Ident(t.Object)
 	pk := make([]string, len(t.PrimaryKey))
 	var nullCheck, join []string
@@ -1003,7 +1042,7 @@ func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, colList, src s
 	// (The reader's own check compares the keys' JSON text; 1 and 1.0, or
 	// one instant written two ways, are one key here.) extra counts the
 	// rows past the first of each key.
-	if _, err := room.set(ctx, tx, t.Object, "merge: check keys", room.w.pinned+max(keyCheckBytes(t.Rows), room.w.threadRoom())); err != nil {
+	if _, err := room.set(ctx, tx, t.Object, "merge: check keys", keyCheckBytes(t.Rows)); err != nil {
 		return 0, 0, err
 	}
 	var staged, nulls, hashes, extra int64
@@ -1074,7 +1113,7 @@ type deleteStats struct {
 // copies the table's other rows into a new table, drops the old one and
 // gives the new one its name, all in the run's transaction. A new table
 // pins nothing, where deletes in most of a table's vectors would pin
-// 8 bytes a row of it until the publish (deleteRoom.rebuild), and so
+// 8 bytes a row of it until the publish (loadRoom.rebuild), and so
 // would deleting every row of a table that earlier merges deleted rows of
 // (measured: failed under 24 MB at 3 M rows). It writes the other rows
 // again instead. Views of the table find the new one by its name; its
@@ -1149,10 +1188,10 @@ func commentColumn(ctx context.Context, tx *sql.Tx, table, col, text string) err
 // a small join, the table's row groups outside the range skipped (the
 // same merge: peak 177 MB under 64 MB). The limit
 // is raised for the first join when it needs more (joinBytes), and for
-// what the deletes pin (deleteRoom). When they would pin too much
-// (deleteRoom.rebuild), it copies the table's other rows into a new one
+// what the deletes pin (loadRoom). When they would pin too much
+// (loadRoom.rebuild), it copies the table's other rows into a new one
 // instead (keepOthers).
-func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, join []string, room *deleteRoom) (deleteStats, error) {
+func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, join []string, room *loadRoom) (deleteStats, error) {
 	table := Ident(t.Object)
 	var st deleteStats
 	fail := func(step string, err error) (deleteStats, error) {
@@ -1165,7 +1204,7 @@ func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, join []str
 	if held == 0 {
 		return st, nil // a first sync: no join over the run's keys for nothing
 	}
-	limit, err := room.set(ctx, tx, t.Object, "merge: find the old versions", room.w.pinned+max(joinBytes(held, t.Rows), room.w.threadRoom()))
+	limit, err := room.set(ctx, tx, t.Object, "merge: find the old versions", joinBytes(held, t.Rows))
 	if err != nil {
 		return st, err
 	}

@@ -99,11 +99,10 @@ type Config struct {
 	// (default "64MB"; DuckDB spills beyond it), so a load's memory does not
 	// grow with the size of an object, and sets DuckDB's threads: one for
 	// each 32 MiB of it, at most one a processor (load.WithThreads; "1GB"
-	// gives up to 29). The run raises it for what DuckDB
-	// cannot spill: huge values (pinnedFor, load.WithPinnedBytes), and
-	// what a merge's deletes pin until the publish and, when it needs
-	// more, the check of its keys and the join that finds its old
-	// versions (load's merge).
+	// gives up to 29). The run raises it for what DuckDB cannot spill:
+	// huge values (pinnedFor, load.WithPinnedBytes) and what a merge's
+	// deletes pin until the publish; and, when they need more, for the
+	// count of new rows and a merge's key check and join (load.loadRoom).
 	DuckDBMemory string
 	// MaxValueBytes is the longest value (its JSON text) a stream stores
 	// in its table (default DefaultMaxValueBytes). A longer one is null in
