@@ -33,7 +33,11 @@
 // meanwhile. The transaction outlives its context and ends only by
 // Commit or Rollback (txContext). Under a memory limit (WithMemoryLimit)
 // DuckDB gets as many threads as the limit has room for (threadsUnder),
-// not one a processor. The statements DuckDB cannot run in a small limit
+// not one a processor, and a table of many columns fewer (forTable): its
+// inserts need memory for each column on each thread (insertBytes), and
+// its commit for each column (commitBytes); the limit is raised, for the
+// rest of the transaction, when one thread needs more than it. The
+// statements DuckDB cannot run in a small limit
 // get room of their own (loadRoom, Warehouse.roomLimit): the count of a
 // run's new rows, on one thread (countBytes), and a merge's check of its
 // rows' keys, a count of their distinct hashes (keyCheckBytes). A merge
@@ -72,6 +76,10 @@
 // sepipe's own reads of staged files turn hive partitioning off. A text
 // column that holds a value of a megabyte or more is written without
 // Parquet statistics, dictionary or compression, one row group per batch.
+// Otherwise a row group holds at most DefaultRowGroupBytes of its rows as
+// decoded (a length that still divides DuckDB's row group): the writer
+// buffers a row group until it is complete, and DuckDB's load reads one
+// at a time on each thread.
 // Rejects keep the raw row's exact bytes when it is not valid UTF-8; a
 // value too long for the warehouse is kept in a file of its partition
 // (Lake.WriteRawValue, raw_value_file).

@@ -140,7 +140,13 @@ func (r *RunLoad) LoadFiles(ctx context.Context, t Table) error {
 	if err := e.align(ctx, r.tx, t); err != nil {
 		return err
 	}
+	if err := r.room.forTable(ctx, r.tx, t.Object, len(e.cols), false); err != nil { // the history's columns
+		return err
+	}
 	if err := insertHistory(ctx, r.tx, r.run, t, t.Files, e.day, e.cols); err != nil {
+		return err
+	}
+	if err := r.room.doneTable(ctx, r.tx, t.Object); err != nil {
 		return err
 	}
 	e.files = append(e.files, t.Files...)
@@ -200,7 +206,7 @@ func (r *RunLoad) Rollback() error {
 // the first one's pins. It is no failure of the run when DuckDB refuses
 // (the run has ended; the publish resets the limit anyway).
 func (r *RunLoad) lowerMemory() {
-	_ = r.room.allThreads(context.Background(), r.w.db) // a failed count's one thread
+	_ = r.room.reset(context.Background(), r.w.db) // a failed count's one thread, a failed table's
 	if !r.room.raised {
 		return
 	}
@@ -234,7 +240,17 @@ func (r *RunLoad) Commit(ctx context.Context, run Run, tables []Table) error {
 		if err := CheckName(t.Object); err != nil {
 			return &WriteError{Object: t.Object, Step: "load", Err: err}
 		}
+		cols, err := columnCount(ctx, tx, t)
+		if err != nil {
+			return err
+		}
+		if err := r.room.forTable(ctx, tx, t.Object, cols, true); err != nil {
+			return err
+		}
 		if err := loadTable(ctx, tx, run, t, r.w.lake, r.early[t.Object], &r.room); err != nil {
+			return err
+		}
+		if err := r.room.doneTable(ctx, tx, t.Object); err != nil {
 			return err
 		}
 		if err := recordName(ctx, tx, run.ID, t); err != nil {

@@ -316,6 +316,32 @@ func joinBytes(held, brought int64) int64 { return 24<<20 + 2*(held+brought) }
 // only from 112 MiB), which threadsUnder's room for each thread covers.
 func keyCheckBytes(rows int64) int64 { return 64<<20 + 2*rows }
 
+// insertBytes is what DuckDB needs to insert rows into a table of cols
+// columns on threads threads, (1.6 × threads − 0.6) MiB a column: each
+// thread fills row groups of its own, a column at a time, and reads
+// the staged files' row groups (which ParquetWriter keeps to
+// DefaultRowGroupBytes). Measured with 13 to 200 columns of text, numbers
+// and timestamps, without preserving insertion order: on one thread a
+// table of 25 columns passed under 24 MiB, 50 under 48, 100 under 64 to
+// 80 and 200 under 128 (each failed under the size before: 16, 32, 48,
+// 96); on two, 25 columns passed under 64 MiB, 50 under 128, 100 under
+// 256 and 200 under 512 (not under 48, 96, 192, 384), no faster than one
+// thread on so many columns. The fake's objects have up to 17 columns
+// (on two threads: 44 MiB); a real tenant's report objects and v3 items
+// have dozens: under the default 64 MB their loads failed ("could not
+// allocate block").
+func insertBytes(cols, threads int) int64 {
+	return int64(cols) * int64(8*threads-3) << 20 / 5
+}
+
+// commitBytes is what DuckDB needs to commit a run that inserted rows
+// into a table of cols columns, 1.6 MiB a column: the commit writes the
+// row groups the inserts left unfinished. A second day of 100,000 rows of
+// 62 columns of short text failed its commit under 1.3 MiB a column (81
+// MiB) and passed under 1.5 (93 MiB), where the inserts had passed under
+// 62 MiB on one thread.
+func commitBytes(cols int) int64 { return int64(cols) * 8 << 20 / 5 }
+
 // loadRoom raises DuckDB's memory limit, when one is set, for a run's
 // merges and counts: for the count of a run's new rows (countBytes), the
 // check of a merge's keys (keyCheckBytes) and the join that finds its old
@@ -329,6 +355,12 @@ type loadRoom struct {
 	w            *Warehouse
 	raised       bool // the limit is not the configured one; lowerMemory gives it back
 	fewerThreads bool // oneThread lowered the threads; allThreads gives them back
+	// What inserting rows into the run's widest table needs (forTable),
+	// the least room any statement gets until the transaction ends, and
+	// the threads forTable left the table being loaded when fewer than the
+	// configured ones (0: those), until doneTable.
+	table        int64
+	tableThreads int
 }
 
 // rebuild reports whether a merge whose deletes would leave partial of
@@ -352,12 +384,14 @@ func (d *loadRoom) rebuild(partial, held int64) bool {
 
 // set makes room for a statement of the run (step, for errors) that needs
 // need bytes on two threads (0: none, the limit back to the configured
-// one): the limit becomes Warehouse.roomLimit of need, with what huge
-// values pin and, unless oneThread lowered them, the connection's
-// threads' room (Warehouse.threadRoom).
+// one, or to the table's room, forTable): the limit becomes
+// Warehouse.roomLimit of need, with what huge values pin and, unless
+// oneThread or forTable lowered them, the connection's threads' room
+// (Warehouse.threadRoom).
 func (d *loadRoom) set(ctx context.Context, tx *sql.Tx, object, step string, need int64) (string, error) {
+	need = max(need, d.table)
 	if need > 0 {
-		if !d.fewerThreads {
+		if !d.fewerThreads && d.tableThreads == 0 {
 			need = max(need, d.w.threadRoom())
 		}
 		need += d.w.pinned
@@ -399,18 +433,93 @@ func (d *loadRoom) oneThread(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-// allThreads gives the connection the threads configure set, after
-// oneThread. A setting outlives the transaction, and an aborted one
-// takes no SET: db is then the warehouse's, after the transaction.
+// allThreads gives the connection the threads it had before oneThread:
+// the configured ones, or those forTable left the table.
 func (d *loadRoom) allThreads(ctx context.Context, db execer) error {
 	if !d.fewerThreads {
+		return nil
+	}
+	q := d.w.threadsSetting()
+	if d.tableThreads > 0 {
+		q = fmt.Sprintf("SET threads = %d", d.tableThreads)
+	}
+	if _, err := db.ExecContext(ctx, q); err != nil {
+		return err
+	}
+	d.fewerThreads = false
+	return nil
+}
+
+// forTable makes room for inserting rows into object's tables, of cols
+// columns at most (columnCount): under a memory limit, the most of the
+// configured threads whose need (insertBytes) the limit holds, at least
+// one, until doneTable, and every statement's room at least that need
+// (set), which raises the limit when even one thread needs more, until
+// the transaction ends. When commit is set (Commit loads the table, not
+// LoadFiles), the room holds the commit's need too (commitBytes).
+func (d *loadRoom) forTable(ctx context.Context, tx *sql.Tx, object string, cols int, commit bool) error {
+	limit := SizeBytes(d.w.memoryLimit)
+	if limit <= 0 {
+		return nil
+	}
+	threads := max(d.w.threads, 1)
+	n := threads
+	for n > 1 && insertBytes(cols, n) > limit {
+		n--
+	}
+	if n < threads {
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("SET threads = %d", n)); err != nil {
+			return &WriteError{Object: object, Step: fmt.Sprintf("load on %d threads for its %d columns", n, cols), Path: object, Err: err}
+		}
+		d.tableThreads = n
+	}
+	d.table = max(d.table, insertBytes(cols, n))
+	if commit {
+		d.table = max(d.table, commitBytes(cols))
+	}
+	_, err := d.set(ctx, tx, object, fmt.Sprintf("room for its %d columns", cols), 0)
+	return err
+}
+
+// doneTable gives back the threads forTable took.
+func (d *loadRoom) doneTable(ctx context.Context, tx *sql.Tx, object string) error {
+	if d.tableThreads == 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, d.w.threadsSetting()); err != nil {
+		return &WriteError{Object: object, Step: "load: the configured threads back", Path: object, Err: err}
+	}
+	d.tableThreads = 0
+	return nil
+}
+
+// reset gives the connection its configured threads back after the
+// transaction, whatever oneThread or forTable left (a setting outlives
+// the transaction, and an aborted one takes no SET: db is then the
+// warehouse's).
+func (d *loadRoom) reset(ctx context.Context, db execer) error {
+	d.table = 0
+	if !d.fewerThreads && d.tableThreads == 0 {
 		return nil
 	}
 	if _, err := db.ExecContext(ctx, d.w.threadsSetting()); err != nil {
 		return err
 	}
-	d.fewerThreads = false
+	d.fewerThreads, d.tableThreads = false, 0
 	return nil
+}
+
+// columnCount is how many columns t's tables have at most: its table's
+// (the fields and two of sepipe's) or its history's, which keeps the
+// columns of fields the stream has since lost.
+func columnCount(ctx context.Context, tx *sql.Tx, t Table) (int, error) {
+	var held sql.NullInt64
+	err := tx.QueryRowContext(ctx, `SELECT max(n) FROM (SELECT count(*) AS n FROM duckdb_columns()
+		WHERE schema_name = current_schema() AND table_name IN (?, ?) GROUP BY table_name)`, t.Object, HistoryTable(t.Object)).Scan(&held)
+	if err != nil {
+		return 0, &WriteError{Object: t.Object, Step: "count its columns", Path: t.Object, Err: err}
+	}
+	return max(t.Schema.NumFields()+2, int(held.Int64)), nil
 }
 
 // OpenOption configures OpenWarehouse.

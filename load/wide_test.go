@@ -1,0 +1,197 @@
+package load_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+
+	"github.com/sepipe/sepipe/load"
+)
+
+// wideSchema is an id and cols-1 text columns.
+func wideSchema(cols int) *arrow.Schema {
+	fields := []arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}
+	for c := 1; c < cols; c++ {
+		fields = append(fields, arrow.Field{Name: fmt.Sprintf("text%03d", c), Type: arrow.BinaryTypes.String, Nullable: true})
+	}
+	return arrow.NewSchema(fields, nil)
+}
+
+// writeColumns writes n rows of s (wideSchema) with a ParquetWriter into
+// dir, in batches of 1,000 as a sync decodes pages; each text value is
+// width or so characters of base 36, different in every row and column.
+func writeColumns(t *testing.T, dir string, s *arrow.Schema, n, width int, opts ...load.ParquetOption) *load.ParquetWriter {
+	t.Helper()
+	w, err := load.NewParquetWriter(dir, "wide", s, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, s)
+	defer b.Release()
+	var buf []byte
+	for i := 0; i < n; i++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		for c := 1; c < s.NumFields(); c++ {
+			buf = buf[:0]
+			for x := uint64(i)*1_000_003 + uint64(c)*7_919; len(buf) < width; x = x*6_364_136_223_846_793_005 + 1_442_695_040_888_963_407 {
+				buf = strconv.AppendUint(buf, x>>20, 36)
+			}
+			b.Field(c).(*array.StringBuilder).BinaryBuilder.Append(buf[:width])
+		}
+		if (i+1)%1000 == 0 || i == n-1 {
+			rec := b.NewRecordBatch()
+			err := w.Write(rec)
+			rec.Release()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// TestParquetWriterBoundsRowGroupBytes: row groups of wide rows hold at
+// most load.DefaultRowGroupBytes of them, in lengths that still divide
+// DuckDB's row group (every one of a file but its last); narrow rows
+// keep row groups of 61,440.
+func TestParquetWriterBoundsRowGroupBytes(t *testing.T) {
+	for _, c := range []struct {
+		name              string
+		cols, width, rows int
+		want              int64 // the row groups' length
+	}{
+		// A row's bytes: 8 for the id, 4 and the text's for each text.
+		{"narrow", 4, 8, 130_000, load.DefaultRowGroupRows / 2}, // 44 bytes a row
+		{"wide", 40, 60, 20_000, 960},                           // 2,504 bytes a row
+		{"wider", 100, 200, 3_000, 120},                         // 20,204 bytes a row
+		{"widest", 4, 700 << 10, 8, 1},                          // 2.1 MiB a row
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rows := c.rows
+			w := writeColumns(t, t.TempDir(), wideSchema(c.cols), rows, c.width)
+			var total int64
+			for _, path := range w.Files() {
+				f, err := file.OpenParquetFile(path, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				md := f.MetaData()
+				for i := 0; i < md.NumRowGroups(); i++ {
+					n := md.RowGroup(i).NumRows()
+					total += n
+					if i < md.NumRowGroups()-1 && n != c.want {
+						t.Errorf("%s: row group %d holds %d rows, want %d", path, i, n, c.want)
+					}
+				}
+				f.Close()
+			}
+			if total != int64(rows) {
+				t.Errorf("the files hold %d rows, want %d", total, rows)
+			}
+		})
+	}
+}
+
+// TestWideTableLoadsUnderTheLimit: a stream of 60 columns, two days of
+// 100,000 rows, loads under the default 64 MB on two threads, where
+// DuckDB's insert needs more than that (it failed: "could not allocate
+// block"); and loads while the run fetches, under the early load's
+// 16 MiB on one thread. Each load takes the threads and memory its
+// columns need, and gives them back.
+func TestWideTableLoadsUnderTheLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads 200,000 rows of 60 columns")
+	}
+	const cols, rows = 60, 100_000
+	ctx := context.Background()
+	s := wideSchema(cols)
+	stage := func(lake load.Lake, run, day string) load.Table {
+		w := writeColumns(t, lake.StagingDir(run, "wide", day), s, rows, 12)
+		return load.Table{Object: "wide", Schema: s, Files: w.Files(), Rows: rows, Mode: load.Replace}
+	}
+	settings := func(t *testing.T, db *sql.DB) (string, int64) {
+		t.Helper()
+		var limit string
+		var threads int64
+		if err := db.QueryRow(`SELECT current_setting('memory_limit'), current_setting('threads')`).Scan(&limit, &threads); err != nil {
+			t.Fatal(err)
+		}
+		return limit, threads
+	}
+	t.Run("commit", func(t *testing.T) {
+		lake := load.Lake{Root: t.TempDir()}
+		wh, err := load.OpenState(ctx, lake, load.WithMemoryLimit("64MB"), load.WithThreads(2), load.WithRowsInAnyOrder())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer wh.Close()
+		limit, threads := settings(t, wh.DB())
+		for i, day := range []string{"2026-11-23", "2026-11-24"} {
+			id := fmt.Sprintf("r%d", i+1)
+			tb := stage(lake, id, day)
+			var news int64
+			tb.NewRows = &news
+			now := time.Date(2026, 11, 23+i, 1, 0, 0, 0, time.UTC)
+			run := load.Run{ID: id, Started: now, Finished: now, Status: "succeeded", SnapshotDate: day}
+			if err := wh.Commit(ctx, run, []load.Table{tb}); err != nil {
+				t.Fatalf("run %s: %v", id, err)
+			}
+			if want := []int64{rows, 0}[i]; news != want {
+				t.Errorf("run %s: %d new rows, want %d", id, news, want)
+			}
+		}
+		if got := count(t, wh.DB(), `SELECT count(*) FROM wide_history`); got != 2*rows {
+			t.Errorf("the history holds %d rows, want %d", got, 2*rows)
+		}
+		if l, n := settings(t, wh.DB()); l != limit || n != threads {
+			t.Errorf("after the runs: limit %s on %d threads, want the configured %s on %d", l, n, limit, threads)
+		}
+	})
+	t.Run("early", func(t *testing.T) {
+		lake := load.Lake{Root: t.TempDir()}
+		wh, err := load.OpenState(ctx, lake, load.WithMemoryLimit("16MiB"), load.WithThreads(1), load.WithRowsInAnyOrder())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer wh.Close()
+		now := time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)
+		run := load.Run{ID: "r1", Started: now, Finished: now, Status: "succeeded", SnapshotDate: "2026-11-23"}
+		tb := stage(lake, run.ID, run.SnapshotDate)
+		rl, err := wh.Begin(ctx, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rl.Rollback() //nolint:errcheck // a no-op after the commit; before Close, which waits for the transaction
+		for _, f := range tb.Files {
+			if err := rl.LoadFiles(ctx, load.Table{Object: tb.Object, Schema: s, Files: []string{f}}); err != nil {
+				t.Fatalf("load %s early: %v", f, err)
+			}
+		}
+		if err := rl.Configure(ctx, load.WithMemoryLimit("64MB"), load.WithThreads(2), load.WithRowsInAnyOrder()); err != nil {
+			t.Fatal(err)
+		}
+		if err := rl.Commit(ctx, run, []load.Table{tb}); err != nil {
+			t.Fatal(err)
+		}
+		if got := rl.Loaded(tb.Object); got != len(tb.Files) {
+			t.Errorf("%d files loaded early, want %d", got, len(tb.Files))
+		}
+		if got := count(t, wh.DB(), `SELECT count(*) FROM wide`); got != rows {
+			t.Errorf("the table holds %d rows, want %d", got, rows)
+		}
+		if l, n := settings(t, wh.DB()); l != "61.0 MiB" || n != 2 {
+			t.Errorf("after the run: limit %s on %d threads, want the configured 61.0 MiB (64MB) on 2", l, n)
+		}
+	})
+}
