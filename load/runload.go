@@ -119,7 +119,22 @@ func (r *RunLoad) LoadFiles(ctx context.Context, t Table) error {
 	if err := CheckName(t.Object); err != nil {
 		return &WriteError{Object: t.Object, Step: "load", Err: err}
 	}
+	// The room for the stream's columns first: the first call may fill its
+	// history from the lake's earlier partitions (prepareHistory).
+	cols := t.Schema.NumFields() + 1
 	e := r.early[t.Object]
+	if e != nil {
+		cols = max(cols, len(e.cols))
+	} else {
+		n, err := columnCount(ctx, r.tx, t, 1)
+		if err != nil {
+			return err
+		}
+		cols = n
+	}
+	if err := r.room.forTable(ctx, r.tx, t.Object, cols, false); err != nil {
+		return err
+	}
 	if e == nil {
 		if r.counts {
 			shows, err := showsDay(ctx, r.tx, t.Object, r.run.SnapshotDate)
@@ -127,20 +142,20 @@ func (r *RunLoad) LoadFiles(ctx context.Context, t Table) error {
 				return &WriteError{Object: t.Object, Step: "load early: inspect the table", Path: t.Object, Err: err}
 			}
 			if shows {
+				if err := r.room.doneTable(ctx, r.tx, t.Object); err != nil {
+					return err
+				}
 				return fmt.Errorf("%s: %w: its table shows the run's day, and counting the new rows compares with it", t.Object, ErrNotEarly)
 			}
 		}
-		day, cols, err := prepareHistory(ctx, r.tx, r.run, t, r.w.lake)
+		day, have, err := prepareHistory(ctx, r.tx, r.run, t, r.w.lake)
 		if err != nil {
 			return err
 		}
-		e = &earlyTable{day: day, cols: cols, schema: t.Schema}
+		e = &earlyTable{day: day, cols: have, schema: t.Schema}
 		r.early[t.Object] = e
 	}
 	if err := e.align(ctx, r.tx, t); err != nil {
-		return err
-	}
-	if err := r.room.forTable(ctx, r.tx, t.Object, len(e.cols), false); err != nil { // the history's columns
 		return err
 	}
 	if err := insertHistory(ctx, r.tx, r.run, t, t.Files, e.day, e.cols); err != nil {
@@ -240,7 +255,7 @@ func (r *RunLoad) Commit(ctx context.Context, run Run, tables []Table) error {
 		if err := CheckName(t.Object); err != nil {
 			return &WriteError{Object: t.Object, Step: "load", Err: err}
 		}
-		cols, err := columnCount(ctx, tx, t)
+		cols, err := columnCount(ctx, tx, t, 2)
 		if err != nil {
 			return err
 		}

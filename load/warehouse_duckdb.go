@@ -208,15 +208,15 @@ func (w *Warehouse) configureOn(ctx context.Context, db interface {
 }
 
 // threadRoom is the memory limit a merge's statements need at least for
-// the connection's threads: their rules (keyCheckBytes, joinBytes) were
+// the connection's threads (the configured ones, or forTable's): their rules (keyCheckBytes, joinBytes) were
 // measured on two threads, and more need more, threadBytes each, which a
 // limit that gave them (threadsUnder) has and one a caller set beside
 // more threads (WithThreads) may not.
-func (w *Warehouse) threadRoom() int64 {
-	if w.threads <= 2 {
+func (w *Warehouse) threadRoom(threads int) int64 {
+	if threads <= 2 {
 		return 0
 	}
-	return int64(w.threads) * threadBytes
+	return int64(threads) * threadBytes
 }
 
 // threadBytes is the memory limit DuckDB needs for each thread of a
@@ -391,8 +391,12 @@ func (d *loadRoom) rebuild(partial, held int64) bool {
 func (d *loadRoom) set(ctx context.Context, tx *sql.Tx, object, step string, need int64) (string, error) {
 	need = max(need, d.table)
 	if need > 0 {
-		if !d.fewerThreads && d.tableThreads == 0 {
-			need = max(need, d.w.threadRoom())
+		if !d.fewerThreads {
+			threads := d.w.threads
+			if d.tableThreads > 0 {
+				threads = d.tableThreads
+			}
+			need = max(need, d.w.threadRoom(threads))
 		}
 		need += d.w.pinned
 	}
@@ -509,17 +513,18 @@ func (d *loadRoom) reset(ctx context.Context, db execer) error {
 	return nil
 }
 
-// columnCount is how many columns t's tables have at most: its table's
-// (the fields and two of sepipe's) or its history's, which keeps the
-// columns of fields the stream has since lost.
-func columnCount(ctx context.Context, tx *sql.Tx, t Table) (int, error) {
+// columnCount is how many columns t's tables have at most: its fields
+// and own of sepipe's (two in its table, one in its history), or as many
+// as its table or history has (a history keeps the columns of fields the
+// stream has since lost).
+func columnCount(ctx context.Context, tx *sql.Tx, t Table, own int) (int, error) {
 	var held sql.NullInt64
 	err := tx.QueryRowContext(ctx, `SELECT max(n) FROM (SELECT count(*) AS n FROM duckdb_columns()
 		WHERE schema_name = current_schema() AND table_name IN (?, ?) GROUP BY table_name)`, t.Object, HistoryTable(t.Object)).Scan(&held)
 	if err != nil {
 		return 0, &WriteError{Object: t.Object, Step: "count its columns", Path: t.Object, Err: err}
 	}
-	return max(t.Schema.NumFields()+2, int(held.Int64)), nil
+	return max(t.Schema.NumFields()+own, int(held.Int64)), nil
 }
 
 // OpenOption configures OpenWarehouse.

@@ -118,14 +118,15 @@ type ParquetWriter struct {
 	fileStep      int
 	fileDone      func(path string)
 
-	f       *os.File
-	bw      *bufio.Writer
-	fw      *pqarrow.FileWriter
-	inCur   int64
-	inGroup int64 // rows in the row group being buffered
-	rows    int64
-	files   []string
-	huge    map[string]bool // text columns that have held a huge value: no statistics, no dictionary
+	f          *os.File
+	bw         *bufio.Writer
+	fw         *pqarrow.FileWriter
+	inCur      int64
+	inGroup    int64 // rows in the row group being buffered
+	groupBytes int64 // and their bytes as decoded (recordBytes)
+	rows       int64
+	files      []string
+	huge       map[string]bool // text columns that have held a huge value: no statistics, no dictionary
 }
 
 // NewParquetWriter creates dir (and parents) and prepares to write batches
@@ -184,7 +185,7 @@ func (w *ParquetWriter) open() error {
 		w.remove(name)
 		return &WriteError{Object: w.object, Step: "start parquet file", Path: name, Err: err}
 	}
-	w.f, w.bw, w.fw, w.inCur, w.inGroup = f, bw, fw, 0, 0
+	w.f, w.bw, w.fw, w.inCur, w.inGroup, w.groupBytes = f, bw, fw, 0, 0, 0
 	w.files = append(w.files, name)
 	return nil
 }
@@ -298,19 +299,25 @@ func (w *ParquetWriter) Write(rec arrow.RecordBatch) error {
 }
 
 // buffer adds rec to the row groups being buffered, in row groups of the
-// length groupRows gives its rows: a row group that has reached it is
-// complete, and the batch is cut where the row group ends.
+// length groupRows gives its rows: a row group that has reached it, or
+// would pass rowGroupBytes with more of them (rows wider than the ones
+// before), is complete, and the batch is cut where the row group ends.
 func (w *ParquetWriter) buffer(rec arrow.RecordBatch) error {
 	n := rec.NumRows()
-	goal := groupRows(w.rowGroup, recordBytes(rec)/n, w.rowGroupBytes)
+	rowBytes := max(recordBytes(rec)/n, 1)
+	goal := groupRows(w.rowGroup, rowBytes, w.rowGroupBytes)
 	for off := int64(0); off < n; {
-		if w.inGroup >= goal {
+		k := min(goal-w.inGroup, n-off)
+		if w.inGroup > 0 {
+			k = min(k, (w.rowGroupBytes-w.groupBytes)/rowBytes)
+		}
+		if k <= 0 {
 			if err := w.fw.NewBufferedRowGroupChecked(); err != nil {
 				return err
 			}
-			w.inGroup = 0
+			w.inGroup, w.groupBytes = 0, 0
+			continue
 		}
-		k := min(goal-w.inGroup, n-off)
 		part := rec
 		if k < n {
 			part = rec.NewSlice(off, off+k)
@@ -323,6 +330,7 @@ func (w *ParquetWriter) buffer(rec arrow.RecordBatch) error {
 			return err
 		}
 		w.inGroup += k
+		w.groupBytes += k * rowBytes
 		off += k
 	}
 	return nil
