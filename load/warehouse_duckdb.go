@@ -326,10 +326,11 @@ func keyCheckBytes(rows int64) int64 { return 64<<20 + 2*rows }
 // 80 and 200 under 128 (each failed under the size before: 16, 32, 48,
 // 96); on two, 25 columns passed under 64 MiB, 50 under 128, 100 under
 // 256 and 200 under 512 (not under 48, 96, 192, 384), no faster than one
-// thread on so many columns. The fake's objects have up to 17 columns
-// (on two threads: 44 MiB); a real tenant's report objects and v3 items
-// have dozens: under the default 64 MB their loads failed ("could not
-// allocate block").
+// thread on so many columns. The fake's usual report objects have up to
+// 16 columns (on two threads: 42 MiB); a real tenant's report objects and
+// v3 items have dozens (as the fake's wide object, 66, and its assets):
+// under the default 64 MB their loads failed ("could not allocate
+// block"; measured at 100,000 to 300,000 rows).
 func insertBytes(cols, threads int) int64 {
 	return int64(cols) * int64(8*threads-3) << 20 / 5
 }

@@ -314,3 +314,37 @@ func TestEarlyLoadKeepsNewRowsRight(t *testing.T) {
 		t.Errorf("the next day's history has %d rows, want %d", n, o.Rows)
 	}
 }
+
+// TestWideStreamLoadsEarlyAndCommits: a report object of 64 fields (the
+// fake's wide object, about 3 KB of JSON a row) syncs with the default
+// settings: loaded while the run fetches, under the early load's limit
+// raised for its columns, and committed under the default 64 MB, every
+// row once. DuckDB's insert of so many columns needs more than either
+// limit on the threads they would give it (load.insertBytes).
+func TestWideStreamLoadsEarlyAndCommits(t *testing.T) {
+	svc := servicetest.New(servicetest.WithUsers(5000), servicetest.WithWideObject())
+	srv := httptest.NewServer(svc)
+	defer srv.Close()
+	out := t.TempDir()
+	logs := newLogWatch()
+	object := servicetest.WideObjectID
+	res, err := pipeline.Sync(context.Background(), client(t, srv.URL, svc.AccessToken()),
+		pipeline.Config{Out: out, Now: clock(day1), Only: []string{object}, Logger: slog.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`part files loaded while the run fetched stream=` + object + ` files=[1-9]`).MatchString(logs.text()) {
+		t.Fatalf("nothing was loaded while the run fetched; the log:\n%s", logs.text())
+	}
+	rows := res.Objects[0].Rows
+	if want := int64(servicetest.WideObjectRows(5000)); rows != want {
+		t.Fatalf("the run read %d rows, the fake has %d", rows, want)
+	}
+	db := warehousetest.Open(t, out)
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM duckdb_columns() WHERE table_name = '`+object+`'`); n != 64 {
+		t.Errorf("the table has %d columns, want 64", n)
+	}
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(DISTINCT activityId) FROM `+load.Ident(object)); n != rows {
+		t.Errorf("the table has %d distinct rows, the run read %d", n, rows)
+	}
+}

@@ -104,6 +104,7 @@ read_json read the unlimited fake).`,
 	f.IntVar(&cfg.RateLimit, "rate-limit", 0, "the sync's fake allows N data requests per --rate-window and answers 429 beyond (0: no limit); the sync is not told")
 	f.DurationVar(&cfg.RateWindow, "rate-window", servicetest.DefaultRateWindow, "the window of --rate-limit")
 	f.StringVar(&cfg.Mode, "mode", "replace", "the sync's write mode for the object: replace, append, or merge (on userId, courseId)")
+	f.BoolVar(&cfg.Wide, "wide", false, "read the fake's wide object instead (learnerActivityDetail: 64 fields, about 3 KB of JSON a row; a merge's key is activityId)")
 	f.BoolVar(&cfg.Resync, "resync", false, "time a second sync into the same folder (the first untimed): the warehouse already holds every row, as on every night but the first")
 	f.BoolVar(&inProcess, "in-process", false, "run the phases in this process (peak memory then includes the fake service)")
 	f.StringVar(&phaseSpec, "phase-spec", "", "internal: run one phase, given as JSON, and print its result")
@@ -153,7 +154,7 @@ func printBench(w io.Writer, r *bench.Result) {
 		resync = ", timed over a warehouse that holds every row"
 	}
 	fmt.Fprintf(w, "object %s: %d rows, %d pages, %.1f MB of JSON (%s)\nsync: mode %s%s\n\n",
-		bench.Object, r.Rows, r.Pages, float64(r.JSONBytes)/1e6, r.Machine, r.Mode, resync)
+		r.Object, r.Rows, r.Pages, float64(r.JSONBytes)/1e6, r.Machine, r.Mode, resync)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "PHASE\tROWS\tSECONDS\tROWS/S\tPEAK RSS MB\tCPU S\tFAKE CPU S\t")
 	for _, p := range []struct {

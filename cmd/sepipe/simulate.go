@@ -29,6 +29,7 @@ type simulateFlags struct {
 	quotaWindow                          time.Duration
 	noV4                                 bool
 	hostile                              bool
+	wide                                 bool
 	hostileWire                          string
 	shapeVariants                        bool
 }
@@ -66,6 +67,9 @@ func (f *simulateFlags) options() ([]servicetest.Option, error) {
 	}
 	if f.noV4 {
 		opts = append(opts, servicetest.WithoutV4())
+	}
+	if f.wide {
+		opts = append(opts, servicetest.WithWideObject())
 	}
 	if f.hostile {
 		opts = append(opts, servicetest.WithHostile())
@@ -213,6 +217,7 @@ clock.`,
 	fl.DurationVar(&f.quotaWindow, "quota-window", time.Hour, "length of the quota window")
 	fl.BoolVar(&f.noV4, "no-v4", false, "the tenant's plan lacks the sharing interface: v4 answers 403")
 	fl.BoolVar(&f.shapeVariants, "shape-variants", false, "make some v3 assets send a field as another JSON type (tags as an object, sizeBytes as \"1.9 MB\", booleans as \"yes\", ...)")
+	fl.BoolVar(&f.wide, "wide-object", false, "add the report object learnerActivityDetail: 64 fields, about 3 KB of JSON a row, four rows a user")
 	fl.BoolVar(&f.hostile, "hostile", false, "add report objects with hostile ids, fields and values (sepipe's own names, case twins, globs, NUL, bad UTF-8, terminal escapes)")
 	fl.StringVar(&f.hostileWire, "hostile-wire", "", "add one report object wire_<case> per hostile wire case, comma-separated: repeat, endless, endless-untotalled, absurd-total, huge, redirect, silent, stall, or all (every case but endless-untotalled)")
 	return cmd

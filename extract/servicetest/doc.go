@@ -28,9 +28,10 @@
 // (ids, fields and values hostile to a naive client; hostile.go),
 // [WithHostileWire] (one report object per hostile wire case: a repeated
 // page, endless pages, an absurd total, a huge body, a cross-origin
-// redirect, silence, a stalled body; hostile_wire.go) and
+// redirect, silence, a stalled body; hostile_wire.go),
 // [WithShapeVariants] (v3 assets whose attributes change JSON type on
-// some items; assets.go). Even without them, v3 assets carry about 40
+// some items; assets.go) and [WithWideObject] (a report object of 64
+// fields, about 3 KB of JSON a row; wide.go). Even without them, v3 assets carry about 40
 // attributes with the variety of a real tenant: nested link objects,
 // nulls, numbers sent as strings, dates with offsets, attributes on some
 // items only.

@@ -680,5 +680,8 @@ func (s *Service) object(id string) (*object, bool) {
 	if !ok && s.cfg.hostile {
 		o, ok = hostileByID[id]
 	}
+	if !ok && s.cfg.wide && id == WideObjectID {
+		o, ok = wideObject, true
+	}
 	return o, ok
 }

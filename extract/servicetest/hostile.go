@@ -69,10 +69,13 @@ var hostileByID = func() map[string]*object {
 
 // objectList is the report objects the tenant lists.
 func (s *Service) objectList() []*object {
-	if !s.cfg.hostile && s.cfg.wire == nil {
+	if !s.cfg.hostile && s.cfg.wire == nil && !s.cfg.wide {
 		return objects
 	}
 	list := slices.Clone(objects)
+	if s.cfg.wide {
+		list = append(list, wideObject)
+	}
 	if s.cfg.hostile {
 		list = append(list, hostileObjects...)
 	}

@@ -39,6 +39,7 @@ type config struct {
 
 	noV4    bool         // WithoutV4
 	hostile bool         // WithHostile (hostile.go)
+	wide    bool         // WithWideObject (wide.go)
 	wire    *hostileWire // WithHostileWire (hostile_wire.go)
 
 	shapeVariants bool // WithShapeVariants (assets.go)

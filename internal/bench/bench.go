@@ -97,6 +97,10 @@ type Config struct {
 	// nightly steady state: a merge upserts every key, a replace swaps the
 	// table and adds a day of history).
 	Resync bool
+	// Wide reads the fake's wide object instead of Object
+	// (servicetest.WithWideObject: 64 fields, about 3 KB of JSON a row,
+	// four rows a user; a merge's key is activityId).
+	Wide bool
 }
 
 // PhaseSpec is one phase to run: everything a child process needs.
@@ -173,7 +177,8 @@ func (r PhaseResult) RowsPerSecond() float64 {
 
 // Result is what Run measured: the fastest run of each phase.
 type Result struct {
-	Rows      int64 // rows of the object on the fake
+	Object    string // the object read (Object, or the wide one)
+	Rows      int64  // rows of the object on the fake
 	Pages     int
 	JSONBytes int64 // bytes of the saved pages
 	Sync      PhaseResult
@@ -263,14 +268,21 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 
-	users := max(1, (cfg.Rows+benchRowsPerUser/2)/benchRowsPerUser)
-	srv := servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithSeed(cfg.Seed))
+	object, perUser := Object, benchRowsPerUser
+	opts := []servicetest.Option{servicetest.WithSeed(cfg.Seed)}
+	if cfg.Wide {
+		object, perUser = servicetest.WideObjectID, servicetest.WideObjectRows(1)
+		opts = append(opts, servicetest.WithWideObject())
+	}
+	users := max(1, (cfg.Rows+perUser/2)/perUser)
+	opts = append(opts, servicetest.WithUsers(users))
+	srv := servicetest.NewServer(opts...)
 	defer srv.Close()
 	log.Info("fake service started", "url", srv.URL, "users", users)
 	var limited *servicetest.Server
 	if cfg.RateLimit > 0 {
-		limited = servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithSeed(cfg.Seed),
-			servicetest.WithRateLimit(cfg.RateLimit), servicetest.WithRateWindow(cfg.RateWindow))
+		limited = servicetest.NewServer(append(opts,
+			servicetest.WithRateLimit(cfg.RateLimit), servicetest.WithRateWindow(cfg.RateWindow))...)
 		defer limited.Close()
 		log.Info("rate-limited fake service started", "url", limited.URL, "limit", cfg.RateLimit, "window", cfg.RateWindow)
 	}
@@ -280,7 +292,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	pages := filepath.Join(dir, "pages")
 	res := &Result{Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version()),
 		RateLimit: cfg.RateLimit, RateWindow: cfg.RateWindow, Mode: cmp.Or(cfg.Mode, string(load.Replace)), Resync: cfg.Resync}
-	spec := PhaseSpec{URL: srv.URL, Token: srv.Service.AccessToken(), Object: Object,
+	res.Object = object
+	spec := PhaseSpec{URL: srv.URL, Token: srv.Service.AccessToken(), Object: object,
 		Concurrency: cfg.Concurrency, PageSize: cfg.PageSize, Mode: cfg.Mode, Resync: cfg.Resync}
 	saved, err := savePages(ctx, spec, pages)
 	if err != nil {
@@ -461,7 +474,11 @@ func benchStreams(spec PhaseSpec) (map[string]pipeline.StreamConfig, error) {
 	case "", string(load.Replace):
 		return nil, nil
 	case string(load.Merge):
-		return map[string]pipeline.StreamConfig{spec.Object: {Mode: load.Merge, PrimaryKey: []string{"userId", "courseId"}}}, nil
+		key := []string{"userId", "courseId"}
+		if spec.Object == servicetest.WideObjectID {
+			key = []string{"activityId"}
+		}
+		return map[string]pipeline.StreamConfig{spec.Object: {Mode: load.Merge, PrimaryKey: key}}, nil
 	case string(load.Append):
 		return map[string]pipeline.StreamConfig{spec.Object: {Mode: load.Append}}, nil
 	}
