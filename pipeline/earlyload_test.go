@@ -316,10 +316,10 @@ func TestEarlyLoadKeepsNewRowsRight(t *testing.T) {
 }
 
 // TestWideStreamLoadsEarlyAndCommits: a report object of 64 fields (the
-// fake's wide object, about 3 KB of JSON a row) syncs with the default
+// fake's wide object, about 2.8 KB of JSON a row) syncs with the default
 // settings: loaded while the run fetches, under the early load's limit
-// raised for its columns, and committed under the default 64 MB, every
-// row once. DuckDB's insert of so many columns needs more than either
+// raised for its columns, and committed with the default 64 MB, which
+// the commit raises for its columns; every row once. DuckDB's insert of so many columns needs more than either
 // limit on the threads they would give it (load.insertBytes).
 func TestWideStreamLoadsEarlyAndCommits(t *testing.T) {
 	svc := servicetest.New(servicetest.WithUsers(5000), servicetest.WithWideObject())
@@ -344,7 +344,13 @@ func TestWideStreamLoadsEarlyAndCommits(t *testing.T) {
 	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM duckdb_columns() WHERE table_name = '`+object+`'`); n != 64 {
 		t.Errorf("the table has %d columns, want 64", n)
 	}
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM `+load.Ident(object)); n != rows {
+		t.Errorf("the table has %d rows, the run read %d", n, rows)
+	}
 	if n := warehousetest.Scalar[int64](t, db, `SELECT count(DISTINCT activityId) FROM `+load.Ident(object)); n != rows {
-		t.Errorf("the table has %d distinct rows, the run read %d", n, rows)
+		t.Errorf("the table has %d distinct rows, the run read %d: a part file went in twice", n, rows)
+	}
+	if n := historyRows(t, out, object, "2026-11-23"); n != rows {
+		t.Errorf("the history's day has %d rows, want %d", n, rows)
 	}
 }

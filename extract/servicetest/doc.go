@@ -31,10 +31,10 @@
 // redirect, silence, a stalled body; hostile_wire.go),
 // [WithShapeVariants] (v3 assets whose attributes change JSON type on
 // some items; assets.go) and [WithWideObject] (a report object of 64
-// fields, about 3 KB of JSON a row; wide.go). Even without them, v3 assets carry about 40
-// attributes with the variety of a real tenant: nested link objects,
-// nulls, numbers sent as strings, dates with offsets, attributes on some
-// items only.
+// fields, about 2.8 KB of JSON a row; wide.go). Even without them, v3
+// assets carry about 40 attributes with the variety of a real tenant:
+// nested link objects, nulls, numbers sent as strings, dates with
+// offsets, attributes on some items only.
 //
 // The tenant lives: [Service.Advance] (or [WithAutoAdvance], or POST
 // /_admin/advance) moves its clock, users complete courses, and each

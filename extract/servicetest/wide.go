@@ -7,8 +7,8 @@ import (
 
 // WithWideObject adds the report object learnerActivityDetail (WideObjectID):
 // 64 fields of text, numbers, dates and picklists, every eighth a comment
-// of 100 to 400 characters of words; four rows a user, about 3 KB of JSON
-// a row. A real tenant's report objects have dozens of fields, where the
+// of 100 to 400 characters of words; four rows a user, about 2.8 KB of
+// JSON a row. A real tenant's report objects have dozens of fields, where the
 // usual objects have at most 14 (docs/service-shapes.md).
 func WithWideObject() Option { return func(c *config) { c.wide = true } }
 
@@ -66,11 +66,12 @@ var wideObject = func() *object {
 					dst[k] = vNull
 				case f.typ == typeString && k%8 == 0:
 					var b strings.Builder
-					for n := 100 + r.intn(300); b.Len() < n; {
+					n := 100 + r.intn(301)
+					for b.Len() < n {
 						b.WriteString(wideWords[r.intn(len(wideWords))])
 						b.WriteByte(' ')
 					}
-					dst[k] = vStr(b.String())
+					dst[k] = vStr(b.String()[:n])
 				case f.typ == typeString:
 					dst[k] = vStr(fmt.Sprintf("%s-%d", wideWords[r.intn(len(wideWords))], r.intn(100000)))
 				case f.typ == typeInt:
@@ -78,7 +79,7 @@ var wideObject = func() *object {
 				case f.typ == typeFloat, f.typ == typePercent:
 					dst[k] = vFloat(round1(r.float() * 100))
 				case f.typ == typeDate:
-					dst[k] = vDate(anchor + int64(r.intn(60*day)))
+					dst[k] = vDate(anchor - int64(r.intn(60*day)))
 				case f.typ == typePicklist:
 					dst[k] = vStr(f.options[r.intn(len(f.options))])
 				}

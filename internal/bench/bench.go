@@ -50,8 +50,9 @@ const benchRowsPerUser = 12
 
 // Config says how big a benchmark to run and how.
 type Config struct {
-	// Rows is about how many rows of Object the fake tenant holds
-	// (the fake has about 12 per user; the exact count is reported).
+	// Rows is about how many rows of Object (or of the wide object, with
+	// Wide) the fake tenant holds (the fake has about 12 per user, 4 of
+	// the wide object; the exact count is reported).
 	Rows int
 	// Dir is the scratch folder for the phases' output and the saved pages;
 	// default a new temporary folder, removed at the end.
@@ -209,7 +210,7 @@ func ratio(a, b time.Duration) float64 {
 }
 
 // Run starts the fake service in this process on loopback with about
-// cfg.Rows rows of Object and measures, on the same pages: sepipe end
+// cfg.Rows rows of Object (or the wide object, cfg.Wide) and measures, on the same pages: sepipe end
 // to end (PhaseSync), fetching and discarding every page (PhaseFetch), and
 // DuckDB's read_json loading the pages from local files (PhaseReadJSON;
 // saving the pages is not timed). With cfg.RateLimit, the sync reads a
