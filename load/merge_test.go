@@ -119,13 +119,14 @@ func TestMergeUpsertsAndKeysReadTwice(t *testing.T) {
 	}
 }
 
-// openSmall opens a working database under a small memory limit on two
-// threads, whatever the machine (what DuckDB's statements need depends on
-// them), and gives a reading of its current limit.
-func openSmall(t *testing.T, limit string, threads int) (load.Lake, *load.Warehouse, func() string) {
+// openSmall opens a working database under a small memory limit on the
+// given threads, whatever the machine (what DuckDB's statements need
+// depends on them), with opts besides, and gives a reading of its current
+// limit.
+func openSmall(t *testing.T, limit string, threads int, opts ...load.OpenOption) (load.Lake, *load.Warehouse, func() string) {
 	t.Helper()
 	lake := load.Lake{Root: t.TempDir()}
-	wh, err := load.OpenState(context.Background(), lake, load.WithMemoryLimit(limit), load.WithThreads(threads))
+	wh, err := load.OpenState(context.Background(), lake, append([]load.OpenOption{load.WithMemoryLimit(limit), load.WithThreads(threads)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,10 +121,10 @@ func (r *RunLoad) LoadFiles(ctx context.Context, t Table) error {
 	}
 	// The room for the stream's columns first: the first call may fill its
 	// history from the lake's earlier partitions (prepareHistory).
-	cols := t.Schema.NumFields() + 1
 	e := r.early[t.Object]
+	var cols int
 	if e != nil {
-		cols = max(cols, len(e.cols))
+		cols = max(t.Schema.NumFields()+1, len(e.cols)) // the history's, as align leaves them
 	} else {
 		n, err := columnCount(ctx, r.tx, t, 1)
 		if err != nil {

@@ -191,13 +191,13 @@ func (w *Warehouse) configureOn(ctx context.Context, db interface {
 	}
 	switch {
 	case threads > 0:
-		if _, err := db.ExecContext(ctx, fmt.Sprintf("SET threads = %d", threads)); err != nil {
+		if _, err := db.ExecContext(ctx, threadsSetting(threads)); err != nil {
 			return fmt.Errorf("warehouse %s: threads %d: %w", w.path, threads, err)
 		}
 	case o.memoryLimit != "":
 		// No limit after all: DuckDB's default, whatever an earlier
 		// configuration of the connection set (the early load's one).
-		if _, err := db.ExecContext(ctx, "RESET threads"); err != nil {
+		if _, err := db.ExecContext(ctx, threadsSetting(0)); err != nil {
 			return fmt.Errorf("warehouse %s: threads: %w", w.path, err)
 		}
 	}
@@ -393,11 +393,7 @@ func (d *loadRoom) set(ctx context.Context, tx *sql.Tx, object, step string, nee
 	need = max(need, d.table)
 	if need > 0 {
 		if !d.fewerThreads {
-			threads := d.w.threads
-			if d.tableThreads > 0 {
-				threads = d.tableThreads
-			}
-			need = max(need, d.w.threadRoom(threads))
+			need = max(need, d.w.threadRoom(d.threads()))
 		}
 		need += d.w.pinned
 	}
@@ -431,7 +427,7 @@ func (d *loadRoom) oneThread(ctx context.Context, tx *sql.Tx) error {
 	if SizeBytes(d.w.memoryLimit) <= 0 {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, "SET threads = 1"); err != nil {
+	if _, err := tx.ExecContext(ctx, threadsSetting(1)); err != nil {
 		return err
 	}
 	d.fewerThreads = true
@@ -444,15 +440,21 @@ func (d *loadRoom) allThreads(ctx context.Context, db execer) error {
 	if !d.fewerThreads {
 		return nil
 	}
-	q := d.w.threadsSetting()
-	if d.tableThreads > 0 {
-		q = fmt.Sprintf("SET threads = %d", d.tableThreads)
-	}
-	if _, err := db.ExecContext(ctx, q); err != nil {
+	if _, err := db.ExecContext(ctx, threadsSetting(d.threads())); err != nil {
 		return err
 	}
 	d.fewerThreads = false
 	return nil
+}
+
+// threads is the connection's threads but for oneThread's: those forTable
+// left the table being loaded, or the configured ones (0: DuckDB's
+// default).
+func (d *loadRoom) threads() int {
+	if d.tableThreads > 0 {
+		return d.tableThreads
+	}
+	return d.w.threads
 }
 
 // forTable makes room for inserting rows into object's tables, of cols
@@ -473,7 +475,7 @@ func (d *loadRoom) forTable(ctx context.Context, tx *sql.Tx, object string, cols
 		n--
 	}
 	if n < threads {
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("SET threads = %d", n)); err != nil {
+		if _, err := tx.ExecContext(ctx, threadsSetting(n)); err != nil {
 			return &WriteError{Object: object, Step: fmt.Sprintf("load on %d threads for its %d columns", n, cols), Path: object, Err: err}
 		}
 		d.tableThreads = n
@@ -491,7 +493,7 @@ func (d *loadRoom) doneTable(ctx context.Context, tx *sql.Tx, object string) err
 	if d.tableThreads == 0 {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, d.w.threadsSetting()); err != nil {
+	if _, err := tx.ExecContext(ctx, threadsSetting(d.w.threads)); err != nil {
 		return &WriteError{Object: object, Step: "load: the configured threads back", Path: object, Err: err}
 	}
 	d.tableThreads = 0
@@ -507,7 +509,7 @@ func (d *loadRoom) reset(ctx context.Context, db execer) error {
 	if !d.fewerThreads && d.tableThreads == 0 {
 		return nil
 	}
-	if _, err := db.ExecContext(ctx, d.w.threadsSetting()); err != nil {
+	if _, err := db.ExecContext(ctx, threadsSetting(d.w.threads)); err != nil {
 		return err
 	}
 	d.fewerThreads, d.tableThreads = false, 0
@@ -1096,11 +1098,11 @@ func countNew(ctx context.Context, tx *sql.Tx, t Table, room *loadRoom) (int64, 
 	return n, err
 }
 
-// threadsSetting is the statement that gives the connection the threads
-// configure set.
-func (w *Warehouse) threadsSetting() string {
-	if w.threads > 0 {
-		return fmt.Sprintf("SET threads = %d", w.threads)
+// threadsSetting is the statement that gives the connection n threads;
+// 0: DuckDB's default.
+func threadsSetting(n int) string {
+	if n > 0 {
+		return fmt.Sprintf("SET threads = %d", n)
 	}
 	return "RESET threads"
 }

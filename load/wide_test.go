@@ -148,12 +148,7 @@ func TestWideTableLoadsUnderTheLimit(t *testing.T) {
 		return limit, threads
 	}
 	t.Run("commit", func(t *testing.T) {
-		lake := load.Lake{Root: t.TempDir()}
-		wh, err := load.OpenState(ctx, lake, load.WithMemoryLimit("64MB"), load.WithThreads(2), load.WithRowsInAnyOrder())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer wh.Close()
+		lake, wh, _ := openSmall(t, "64MB", 2, load.WithRowsInAnyOrder())
 		limit, threads := settings(t, wh.DB())
 		for i, day := range []string{"2026-11-23", "2026-11-24"} {
 			id := fmt.Sprintf("r%d", i+1)
@@ -187,12 +182,7 @@ func TestWideTableLoadsUnderTheLimit(t *testing.T) {
 		}
 	})
 	t.Run("early", func(t *testing.T) {
-		lake := load.Lake{Root: t.TempDir()}
-		wh, err := load.OpenState(ctx, lake, load.WithMemoryLimit("16MiB"), load.WithThreads(1), load.WithRowsInAnyOrder())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer wh.Close()
+		lake, wh, _ := openSmall(t, "16MiB", 1, load.WithRowsInAnyOrder())
 		now := time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)
 		run := load.Run{ID: "r1", Started: now, Finished: now, Status: "succeeded", SnapshotDate: "2026-11-23"}
 		tb := stage(lake, "wide", run.ID, run.SnapshotDate)
