@@ -79,7 +79,9 @@
 // Otherwise a row group holds at most DefaultRowGroupBytes of its rows as
 // decoded (a length that still divides DuckDB's row group): the writer
 // buffers a row group until it is complete, and DuckDB's load reads one
-// at a time on each thread.
+// at a time on each thread. A part file ends at DefaultRowGroupRows rows
+// or DefaultFileBytes of them as decoded, whichever comes first, so that
+// wide rows too leave finished files for the load while the run fetches.
 // Rejects keep the raw row's exact bytes when it is not valid UTF-8; a
 // value too long for the warehouse is kept in a file of its partition
 // (Lake.WriteRawValue, raw_value_file).

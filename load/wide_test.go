@@ -68,7 +68,9 @@ func writeColumns(t *testing.T, dir string, s *arrow.Schema, n int, widths ...in
 // DuckDB's row group (every one of a file but its last, which holds no
 // more); narrow rows keep row groups of 61,440. Batches of wide rows
 // between narrow ones start a row group where the bytes would pass the
-// bound, not only where the length would.
+// bound, not only where the length would. A part file ends at
+// load.DefaultFileBytes of rows (checked before each batch of 1,000) or
+// at load.DefaultRowGroupRows rows, whichever comes first.
 func TestParquetWriterBoundsRowGroupBytes(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -79,7 +81,7 @@ func TestParquetWriterBoundsRowGroupBytes(t *testing.T) {
 	}{
 		// A row's bytes: 8 for the id, 4 and the text's for each text.
 		{"narrow", 4, []int{8}, 130_000, load.DefaultRowGroupRows / 2}, // 44 bytes a row
-		{"wide", 40, []int{60}, 20_000, 960},                           // 2,504 bytes a row
+		{"wide", 40, []int{60}, 40_000, 960},                           // 2,504 bytes a row: files of 27,000 and 13,000
 		{"wider", 100, []int{200}, 3_000, 120},                         // 20,204 bytes a row
 		{"widest", 4, []int{700 << 10}, 8, 1},                          // 2.1 MiB a row
 		{"mixed", 40, []int{20, 20, 20, 6, 6, 6, 6, 6}, 80_000, 0},     // 944 and 398 bytes a row: 3,840 and 7,680 rows
@@ -90,12 +92,26 @@ func TestParquetWriterBoundsRowGroupBytes(t *testing.T) {
 			rowBytes := func(row int64) int64 { // as written: 8 for the id, 4 and the text's for each text
 				return 8 + int64(c.cols-1)*int64(4+c.widths[row/1000%int64(len(c.widths))])
 			}
-			for _, path := range w.Files() {
+			for k, path := range w.Files() {
 				f, err := file.OpenParquetFile(path, false)
 				if err != nil {
 					t.Fatal(err)
 				}
 				md := f.MetaData()
+				var fileBytes, lastBatch int64
+				for r := total; r < total+md.NumRows; r++ {
+					fileBytes += rowBytes(r)
+					if r%1000 == 0 {
+						lastBatch = 0
+					}
+					lastBatch += rowBytes(r)
+				}
+				if fileBytes-lastBatch >= load.DefaultFileBytes {
+					t.Errorf("%s: %d rows of %d bytes, a batch after %d bytes (the bound is %d)", path, md.NumRows, fileBytes, fileBytes-lastBatch, load.DefaultFileBytes)
+				}
+				if k < len(w.Files())-1 && fileBytes < load.DefaultFileBytes && md.NumRows < load.DefaultRowGroupRows {
+					t.Errorf("%s: %d rows of %d bytes, and the next file started", path, md.NumRows, fileBytes)
+				}
 				for i := 0; i < md.NumRowGroups(); i++ {
 					n := md.RowGroup(i).NumRows()
 					var bytes int64

@@ -37,7 +37,7 @@ type ParquetOption func(*ParquetWriter)
 // each finished file into DuckDB while it still fetches, and what is
 // left for the commit is mostly the file each writer has open).
 // A file is closed by the first batch that reaches the limit, so it may
-// hold a few more rows.
+// hold a few more rows; it ends sooner at DefaultFileBytes of wide rows.
 func WithRowsPerFile(n int64) ParquetOption { return func(w *ParquetWriter) { w.rowsPerFile = n } }
 
 // WithFileDone has fn called with each part file's path once the file is
@@ -84,6 +84,17 @@ const DefaultRowGroupRows = 122_880
 // 15,360, loaded as fast as row groups of 61,440.
 const DefaultRowGroupBytes = 4 << 20
 
+// DefaultFileBytes bounds a part file's rows as decoded, checked before
+// each batch like the rows (WithRowsPerFile). The early load
+// (pipeline) loads a file into DuckDB once it is complete, and each
+// writer's open file is left for the commit: a file of 122,880 rows of
+// 2.8 KB (the fake's wide object) holds 330 MB, so a stream of 200,000
+// such rows on two writers finished no file before its last page and
+// loaded all of it (5 s) after the fetch. Within 64 MiB a file holds
+// about 24,000 of those rows; the fake's userCourseProgress rows (142
+// bytes) still fill 122,880 rows in 17 MB.
+const DefaultFileBytes = 64 << 20
+
 // WithFileNumbers numbers the part files first, first+step, first+2*step,
 // ... (default 0, 1, 2, ...), so that several writers can share one folder:
 // writer k of n uses WithFileNumbers(k, n).
@@ -122,6 +133,7 @@ type ParquetWriter struct {
 	bw         *bufio.Writer
 	fw         *pqarrow.FileWriter
 	inCur      int64
+	curBytes   int64 // the current file's rows as decoded (recordBytes)
 	inGroup    int64 // rows in the row group being buffered
 	groupBytes int64 // and their bytes as decoded (recordBytes)
 	rows       int64
@@ -185,7 +197,7 @@ func (w *ParquetWriter) open() error {
 		w.remove(name)
 		return &WriteError{Object: w.object, Step: "start parquet file", Path: name, Err: err}
 	}
-	w.f, w.bw, w.fw, w.inCur, w.inGroup, w.groupBytes = f, bw, fw, 0, 0, 0
+	w.f, w.bw, w.fw, w.inCur, w.curBytes, w.inGroup, w.groupBytes = f, bw, fw, 0, 0, 0, 0
 	w.files = append(w.files, name)
 	return nil
 }
@@ -262,7 +274,8 @@ func (w *ParquetWriter) Write(rec arrow.RecordBatch) error {
 	if rec.NumRows() == 0 {
 		return nil
 	}
-	rotate := w.fw != nil && w.inCur >= w.rowsPerFile
+	size := recordBytes(rec)
+	rotate := w.fw != nil && (w.inCur >= w.rowsPerFile || w.curBytes >= DefaultFileBytes)
 	if cols := w.newHuge(rec); len(cols) > 0 {
 		if w.huge == nil {
 			w.huge = map[string]bool{}
@@ -288,23 +301,25 @@ func (w *ParquetWriter) Write(rec arrow.RecordBatch) error {
 		// (DuckDB's load) then holds one such batch at a time.
 		err = w.fw.Write(rec)
 	} else {
-		err = w.buffer(rec)
+		err = w.buffer(rec, size)
 	}
 	if err != nil {
 		return &WriteError{Object: w.object, Step: "parquet write", Path: w.files[len(w.files)-1], Err: err}
 	}
 	w.inCur += rec.NumRows()
+	w.curBytes += size
 	w.rows += rec.NumRows()
 	return nil
 }
 
-// buffer adds rec to the row groups being buffered, in row groups of the
-// length groupRows gives its rows: a row group that has reached it, or
-// would pass rowGroupBytes with more of them (rows wider than the ones
-// before), is complete, and the batch is cut where the row group ends.
-func (w *ParquetWriter) buffer(rec arrow.RecordBatch) error {
+// buffer adds rec, of size bytes as decoded, to the row groups being
+// buffered, in row groups of the length groupRows gives its rows: a row
+// group that has reached it, or would pass rowGroupBytes with more of them
+// (rows wider than the ones before), is complete, and the batch is cut
+// where the row group ends.
+func (w *ParquetWriter) buffer(rec arrow.RecordBatch, size int64) error {
 	n := rec.NumRows()
-	rowBytes := max(recordBytes(rec)/n, 1)
+	rowBytes := max(size/n, 1)
 	goal := groupRows(w.rowGroup, rowBytes, w.rowGroupBytes)
 	for off := int64(0); off < n; {
 		k := min(goal-w.inGroup, n-off)
