@@ -132,6 +132,7 @@ func (r *RunLoad) LoadFiles(ctx context.Context, t Table) error {
 		}
 		cols = n
 	}
+	r.room.writes(t.Object, 1, cols) // its history
 	if err := r.room.forTable(ctx, r.tx, t.Object, cols, false); err != nil {
 		return err
 	}
@@ -259,6 +260,7 @@ func (r *RunLoad) Commit(ctx context.Context, run Run, tables []Table) error {
 		if err != nil {
 			return err
 		}
+		r.room.writes(t.Object, tablesWritten(run, t), cols)
 		if err := r.room.forTable(ctx, tx, t.Object, cols, true); err != nil {
 			return err
 		}

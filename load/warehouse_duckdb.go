@@ -362,6 +362,10 @@ type loadRoom struct {
 	// configured ones (0: those), until doneTable.
 	table        int64
 	tableThreads int
+	// What the tables the transaction has written rows to hold until the
+	// commit (writes), by stream, and their sum.
+	written    map[string]int64
+	writtenSum int64
 }
 
 // rebuild reports whether a merge whose deletes would leave partial of
@@ -390,7 +394,7 @@ func (d *loadRoom) rebuild(partial, held int64) bool {
 // oneThread or forTable lowered them, the connection's threads' room
 // (Warehouse.threadRoom).
 func (d *loadRoom) set(ctx context.Context, tx *sql.Tx, object, step string, need int64) (string, error) {
-	need = max(need, d.table)
+	need = max(need, d.table+d.writtenSum)
 	if need > 0 {
 		if !d.fewerThreads {
 			need = max(need, d.w.threadRoom(d.threads()))
@@ -488,6 +492,33 @@ func (d *loadRoom) forTable(ctx context.Context, tx *sql.Tx, object string, cols
 	return err
 }
 
+// writes records that the transaction writes rows into tables of
+// object's tables (its history, its own table), of cols columns at most:
+// each holds writtenBytes of them until the commit, which every
+// statement's room (set) holds on top of the table's (forTable).
+func (d *loadRoom) writes(object string, tables, cols int) {
+	b := int64(tables) * writtenBytes(cols)
+	if b <= d.written[object] {
+		return
+	}
+	if d.written == nil {
+		d.written = map[string]int64{}
+	}
+	d.writtenSum += b - d.written[object]
+	d.written[object] = b
+}
+
+// writtenBytes is what a table the run's transaction has inserted rows
+// into holds until the commit, whatever its rows: 64 KiB a column. A run
+// that loaded many tables of 62 columns (60 fields, 20,000 to 50,000 rows
+// each, replace and merge streams in turn) under the room of one
+// (commitBytes, 99 MiB) failed ("failed to pin block", and at 16 replace
+// streams the tenth stream's insert: "could not allocate block"): 8
+// replace streams needed 101 to 125 MiB, 16 needed 101 to 150, 4 and 8
+// streams half merges (a merge writes two tables) 101 to 150, 16 of them
+// 151 to 200.
+func writtenBytes(cols int) int64 { return int64(cols) << 16 }
+
 // doneTable gives back the threads forTable took.
 func (d *loadRoom) doneTable(ctx context.Context, tx *sql.Tx, object string) error {
 	if d.tableThreads == 0 {
@@ -505,7 +536,7 @@ func (d *loadRoom) doneTable(ctx context.Context, tx *sql.Tx, object string) err
 // the transaction, and an aborted one takes no SET: db is then the
 // warehouse's).
 func (d *loadRoom) reset(ctx context.Context, db execer) error {
-	d.table = 0
+	d.table, d.written, d.writtenSum = 0, nil, 0
 	if !d.fewerThreads && d.tableThreads == 0 {
 		return nil
 	}
@@ -904,7 +935,7 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, ea
 	// rows are inserted once, into the history, not twice (see
 	// replaceView). Any other stream has a table of its own; either may
 	// replace the other when a stream's mode changes.
-	asView := mode == Replace && run.SnapshotDate != ""
+	asView := isView(run, t)
 	kind, err := relationKind(ctx, tx, t.Object)
 	if err != nil {
 		return fail("inspect table", err)
@@ -1019,6 +1050,23 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, ea
 	}
 	_, err = early.finish(ctx, tx, run, t, lake)
 	return err
+}
+
+// isView reports whether t's table is a view of its history's day (a
+// replace stream's, in a run with a snapshot day): its rows are inserted
+// into one table, not two.
+func isView(run Run, t Table) bool {
+	return (t.Mode == Replace || t.Mode == "") && run.SnapshotDate != ""
+}
+
+// tablesWritten is how many tables a run inserts t's rows into: its
+// history (in a run with a snapshot day) and its own table, unless that
+// is a view of the history.
+func tablesWritten(run Run, t Table) int {
+	if run.SnapshotDate == "" || isView(run, t) {
+		return 1
+	}
+	return 2
 }
 
 // replaceView makes a replace stream's table a view of the run's day in

@@ -141,8 +141,9 @@ func TestParquetWriterBoundsRowGroupBytes(t *testing.T) {
 // the default 64 MB on two threads, where DuckDB's insert needs more than
 // that (it failed: "could not allocate block"), and so does the commit;
 // and a stream loads while the run fetches, under the early load's
-// 16 MiB on one thread. Each load takes the threads and memory its
-// columns need, and gives them back.
+// 16 MiB on one thread; and six such streams commit in one run. Each
+// load takes the threads and memory its columns need, and gives them
+// back.
 func TestWideTableLoadsUnderTheLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads 200,000 rows of 60 columns")
@@ -195,6 +196,39 @@ func TestWideTableLoadsUnderTheLimit(t *testing.T) {
 		// publish's checkpoint (a few MiB), not the room of 100 MiB.
 		if l, n := settings(t, wh.DB()); load.SizeBytes(l) > load.SizeBytes(limit)+8<<20 || n != threads {
 			t.Errorf("after the runs: limit %s on %d threads, want the configured %s (and a few MiB) on %d", l, n, limit, threads)
+		}
+	})
+	t.Run("many", func(t *testing.T) {
+		// Six streams of 60 fields in one run, three of them merges: each
+		// table written holds some of its columns until the commit, so
+		// the room of the widest one failed the second day's commit
+		// ("failed to pin block").
+		const streams, rows = 6, 20_000
+		lake, wh, _ := openSmall(t, "64MB", 2, load.WithRowsInAnyOrder())
+		for i, day := range []string{"2026-11-23", "2026-11-24"} {
+			id := fmt.Sprintf("r%d", i+1)
+			files := writeColumns(t, lake.StagingDir(id, "wide", day), s, rows, 12).Files() // every stream's
+			var tables []load.Table
+			for k := range streams {
+				tb := load.Table{Object: fmt.Sprintf("wide%d", k), Schema: s, Files: files, Rows: rows, Mode: load.Replace}
+				if k%2 == 1 {
+					tb.Mode, tb.PrimaryKey = load.Merge, []string{"id"}
+				}
+				tables = append(tables, tb)
+			}
+			now := time.Date(2026, 11, 23+i, 1, 0, 0, 0, time.UTC)
+			run := load.Run{ID: id, Started: now, Finished: now, Status: "succeeded", SnapshotDate: day}
+			if err := wh.Commit(ctx, run, tables); err != nil {
+				t.Fatalf("run %s: %v", id, err)
+			}
+		}
+		for k := range streams {
+			if got := count(t, wh.DB(), fmt.Sprintf(`SELECT count(*) FROM wide%d_history`, k)); got != 2*rows {
+				t.Errorf("wide%d_history: %d rows, want %d", k, got, 2*rows)
+			}
+			if got := count(t, wh.DB(), fmt.Sprintf(`SELECT count(*) FROM wide%d`, k)); got != rows {
+				t.Errorf("wide%d: %d rows, want %d", k, got, rows)
+			}
 		}
 	})
 	t.Run("early", func(t *testing.T) {
