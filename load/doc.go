@@ -37,8 +37,9 @@
 // inserts need memory for each column on each thread (insertBytes), and
 // its commit for each column (commitBytes), and every table the
 // transaction has written holds some of each column until the commit
-// (writtenBytes); the limit is raised, for the rest of the transaction,
-// when one thread needs more than it. The
+// (writtenBytes, room the commit's statements get on top of their own);
+// the limit is raised, for the rest of the transaction, when one thread
+// needs more than it. The
 // statements DuckDB cannot run in a small limit
 // get room of their own (loadRoom, Warehouse.roomLimit): the count of a
 // run's new rows, on one thread (countBytes), and a merge's check of its

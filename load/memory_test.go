@@ -297,6 +297,40 @@ func TestRebuildRule(t *testing.T) {
 	}
 }
 
+// TestWrittenRoom: the room for the tables a run has written counts each
+// stream once, at its most tables and columns (a stream loaded early
+// into its history, then committed as a merge into two tables), never
+// less, and reset forgets it.
+func TestWrittenRoom(t *testing.T) {
+	d := &loadRoom{w: &Warehouse{memoryLimit: "64MB"}}
+	steps := []struct {
+		object       string
+		tables, cols int
+		want         int64 // writtenSum after the step
+	}{
+		{"a", 1, 17, writtenBytes(17)},                      // loaded early: its history
+		{"a", 1, 17, writtenBytes(17)},                      // another of its files
+		{"b", 1, 62, writtenBytes(17) + writtenBytes(62)},   // a second stream
+		{"a", 2, 18, 2*writtenBytes(18) + writtenBytes(62)}, // a committed as a merge
+		{"b", 1, 40, 2*writtenBytes(18) + writtenBytes(62)}, // fewer columns: no less
+	}
+	for i, s := range steps {
+		d.writes(s.object, s.tables, s.cols)
+		if d.writtenSum != s.want {
+			t.Errorf("step %d (%s, %d tables of %d columns): %d bytes, want %d", i, s.object, s.tables, s.cols, d.writtenSum, s.want)
+		}
+	}
+	if writtenBytes(62) != 62<<16 {
+		t.Errorf("writtenBytes(62) = %d, want 64 KiB a column", writtenBytes(62))
+	}
+	if err := d.reset(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if d.writtenSum != 0 || len(d.written) != 0 || d.committing {
+		t.Errorf("after reset: %d bytes for %d streams (committing %v), want none", d.writtenSum, len(d.written), d.committing)
+	}
+}
+
 // memoryLimitOf is DuckDB's memory limit on db's connection, in bytes.
 func memoryLimitOf(t *testing.T, db querier) int64 {
 	t.Helper()

@@ -357,15 +357,18 @@ type loadRoom struct {
 	raised       bool // the limit is not the configured one; lowerMemory gives it back
 	fewerThreads bool // oneThread lowered the threads; allThreads gives them back
 	// What inserting rows into the run's widest table needs (forTable),
-	// the least room any statement gets until the transaction ends, and
+	// the least room any statement gets until the transaction ends (with
+	// writtenSum on top at the commit), and
 	// the threads forTable left the table being loaded when fewer than the
 	// configured ones (0: those), until doneTable.
 	table        int64
 	tableThreads int
 	// What the tables the transaction has written rows to hold until the
-	// commit (writes), by stream, and their sum.
+	// commit (writes), by stream, and their sum, which every statement's
+	// room holds on top of its own once the commit loads (committing).
 	written    map[string]int64
 	writtenSum int64
+	committing bool
 }
 
 // rebuild reports whether a merge whose deletes would leave partial of
@@ -390,11 +393,15 @@ func (d *loadRoom) rebuild(partial, held int64) bool {
 // set makes room for a statement of the run (step, for errors) that needs
 // need bytes on two threads (0: none, the limit back to the configured
 // one, or to the table's room, forTable): the limit becomes
-// Warehouse.roomLimit of need, with what huge values pin and, unless
-// oneThread or forTable lowered them, the connection's threads' room
+// Warehouse.roomLimit of need, with what the tables written hold once the
+// commit loads (writes), what huge values pin and, unless oneThread or
+// forTable lowered them, the connection's threads' room
 // (Warehouse.threadRoom).
 func (d *loadRoom) set(ctx context.Context, tx *sql.Tx, object, step string, need int64) (string, error) {
-	need = max(need, d.table+d.writtenSum)
+	need = max(need, d.table)
+	if d.committing {
+		need += d.writtenSum
+	}
 	if need > 0 {
 		if !d.fewerThreads {
 			need = max(need, d.w.threadRoom(d.threads()))
@@ -487,15 +494,20 @@ func (d *loadRoom) forTable(ctx context.Context, tx *sql.Tx, object string, cols
 	d.table = max(d.table, insertBytes(cols, n))
 	if commit {
 		d.table = max(d.table, commitBytes(cols))
+		d.committing = true
 	}
 	_, err := d.set(ctx, tx, object, fmt.Sprintf("room for its %d columns", cols), 0)
 	return err
 }
 
 // writes records that the transaction writes rows into tables of
-// object's tables (its history, its own table), of cols columns at most:
-// each holds writtenBytes of them until the commit, which every
-// statement's room (set) holds on top of the table's (forTable).
+// object's tables (its history and, for a merge or append stream, its own
+// table), of cols columns at most: each holds writtenBytes of them until
+// the commit. Once the commit loads (forTable's commit), every
+// statement's room (set) holds them on top of its own. The early load
+// (LoadFiles) records its tables, but its statements run without that
+// room: a failed one gives the early load up and the commit loads the
+// files; and a run of narrow streams stays within the early load's 16 MiB.
 func (d *loadRoom) writes(object string, tables, cols int) {
 	b := int64(tables) * writtenBytes(cols)
 	if b <= d.written[object] {
@@ -536,7 +548,7 @@ func (d *loadRoom) doneTable(ctx context.Context, tx *sql.Tx, object string) err
 // the transaction, and an aborted one takes no SET: db is then the
 // warehouse's).
 func (d *loadRoom) reset(ctx context.Context, db execer) error {
-	d.table, d.written, d.writtenSum = 0, nil, 0
+	d.table, d.written, d.writtenSum, d.committing = 0, nil, 0, false
 	if !d.fewerThreads && d.tableThreads == 0 {
 		return nil
 	}

@@ -205,6 +205,7 @@ func TestWideTableLoadsUnderTheLimit(t *testing.T) {
 		// ("failed to pin block").
 		const streams, rows = 6, 20_000
 		lake, wh, _ := openSmall(t, "64MB", 2, load.WithRowsInAnyOrder())
+		limit, threads := settings(t, wh.DB())
 		for i, day := range []string{"2026-11-23", "2026-11-24"} {
 			id := fmt.Sprintf("r%d", i+1)
 			files := writeColumns(t, lake.StagingDir(id, "wide", day), s, rows, 12).Files() // every stream's
@@ -229,6 +230,9 @@ func TestWideTableLoadsUnderTheLimit(t *testing.T) {
 			if got := count(t, wh.DB(), fmt.Sprintf(`SELECT count(*) FROM wide%d`, k)); got != rows {
 				t.Errorf("wide%d: %d rows, want %d", k, got, rows)
 			}
+		}
+		if l, n := settings(t, wh.DB()); load.SizeBytes(l) > load.SizeBytes(limit)+8<<20 || n != threads {
+			t.Errorf("after the runs: limit %s on %d threads, want the configured %s (and a few MiB) on %d", l, n, limit, threads)
 		}
 	})
 	t.Run("early", func(t *testing.T) {

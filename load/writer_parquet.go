@@ -87,11 +87,11 @@ const DefaultRowGroupBytes = 4 << 20
 // DefaultFileBytes bounds a part file's rows as decoded, checked before
 // each batch like the rows (WithRowsPerFile). The early load
 // (pipeline) loads a file into DuckDB once it is complete, and each
-// writer's open file is left for the commit: a file of 122,880 rows of
-// 2.8 KB (the fake's wide object) holds 330 MB, so a stream of 200,000
-// such rows on two writers finished no file before its last page and
-// loaded all of it (5 s) after the fetch. Within 64 MiB a file holds
-// about 24,000 of those rows; the fake's userCourseProgress rows (142
+// writer's open file is left for the commit: 122,880 rows of the fake's
+// wide object (2.8 KB of JSON, 2.1 KB as decoded) are 260 MB, so a stream
+// of 200,000 such rows on two writers finished no file before its last
+// page and loaded all of it (5 s) after the fetch. Within 64 MiB a file
+// holds 32,000 of those rows; the fake's userCourseProgress rows (142
 // bytes) still fill 122,880 rows in 17 MB.
 const DefaultFileBytes = 64 << 20
 
@@ -363,6 +363,8 @@ func groupRows(longest, rowBytes, maxBytes int64) int64 {
 }
 
 // recordBytes is the size of rec's buffers: its rows' bytes as decoded.
+// A slice counts its parent's whole buffers; the sync writes the batches
+// its decoder makes, never slices.
 func recordBytes(rec arrow.RecordBatch) int64 {
 	var n int64
 	for _, c := range rec.Columns() {
