@@ -27,7 +27,7 @@ func OwnTables(ctx context.Context) (map[string][]Column, error) {
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	if _, err := db.ExecContext(ctx, metaDDL+namesDDL+lakeIntentsDDL+migrations+eventsDDL); err != nil {
+	if err := execScript(ctx, db, metaDDL+namesDDL+lakeIntentsDDL+migrations+eventsDDL); err != nil {
 		return nil, fmt.Errorf("own tables: create: %w", err)
 	}
 	keys := map[[2]string]bool{}

@@ -617,6 +617,22 @@ func WithLockWait(d time.Duration) OpenOption { return func(o *openOptions) { o.
 
 // openWarehouse opens path with DuckDB connection options dsnOpts ("" or
 // "?name=value&...") and creates the bookkeeping tables.
+// execScript runs script, several statements (sepipe's DDL), to its end
+// even when ctx ends meanwhile; a script whose ctx has ended does not
+// start. duckdb-go (v2.10506) leaves a connection's database open when
+// its context interrupts a script between statements (a statement alone
+// is interrupted cleanly), and DuckDB's instance cache then spins on the
+// next open of that file in the process, forever, holding the lock every
+// other open takes: a listen whose loader was stopped while it opened the
+// working database never finished its last load.
+func execScript(ctx context.Context, db execer, script string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_, err := db.ExecContext(context.WithoutCancel(ctx), script)
+	return err
+}
+
 func openWarehouse(ctx context.Context, path, dsnOpts string) (*Warehouse, error) {
 	db, err := sql.Open("duckdb", path+dsnOpts)
 	if err != nil {
@@ -627,7 +643,7 @@ func openWarehouse(ctx context.Context, path, dsnOpts string) (*Warehouse, error
 		db.Close()
 		return nil, classifyOpen(path, err)
 	}
-	if _, err := db.ExecContext(ctx, metaDDL+namesDDL+lakeIntentsDDL+migrations); err != nil {
+	if err := execScript(ctx, db, metaDDL+namesDDL+lakeIntentsDDL+migrations); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("warehouse %s: create bookkeeping tables: %w", path, err)
 	}
