@@ -25,9 +25,9 @@ func OwnTables(ctx context.Context) (map[string][]Column, error) {
 	if err != nil {
 		return nil, fmt.Errorf("own tables: open an in-memory database: %w", err)
 	}
-	defer db.Close()
+	defer closeDuckDB(db)
 	db.SetMaxOpenConns(1)
-	if err := execScript(ctx, db, metaDDL+namesDDL+lakeIntentsDDL+migrations+eventsDDL); err != nil {
+	if _, err := db.ExecContext(ctx, metaDDL+namesDDL+lakeIntentsDDL+migrations+eventsDDL); err != nil {
 		return nil, fmt.Errorf("own tables: create: %w", err)
 	}
 	keys := map[[2]string]bool{}

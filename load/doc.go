@@ -31,10 +31,10 @@
 // ErrEarlyLoadStale when its tables do not hold what was loaded), and
 // Warehouse.Wanted says whether another process waits for the lock
 // meanwhile. The transaction outlives its context and ends only by
-// Commit or Rollback (txContext); sepipe's DDL, a script of several
-// statements, runs to its end once begun (execScript: duckdb-go leaves the
-// database open when a context interrupts a script, and the next open of
-// the file in the process then never returns). Under a memory limit (WithMemoryLimit)
+// Commit or Rollback (txContext). Every DuckDB database the package opens
+// is closed through closeDuckDB, which first ends a query its context
+// abandoned (else the database outlived Close, and the next open of its
+// file in the process never returned). Under a memory limit (WithMemoryLimit)
 // DuckDB gets as many threads as the limit has room for (threadsUnder),
 // not one a processor, and a table of many columns fewer (forTable): its
 // inserts need memory for each column on each thread (insertBytes), and

@@ -92,19 +92,19 @@ func OpenState(ctx context.Context, lake Lake, opts ...OpenOption) (*Warehouse, 
 		return nil, err
 	}
 	if err := wh.configure(ctx, o); err != nil {
-		wh.db.Close()
+		closeDuckDB(wh.db)
 		return nil, err
 	}
 	// No automatic checkpoint at a commit, where the load's memory limit
 	// could fail it: the session's checkpoint runs in Publish (or Close),
 	// without the limit.
 	if _, err := wh.db.ExecContext(ctx, "SET checkpoint_threshold = '1TB'"); err != nil {
-		wh.db.Close()
+		closeDuckDB(wh.db)
 		return nil, fmt.Errorf("warehouse %s: %w", wh.path, err)
 	}
 	wh.lake, wh.unlock = &lake, unlock
 	if err := wh.historyFromViews(ctx); err != nil {
-		wh.db.Close()
+		closeDuckDB(wh.db)
 		return nil, err
 	}
 	ok = true
@@ -135,7 +135,7 @@ func adoptLegacy(ctx context.Context, lake Lake) error {
 	db, err := sql.Open("duckdb", tmp)
 	if err == nil {
 		_, err = db.ExecContext(ctx, "CHECKPOINT")
-		if cerr := db.Close(); err == nil {
+		if cerr := closeDuckDB(db); err == nil {
 			err = cerr
 		}
 	}
@@ -184,7 +184,7 @@ func (w *Warehouse) closeDB(ctx context.Context) error {
 	if err == nil {
 		w.deletePins = 0 // freed by the checkpoint
 	}
-	if cerr := w.db.Close(); err == nil {
+	if cerr := closeDuckDB(w.db); err == nil {
 		err = cerr
 	}
 	if err == nil {
@@ -211,7 +211,7 @@ func checkpointed(ctx context.Context, path string) error {
 		return err
 	}
 	_, err = db.ExecContext(ctx, "FORCE CHECKPOINT")
-	if cerr := db.Close(); err == nil {
+	if cerr := closeDuckDB(db); err == nil {
 		err = cerr
 	}
 	if err != nil {
@@ -330,7 +330,7 @@ func verifyCopy(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer closeDuckDB(db)
 	var n int
 	return db.QueryRowContext(ctx, "SELECT count(*) FROM duckdb_tables()").Scan(&n)
 }

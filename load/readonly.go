@@ -39,13 +39,9 @@ func OpenReadOnly(ctx context.Context, path string) (*Warehouse, error) {
 	}
 	db.SetMaxOpenConns(1)
 	alias := Ident(strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)))
-	// Two statements, not one script: a script that ctx interrupts leaves
-	// the database open (execScript).
-	for _, q := range []string{"ATTACH " + Literal(path) + " AS " + alias + " (READ_ONLY)", "USE " + alias} {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			db.Close()
-			return nil, classifyOpen(path, err)
-		}
+	if _, err := db.ExecContext(ctx, "ATTACH "+Literal(path)+" AS "+alias+" (READ_ONLY); USE "+alias); err != nil {
+		closeDuckDB(db)
+		return nil, classifyOpen(path, err)
 	}
 	return &Warehouse{db: db, path: path}, nil
 }

@@ -129,7 +129,7 @@ func OpenWarehouse(ctx context.Context, path string, opts ...OpenOption) (*Wareh
 		wh, err := openWarehouse(ctx, path, "")
 		if err == nil {
 			if err = wh.configure(ctx, o); err != nil {
-				wh.db.Close()
+				closeDuckDB(wh.db)
 				return nil, err
 			}
 		}
@@ -615,24 +615,33 @@ func WithPinnedBytes(n int64) OpenOption { return func(o *openOptions) { o.pinne
 // process to release the file (OpenState: the output folder's state lock).
 func WithLockWait(d time.Duration) OpenOption { return func(o *openOptions) { o.lockWait = d } }
 
-// openWarehouse opens path with DuckDB connection options dsnOpts ("" or
-// "?name=value&...") and creates the bookkeeping tables.
-// execScript runs script, several statements (sepipe's DDL), to its end
-// even when ctx ends meanwhile; a script whose ctx has ended does not
-// start. duckdb-go (v2.10506) leaves a connection's database open when
-// its context interrupts a script between statements (a statement alone
-// is interrupted cleanly), and DuckDB's instance cache then spins on the
-// next open of that file in the process, forever, holding the lock every
-// other open takes: a listen whose loader was stopped while it opened the
-// working database never finished its last load.
-func execScript(ctx context.Context, db execer, script string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	_, err := db.ExecContext(context.WithoutCancel(ctx), script)
-	return err
+// closeDuckDB closes a DuckDB database sepipe opened, after one statement on
+// its connection with a context of its own. duckdb-go (v2.10506) abandons
+// a statement whose context ends between DuckDB's preparing and running
+// it (its pending result); the connection keeps that query, which holds
+// the connection's context alive, and with it the database past Close.
+// DuckDB's instance cache then spins on the next open of the same file in
+// the process, forever, one processor busy (DBInstanceCache waits for the
+// old instance to be destroyed): a listen stopped while its loader opened
+// the working database never finished its last load (1 run in about 25 of
+// webhooks.TestListenKill9LosesNoAcknowledgedEvent under the race
+// detector). DuckDB's main branch ends an abandoned query when its
+// pending result closes (duckdb#23344); 1.5.6 does not. The next statement
+// on the connection ends it. That statement waits at most closeCleanup
+// for the connection (one still held, by a transaction not yet ended,
+// ends its query itself: duckdb-go rolls back without a context).
+func closeDuckDB(db *sql.DB) error {
+	ctx, cancel := context.WithTimeout(context.Background(), closeCleanup)
+	_, _ = db.ExecContext(ctx, "SELECT 1")
+	cancel()
+	return db.Close()
 }
 
+// closeCleanup bounds closeDuckDB's wait for the connection.
+const closeCleanup = 10 * time.Second
+
+// openWarehouse opens path with DuckDB connection options dsnOpts ("" or
+// "?name=value&...") and creates the bookkeeping tables.
 func openWarehouse(ctx context.Context, path, dsnOpts string) (*Warehouse, error) {
 	db, err := sql.Open("duckdb", path+dsnOpts)
 	if err != nil {
@@ -640,11 +649,11 @@ func openWarehouse(ctx context.Context, path, dsnOpts string) (*Warehouse, error
 	}
 	db.SetMaxOpenConns(1) // one connection: transactions stay on it
 	if err := db.PingContext(ctx); err != nil {
-		db.Close()
+		closeDuckDB(db)
 		return nil, classifyOpen(path, err)
 	}
-	if err := execScript(ctx, db, metaDDL+namesDDL+lakeIntentsDDL+migrations); err != nil {
-		db.Close()
+	if _, err := db.ExecContext(ctx, metaDDL+namesDDL+lakeIntentsDDL+migrations); err != nil {
+		closeDuckDB(db)
 		return nil, fmt.Errorf("warehouse %s: create bookkeeping tables: %w", path, err)
 	}
 	return &Warehouse{db: db, path: path}, nil
@@ -672,7 +681,7 @@ func (w *Warehouse) Close() error {
 		err = w.closeDB(context.Background())
 	} else if !w.closed {
 		w.closed = true
-		err = w.db.Close()
+		err = closeDuckDB(w.db)
 	}
 	if w.unlock != nil {
 		w.unlock()
@@ -841,13 +850,14 @@ func columnDefs(object string, s *arrow.Schema, mode WriteMode) ([]string, error
 // statements in it still take ctx, and a cancelled one is interrupted.
 // A transaction begun with ctx itself is rolled back, when ctx ends, by
 // database/sql in a goroutine of its own, which then discards the
-// connection; the warehouse's Close can then race that goroutine, and a
-// later open of the same file in this process was seen to spin for ever
-// in DuckDB's instance cache (DBInstanceCache::GetInstanceInternal waits,
-// holding the cache's lock, for the old instance to be destroyed): the
-// last load of a stopping `sepipe listen`, once in about 80 runs of
+// connection; the warehouse's Close can then race that goroutine. A later
+// open of the same file in this process was seen to spin for ever in
+// DuckDB's instance cache (DBInstanceCache::GetInstanceInternal waits for
+// the old instance to be destroyed): the last load of a stopping `sepipe
+// listen`, once in about 80 runs of
 // webhooks.TestListenKill9LosesNoAcknowledgedEvent under the race
-// detector.
+// detector. The rest of that hang was a statement ended by its context
+// and then the database closed (closeDuckDB).
 func txContext(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
 
 // Commit loads a run's tables and records the run in one transaction,
