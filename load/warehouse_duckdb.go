@@ -500,9 +500,9 @@ func (d *loadRoom) forTable(ctx context.Context, tx *sql.Tx, object string, cols
 	return err
 }
 
-// writes records that the transaction writes rows into tables of
-// object's tables (its history and, for a merge or append stream, its own
-// table), of cols columns at most: each holds writtenBytes of them until
+// writes records that the transaction inserts rows into object's tables,
+// that many of them (its history and, for a merge or append stream, its
+// own table), of cols columns at most: each holds writtenBytes of them until
 // the commit. Once the commit loads (forTable's commit), every
 // statement's room (set) holds them on top of its own. The early load
 // (LoadFiles) records its tables, but its statements run without that
