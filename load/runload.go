@@ -132,8 +132,7 @@ func (r *RunLoad) LoadFiles(ctx context.Context, t Table) error {
 		}
 		cols = n
 	}
-	r.room.writes(t.Object, 1, cols) // its history
-	if err := r.room.forTable(ctx, r.tx, t.Object, cols, false); err != nil {
+	if err := r.room.forTable(ctx, r.tx, t.Object, cols, 1); err != nil { // its history
 		return err
 	}
 	if e == nil {
@@ -260,8 +259,7 @@ func (r *RunLoad) Commit(ctx context.Context, run Run, tables []Table) error {
 		if err != nil {
 			return err
 		}
-		r.room.writes(t.Object, tablesWritten(run, t), cols)
-		if err := r.room.forTable(ctx, tx, t.Object, cols, true); err != nil {
+		if err := r.room.forCommit(ctx, tx, t.Object, cols, tablesWritten(run, t)); err != nil {
 			return err
 		}
 		if err := loadTable(ctx, tx, run, t, r.w.lake, r.early[t.Object], &r.room); err != nil {

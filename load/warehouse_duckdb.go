@@ -392,7 +392,7 @@ func (d *loadRoom) rebuild(partial, held int64) bool {
 
 // set makes room for a statement of the run (step, for errors) that needs
 // need bytes on two threads (0: none, the limit back to the configured
-// one, or to the table's room, forTable): the limit becomes
+// one, or to the table's room, forTable and forCommit): the limit becomes
 // Warehouse.roomLimit of need, with what the tables written hold once the
 // commit loads (writes), what huge values pin and, unless oneThread or
 // forTable lowered them, the connection's threads' room
@@ -468,14 +468,14 @@ func (d *loadRoom) threads() int {
 	return d.w.threads
 }
 
-// forTable makes room for inserting rows into object's tables, of cols
-// columns at most (columnCount): under a memory limit, the most of the
-// configured threads whose need (insertBytes) the limit holds, at least
-// one, until doneTable, and every statement's room at least that need
-// (set), which raises the limit when even one thread needs more, until
-// the transaction ends. When commit is set (Commit loads the table, not
-// LoadFiles), the room holds the commit's need too (commitBytes).
-func (d *loadRoom) forTable(ctx context.Context, tx *sql.Tx, object string, cols int, commit bool) error {
+// forTable makes room for inserting rows into tables of object's, that
+// many of them (writes), of cols columns at most (columnCount): under a
+// memory limit, the most of the configured threads whose need
+// (insertBytes) the limit holds, at least one, until doneTable, and every
+// statement's room at least that need (set), which raises the limit when
+// even one thread needs more, until the transaction ends.
+func (d *loadRoom) forTable(ctx context.Context, tx *sql.Tx, object string, cols, tables int) error {
+	d.writes(object, tables, cols)
 	limit := SizeBytes(d.w.memoryLimit)
 	if limit <= 0 {
 		return nil
@@ -492,18 +492,23 @@ func (d *loadRoom) forTable(ctx context.Context, tx *sql.Tx, object string, cols
 		d.tableThreads = n
 	}
 	d.table = max(d.table, insertBytes(cols, n))
-	if commit {
-		d.table = max(d.table, commitBytes(cols))
-		d.committing = true
-	}
 	_, err := d.set(ctx, tx, object, fmt.Sprintf("room for its %d columns", cols), 0)
 	return err
+}
+
+// forCommit is forTable for the commit's load (RunLoad.Commit, not
+// LoadFiles): the room holds the commit's need too (commitBytes), and
+// from now on what the tables written hold (writes).
+func (d *loadRoom) forCommit(ctx context.Context, tx *sql.Tx, object string, cols, tables int) error {
+	d.table = max(d.table, commitBytes(cols))
+	d.committing = true
+	return d.forTable(ctx, tx, object, cols, tables)
 }
 
 // writes records that the transaction inserts rows into object's tables,
 // that many of them (its history and, for a merge or append stream, its
 // own table), of cols columns at most: each holds writtenBytes of them until
-// the commit. Once the commit loads (forTable's commit), every
+// the commit. Once the commit loads (forCommit), every
 // statement's room (set) holds them on top of its own. The early load
 // (LoadFiles) records its tables, but its statements run without that
 // room: a failed one gives the early load up and the commit loads the
