@@ -49,14 +49,9 @@ func WithFileDone(fn func(path string)) ParquetOption {
 
 // WithRowGroupRows sets the longest Parquet row group (default half of
 // DefaultRowGroupRows, 61,440: two fill one of DuckDB's). Wide rows get
-// shorter ones (WithRowGroupBytes).
+// shorter ones: a row group holds at most DefaultRowGroupBytes of them,
+// in half the length, or a quarter, and so on, still dividing DuckDB's.
 func WithRowGroupRows(n int64) ParquetOption { return func(w *ParquetWriter) { w.rowGroup = n } }
-
-// WithRowGroupBytes sets how many bytes of Arrow data a row group holds
-// at most (default DefaultRowGroupBytes): a batch whose rows are wider
-// than the row group length allows goes into row groups of half the
-// length, or a quarter, and so on, still dividing DuckDB's.
-func WithRowGroupBytes(n int64) ParquetOption { return func(w *ParquetWriter) { w.rowGroupBytes = n } }
 
 // DefaultRowGroupRows is DuckDB's own row group size (120 × 1024 rows).
 // Parquet row groups of that length load into a DuckDB table as whole row
@@ -116,18 +111,17 @@ func WithParquetAllocator(mem memory.Allocator) ParquetOption {
 // ParquetWriter writes one object's batches as part-NNNNN.parquet files in
 // one folder. Files are zstd-compressed and store the Arrow schema.
 type ParquetWriter struct {
-	dir           string
-	root          string // every file goes through os.OpenRoot(root)
-	rel           string // dir relative to root
-	object        string
-	schema        *arrow.Schema
-	rowsPerFile   int64
-	rowGroup      int64 // the longest row group
-	rowGroupBytes int64
-	mem           memory.Allocator
-	firstFile     int
-	fileStep      int
-	fileDone      func(path string)
+	dir         string
+	root        string // every file goes through os.OpenRoot(root)
+	rel         string // dir relative to root
+	object      string
+	schema      *arrow.Schema
+	rowsPerFile int64
+	rowGroup    int64 // the longest row group
+	mem         memory.Allocator
+	firstFile   int
+	fileStep    int
+	fileDone    func(path string)
 
 	f          *os.File
 	bw         *bufio.Writer
@@ -145,7 +139,7 @@ type ParquetWriter struct {
 // of schema s there. No file exists until the first Write.
 func NewParquetWriter(dir, object string, s *arrow.Schema, opts ...ParquetOption) (*ParquetWriter, error) {
 	w := &ParquetWriter{dir: dir, object: object, schema: s, rowsPerFile: DefaultRowGroupRows, rowGroup: DefaultRowGroupRows / 2,
-		rowGroupBytes: DefaultRowGroupBytes, mem: memory.DefaultAllocator, fileStep: 1}
+		mem: memory.DefaultAllocator, fileStep: 1}
 	for _, o := range opts {
 		o(w)
 	}
@@ -314,17 +308,17 @@ func (w *ParquetWriter) Write(rec arrow.RecordBatch) error {
 
 // buffer adds rec, of size bytes as decoded, to the row groups being
 // buffered, in row groups of the length groupRows gives its rows: a row
-// group that has reached it, or would pass rowGroupBytes with more of them
-// (rows wider than the ones before), is complete, and the batch is cut
-// where the row group ends.
+// group that has reached it, or would pass DefaultRowGroupBytes with more
+// of them (rows wider than the ones before), is complete, and the batch is
+// cut where the row group ends.
 func (w *ParquetWriter) buffer(rec arrow.RecordBatch, size int64) error {
 	n := rec.NumRows()
 	rowBytes := max(size/n, 1)
-	goal := groupRows(w.rowGroup, rowBytes, w.rowGroupBytes)
+	goal := groupRows(w.rowGroup, rowBytes, DefaultRowGroupBytes)
 	for off := int64(0); off < n; {
 		k := min(goal-w.inGroup, n-off)
 		if w.inGroup > 0 {
-			k = min(k, (w.rowGroupBytes-w.groupBytes)/rowBytes)
+			k = min(k, (DefaultRowGroupBytes-w.groupBytes)/rowBytes)
 		}
 		if k <= 0 {
 			if err := w.fw.NewBufferedRowGroupChecked(); err != nil {
