@@ -48,7 +48,8 @@
 // run's new rows, on one thread (countBytes), and a merge's check of its
 // rows' keys, a count of their distinct hashes (keyCheckBytes). A merge
 // then deletes the old versions of the keys it brings by row ids, found
-// by a join DuckDB can spill (joinBytes) and deleted by ranges
+// by a join DuckDB can spill (joinBytes), which also counts the merge's
+// new rows (a hash of each row's columns on both sides), and deleted by ranges
 // (deleteOld), and raises the limit on top of the configured one by what
 // the deletes pin, which only a checkpoint frees: the limit keeps room
 // for it until the publish's checkpoint (Warehouse.deletePins,

@@ -73,7 +73,7 @@ func TestDeleteOld(t *testing.T) {
 				t.Fatal(err)
 			}
 			pinsBefore := w.deletePins
-			st, err := deleteOld(ctx, r.tx, Table{Object: tc.table, Rows: tc.brought}, tc.from, []string{"t.id = s.id"}, &r.room)
+			st, err := deleteOld(ctx, r.tx, Table{Object: tc.table, Rows: tc.brought}, tc.from, []string{Ident("id")}, nil, &r.room)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,7 +165,7 @@ func TestDeletePinsOutliveTheRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := deleteOld(ctx, r.tx, Table{Object: table, Rows: n / 1000}, "spread", []string{"t.id = s.id"}, &r.room)
+		st, err := deleteOld(ctx, r.tx, Table{Object: table, Rows: n / 1000}, "spread", []string{Ident("id")}, nil, &r.room)
 		if err != nil {
 			r.Rollback() //nolint:errcheck
 			t.Fatalf("run %d: %v", i+1, err)

@@ -119,6 +119,39 @@ func TestMergeUpsertsAndKeysReadTwice(t *testing.T) {
 	}
 }
 
+// TestMergeCountsNewRows: a merge stream's new rows are the rows it
+// inserted or changed: keys the table did not hold, and rows whose
+// columns differ from the ones they replace; a key read twice counts once,
+// as the row that won.
+func TestMergeCountsNewRows(t *testing.T) {
+	lake, wh := newWarehouse(t)
+	commit := func(id string, tb load.Table) int64 {
+		t.Helper()
+		var news int64
+		tb.NewRows = &news
+		commitMerge(t, wh, id, tb)
+		return news
+	}
+	if got := commit("r1", stageNamed(t, lake, "r1", map[string][]int{"a": ids(0, 9)})); got != 10 {
+		t.Errorf("first run: %d new rows, want all 10", got)
+	}
+	// 0..4 unchanged, 5..7 changed, 10 and 11 new keys.
+	if got := commit("r2", stageNamed(t, lake, "r2", map[string][]int{"a": ids(0, 4), "b": ids(5, 7), "c": ids(10, 11)})); got != 5 {
+		t.Errorf("second run: %d new rows, want 5 (3 changed, 2 new keys)", got)
+	}
+	// 3 and 4 read twice, the later read (their rows as held) winning; 5
+	// as held; 9 changed.
+	if got := commit("r3", stageNamed(t, lake, "r3", map[string][]int{"z": ids(3, 4)}, map[string][]int{"a": ids(3, 4), "b": {5}, "y": {9}})); got != 1 {
+		t.Errorf("a run that read keys twice: %d new rows, want 1", got)
+	}
+	if got := commit("r4", stageNamed(t, lake, "r4", map[string][]int{"a": ids(0, 4), "b": ids(5, 7), "a ": {8}, "y": {9}, "c": ids(10, 11)})); got != 1 {
+		t.Errorf("a run that changed one row: %d new rows, want 1", got)
+	}
+	if got := count(t, wh.DB(), `SELECT count(*) FROM thing`); got != 12 {
+		t.Errorf("the table holds %d rows, want 12", got)
+	}
+}
+
 // openSmall opens a working database under a small memory limit on the
 // given threads, whatever the machine (what DuckDB's statements need
 // depends on them), with opts besides, and gives a reading of its current
@@ -161,7 +194,15 @@ func TestMergeMakesRoomForItsDeletes(t *testing.T) {
 		spread = append(spread, i)
 	}
 	commitMerge(t, wh, "r1", stageNamed(t, lake, "r1", map[string][]int{"a": ids(0, n-1)}))
-	commitMerge(t, wh, "r2", stageNamed(t, lake, "r2", map[string][]int{"b": ids(0, n-1)}))
+	// The second run's new rows are counted in the join that finds the
+	// rows it replaces, under that join's room: half of them changed.
+	r2 := stageNamed(t, lake, "r2", map[string][]int{"a": ids(0, n/2-1), "b": ids(n/2, n-1)})
+	var news int64
+	r2.NewRows = &news
+	commitMerge(t, wh, "r2", r2)
+	if news != n/2 {
+		t.Errorf("the second run: %d new rows, want %d", news, n/2)
+	}
 	commitMerge(t, wh, "r3", stageNamed(t, lake, "r3", map[string][]int{"c": spread}))
 	// What r3's deletes pinned outlives its commit until a checkpoint; a
 	// second such merge makes room beside it.
@@ -180,7 +221,8 @@ func TestMergeMakesRoomForItsDeletes(t *testing.T) {
 		want int64
 	}{
 		{`SELECT count(*) FROM thing`, n + n/100},
-		{`SELECT count(*) FROM thing WHERE name = 'b'`, n - 2*n/100},
+		{`SELECT count(*) FROM thing WHERE name = 'b'`, n/2 - n/100},
+		{`SELECT count(*) FROM thing WHERE name = 'a'`, n/2 - n/100},
 		{`SELECT count(*) FROM thing WHERE name = 'c'`, 2 * n / 100},
 		{`SELECT count(*) FROM thing WHERE name = 'c' AND id % 100 <> 0`, 0},
 		{`SELECT count(*) FROM thing WHERE name = 'd' AND id % 100 = 50`, n / 100},

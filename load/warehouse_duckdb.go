@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -296,13 +297,20 @@ const vectorDeleteBytes = 20 << 10
 
 // joinBytes is what DuckDB needs, on two threads, to find the rows of a
 // table of held rows whose key is among brought rows (deleteOld's join,
-// which spills): measured, 1 M over 1 M passed under 24 MB and failed
-// under 16 in one run of six; 5 M over 5 M passed under 32 and failed
-// under 24; 20 M over 20 M passed under 64 and failed under 48, and 5 M
-// under 20 M failed under 48. DuckDB's external join partitions both
-// sides, so its need grows with both, slowly; this rule leaves room above
-// each of those.
-func joinBytes(held, brought int64) int64 { return 24<<20 + 2*(held+brought) }
+// which spills), with, when it counts the merge's new rows, a hash of
+// each row's columns on both sides. Measured first with keys of one
+// number: 1 M over 1 M passed under 24 MB and failed under 16 in one run
+// of six; 5 M over 5 M passed under 32 and failed under 24; 20 M over
+// 20 M passed under 64 and failed under 48, and 5 M under 20 M failed
+// under 48. Keys of two text columns (21 and 10 bytes) need more, and
+// the hashes more again: 20 M over 20 M failed under 104 MiB (24 MiB and
+// 2 bytes a row, the rule then) without the hashes and passed under 140;
+// with them it failed under 104 and 138 MiB and passed under 150, 200
+// and 280; 10 M over 10 M passed under 80 and 100, 5 M over 5 M failed
+// under 40 and 43, and passed under 44 to 80. DuckDB's external join
+// partitions both sides, so its need grows with both; this rule leaves
+// room above each of those.
+func joinBytes(held, brought int64) int64 { return 24<<20 + 4*(held+brought) }
 
 // keyCheckBytes is what DuckDB needs, on two threads, to count the
 // distinct hashes of the keys of rows staged rows (mergeRows' check for
@@ -753,7 +761,10 @@ type Table struct {
 
 	// NewRows, when set, receives how many of the run's rows were not in
 	// the table before (by content: a changed row counts, an unchanged one
-	// does not). Counting costs a scan of the table and the files.
+	// does not; for a merge stream, the rows it inserted or changed, a
+	// key read twice counting once). Counting costs a scan of the table
+	// and the files (for a merge, a hash of each row on both sides of the
+	// join that finds the rows it replaces).
 	NewRows *int64
 }
 
@@ -965,7 +976,11 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, ea
 		return fail("derive table", err)
 	}
 	table := Ident(t.Object)
-	if t.NewRows != nil {
+	// A merge stream's new rows are counted by the merge itself, in the
+	// join that finds the rows it replaces (deleteOld), not by a count of
+	// its own: that took a quarter of a nightly merge's load (issue 14).
+	mergeCounts := mode == Merge && !t.FullRefresh && len(t.Files) > 0
+	if t.NewRows != nil && !mergeCounts {
 		n, err := countNew(ctx, tx, t, room)
 		if we := (*WriteError)(nil); errors.As(err, &we) {
 			return err // the limit's, naming the step
@@ -1052,11 +1067,14 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, ea
 	case mode == Merge:
 		// The rows the insert reports against the staged rows less the
 		// repeats of a key: no scan of the table for the run's rows.
-		n, w, err := mergeRows(ctx, tx, run, t, colList, src, room)
+		n, w, fresh, err := mergeRows(ctx, tx, run, t, cols, src, room)
 		if err != nil {
 			return err
 		}
 		got, want = n, w
+		if t.NewRows != nil {
+			*t.NewRows = fresh
+		}
 	}
 	n := got
 	if countSQL != "" {
@@ -1135,7 +1153,8 @@ func replaceView(ctx context.Context, tx *sql.Tx, run Run, t Table, day string) 
 }
 
 // countNew counts the staged rows whose content is not in the table yet:
-// all of them when the table does not exist or lacks one of their columns.
+// all of them when the table does not exist or lacks one of their columns
+// (a merge stream's new rows are counted by its merge: deleteOld).
 // Under a memory limit the count runs on one thread, with the room
 // countBytes gives it; a failure would fail the run's load (it ends
 // DuckDB's transaction), for a count the summary shows. Both are given
@@ -1144,23 +1163,13 @@ func countNew(ctx context.Context, tx *sql.Tx, t Table, room *loadRoom) (int64, 
 	if len(t.Files) == 0 {
 		return 0, nil
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT column_name FROM duckdb_columns() WHERE schema_name = current_schema() AND table_name = ?`, t.Object)
+	have, err := tableColumns(ctx, tx, t.Object)
 	if err != nil {
 		return 0, err
 	}
-	have := map[string]bool{}
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		have[c] = true
-	}
-	rows.Close()
 	cols := make([]string, 0, t.Schema.NumFields())
 	for _, f := range t.Schema.Fields() {
-		if !have[f.Name] {
+		if _, ok := have[f.Name]; !ok {
 			return t.Rows, nil
 		}
 		cols = append(cols, Ident(f.Name))
@@ -1214,20 +1223,22 @@ func threadsSetting(n int) string {
 func countBytes(rows int64) int64 { return 64<<20 + 2*rows }
 
 // mergeRows upserts the staged rows on the primary key and returns the
-// rows it inserted and how many it should have: the distinct keys the run
-// brought. When the staged rows hold a key twice, the
-// one with the latest cursor (or the last one read) wins.
-func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, colList, src string, room *loadRoom) (inserted, want int64, err error) {
+// rows it inserted, how many it should have (the distinct keys the run
+// brought) and how many of them are new: a key the table did not hold, or
+// a row whose columns (cols, quoted) differ from the one it replaces.
+// When the staged rows hold a key twice, the one with the latest cursor
+// (or the last one read) wins.
+func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, cols []string, src string, room *loadRoom) (inserted, want, fresh int64, err error) {
 	table := Ident(t.Object)
+	colList := strings.Join(cols, ", ")
 	pk := make([]string, len(t.PrimaryKey))
-	var nullCheck, join []string
+	var nullCheck []string
 	for i, k := range t.PrimaryKey {
 		if t.Schema.FieldIndices(k) == nil {
-			return 0, 0, &WriteError{Object: t.Object, Step: "merge", Err: fmt.Errorf("primary key field %q is not a column", k)}
+			return 0, 0, 0, &WriteError{Object: t.Object, Step: "merge", Err: fmt.Errorf("primary key field %q is not a column", k)}
 		}
 		pk[i] = Ident(k)
 		nullCheck = append(nullCheck, pk[i]+" IS NULL")
-		join = append(join, "t."+pk[i]+" = s."+pk[i])
 	}
 	// One pass over the staged keys: rows without a key, and whether a
 	// key may be held twice. The reader refuses a key read twice, so the
@@ -1251,16 +1262,16 @@ func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, colList, src s
 	// one instant written two ways, are one key here.) extra counts the
 	// rows past the first of each key.
 	if _, err := room.set(ctx, tx, t.Object, "merge: check keys", keyCheckBytes(t.Rows)); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	var staged, nulls, hashes, extra int64
 	q := "SELECT count(*), count(*) FILTER (WHERE " + strings.Join(nullCheck, " OR ") + "), count(DISTINCT hash(" +
 		strings.Join(pk, ", ") + ")) FROM " + src
 	if err := tx.QueryRowContext(ctx, q).Scan(&staged, &nulls, &hashes); err != nil {
-		return 0, 0, &WriteError{Object: t.Object, Step: "merge: check keys", Err: err}
+		return 0, 0, 0, &WriteError{Object: t.Object, Step: "merge: check keys", Err: err}
 	}
 	if nulls > 0 {
-		return 0, 0, &WriteError{Object: t.Object, Step: "merge", Err: fmt.Errorf("%d rows have a null primary key (%s)", nulls, strings.Join(t.PrimaryKey, ", "))}
+		return 0, 0, 0, &WriteError{Object: t.Object, Step: "merge", Err: fmt.Errorf("%d rows have a null primary key (%s)", nulls, strings.Join(t.PrimaryKey, ", "))}
 	}
 	from := src
 	if hashes < staged {
@@ -1272,31 +1283,38 @@ func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, colList, src s
 		latest := fmt.Sprintf("SELECT %s FROM %s QUALIFY row_number() OVER (PARTITION BY %s ORDER BY %s) = 1",
 			colList, srcRN, strings.Join(pk, ", "), order)
 		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE _sepipe_merge AS "+latest); err != nil {
-			return 0, 0, &WriteError{Object: t.Object, Step: "merge: keep each key's latest row", Err: err}
+			return 0, 0, 0, &WriteError{Object: t.Object, Step: "merge: keep each key's latest row", Err: err}
 		}
 		defer tx.ExecContext(ctx, "DROP TABLE IF EXISTS _sepipe_merge") //nolint:errcheck
 		var kept int64
 		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM _sepipe_merge").Scan(&kept); err != nil {
-			return 0, 0, &WriteError{Object: t.Object, Step: "merge: count each key's latest row", Err: err}
+			return 0, 0, 0, &WriteError{Object: t.Object, Step: "merge: count each key's latest row", Err: err}
 		}
 		from, extra = "_sepipe_merge", staged-kept
 	}
 	if _, err := room.set(ctx, tx, t.Object, "merge", 0); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
+	var same int64
 	if !t.FullRefresh {
-		if _, err := deleteOld(ctx, tx, t, from, join, room); err != nil {
-			return 0, 0, err
+		var compare []string // the columns whose change makes a row new, when counted
+		if t.NewRows != nil {
+			compare = cols
 		}
+		st, err := deleteOld(ctx, tx, t, from, pk, compare, room)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		same = st.same
 	}
 	q = fmt.Sprintf("INSERT INTO %s (%s, %s, %s) SELECT %s, ?, CAST(? AS DATE) FROM %s",
 		table, colList, Ident(ColRunID), Ident(ColSnapshotDate), colList, from)
 	res, err := tx.ExecContext(ctx, q, run.ID, run.SnapshotDate)
 	if err != nil {
-		return 0, 0, &WriteError{Object: t.Object, Step: "merge: insert", Path: t.Object, Err: err}
+		return 0, 0, 0, &WriteError{Object: t.Object, Step: "merge: insert", Path: t.Object, Err: err}
 	}
 	n, _ := res.RowsAffected()
-	return n, t.Rows - extra, nil
+	return n, t.Rows - extra, n - same, nil
 }
 
 // deleteBatchRows is how many row ids one of deleteOld's deletes takes
@@ -1312,8 +1330,37 @@ const (
 type deleteStats struct {
 	joinLimit string // the memory limit the join ran under
 	deleted   int64
+	same      int64 // rows deleted whose columns the run brings again unchanged
 	batches   int
 	pinned    int64 // bytes its deletes pin until the next checkpoint
+}
+
+// findOld is the query of the row ids (r) of table's rows whose key (pk)
+// is among from's rows, which hold each key once, and, with cols, whether
+// the row's columns are the same on both sides (same): each side brings
+// its keys and a hash of cols to the join, never whole rows.
+func findOld(table, from string, pk, cols []string) string {
+	var on []string
+	for _, k := range pk {
+		on = append(on, "t."+k+" = s."+k)
+	}
+	if len(cols) == 0 {
+		return "SELECT t.rowid AS r FROM " + table + " t SEMI JOIN " + from + " s ON " + strings.Join(on, " AND ")
+	}
+	// Names of their own for the row id and the hash, beside the keys.
+	r, h := freeName("_sepipe_r", pk), freeName("_sepipe_h", pk)
+	keys, hash := strings.Join(pk, ", "), "hash("+strings.Join(cols, ", ")+")"
+	return "SELECT t." + r + " AS r, t." + h + " = s." + h + " AS same FROM (SELECT rowid AS " + r + ", " + keys + ", " + hash + " AS " + h + " FROM " + table + ") t" +
+		" JOIN (SELECT " + keys + ", " + hash + " AS " + h + " FROM " + from + ") s ON " + strings.Join(on, " AND ")
+}
+
+// freeName is base, with underscores added until no quoted name of taken
+// is it.
+func freeName(base string, taken []string) string {
+	for slices.Contains(taken, Ident(base)) {
+		base += "_"
+	}
+	return base
 }
 
 // keepOthers takes the doomed rows (their ids in gone) out of t's table,
@@ -1384,9 +1431,13 @@ func commentColumn(ctx context.Context, tx *sql.Tx, table, col, text string) err
 	return err
 }
 
-// deleteOld deletes the rows of t's table whose key is among the rows
-// from brings (join: the key columns' equalities of the table, t, and
-// from, s), making room for what the deletes pin (room). It does not
+// deleteOld deletes the rows of t's table whose key (pk, quoted) is among
+// the rows from brings, each key once, making room for what the deletes
+// pin (room). With cols (quoted) it also counts the deleted rows the run
+// brings again unchanged (deleteStats.same): a hash of cols on each side
+// of the join, the hashes countNew compares (its EXCEPT ALL of them over
+// the whole table took 0.6 s of a nightly merge of 1 M rows, on one
+// thread; the hashes cost the join about 0.1 s). It does not
 // delete by one join of the two: DuckDB's delete could not spill that
 // join (a merge of 5 M rows over as many failed under 64 MB, passing
 // only under 160 MB, sometimes not under 128). It finds the doomed rows'
@@ -1399,7 +1450,7 @@ func commentColumn(ctx context.Context, tx *sql.Tx, table, col, text string) err
 // what the deletes pin (loadRoom). When they would pin too much
 // (loadRoom.rebuild), it copies the table's other rows into a new one
 // instead (keepOthers).
-func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, join []string, room *loadRoom) (deleteStats, error) {
+func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, pk, cols []string, room *loadRoom) (deleteStats, error) {
 	table := Ident(t.Object)
 	var st deleteStats
 	fail := func(step string, err error) (deleteStats, error) {
@@ -1418,10 +1469,15 @@ func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, join []str
 	}
 	st.joinLimit = limit
 	const gone = "_sepipe_gone"
-	if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+gone+" AS SELECT t.rowid AS r FROM "+table+" t SEMI JOIN "+from+" s ON "+strings.Join(join, " AND ")); err != nil {
+	if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+gone+" AS "+findOld(table, from, pk, cols)); err != nil {
 		return fail("find the old versions", err)
 	}
 	defer tx.ExecContext(ctx, "DROP TABLE IF EXISTS "+gone) //nolint:errcheck // a temporary table, gone with the connection
+	if len(cols) > 0 {
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+gone+" WHERE same").Scan(&st.same); err != nil {
+			return fail("count the unchanged rows", err)
+		}
+	}
 
 	// The doomed rows by ranges of deleteBatchRows ids: how many in each,
 	// and how many of DuckDB's vectors of the range they may delete in
