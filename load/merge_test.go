@@ -13,6 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/schemas"
+	"github.com/sepipe/sepipe/service"
 	"github.com/sepipe/sepipe/transform"
 )
 
@@ -61,6 +63,37 @@ func stageNamed(t *testing.T, lake load.Lake, run string, groups ...map[string][
 		files, rows = append(files, w.Files()...), rows+w.Rows()
 	}
 	return load.Table{Object: "thing", Schema: schema(t), Files: files, Rows: rows, Mode: load.Merge, PrimaryKey: []string{"id"}}
+}
+
+// stageJSON writes rows, JSON objects of fields fs, into one part file of
+// run's staging of "thing", a merge stream on id.
+func stageJSON(t *testing.T, lake load.Lake, run string, fs []service.Field, rows ...string) load.Table {
+	t.Helper()
+	sch, err := schemas.FromDescribe("thing", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := load.NewParquetWriter(lake.StagingDir(run, "thing", "2026-11-23"), "thing", sch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := transform.NewDecoder(sch, transform.WithAllocator(memory.DefaultAllocator))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Release()
+	res, err := d.DecodePage(1, []byte(`{"results":[`+strings.Join(rows, ",")+`]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Record.Release()
+	if err := w.Write(res.Record); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return load.Table{Object: "thing", Schema: sch, Files: w.Files(), Rows: w.Rows(), Mode: load.Merge, PrimaryKey: []string{"id"}}
 }
 
 // commitMerge commits run id of 2026-11-23 with tb alone.
@@ -149,6 +182,72 @@ func TestMergeCountsNewRows(t *testing.T) {
 	}
 	if got := count(t, wh.DB(), `SELECT count(*) FROM thing`); got != 12 {
 		t.Errorf("the table holds %d rows, want 12", got)
+	}
+}
+
+// TestMergeNewRowsAfterAModeChange: a merge stream's new rows when it
+// was not a merge stream before, or reloads everything: a replace
+// stream's view of its history, an append stream's table that holds a key
+// once a day, a full refresh. Each time the same rows again: none new.
+func TestMergeNewRowsAfterAModeChange(t *testing.T) {
+	for _, before := range []load.WriteMode{load.Replace, load.Append, load.Merge} {
+		t.Run(string(before), func(t *testing.T) {
+			lake, wh := newWarehouse(t)
+			days := 1
+			if before == load.Append {
+				days = 3
+			}
+			for i := 0; i < days; i++ {
+				id := fmt.Sprintf("r%d", i)
+				tb := stageNamed(t, lake, id, map[string][]int{"a": ids(0, 9)})
+				tb.Mode = before
+				now := time.Date(2026, 11, 20+i, 1, 0, 0, 0, time.UTC)
+				run := load.Run{ID: id, Started: now, Finished: now, Status: "succeeded", SnapshotDate: now.Format(time.DateOnly)}
+				if err := wh.Commit(context.Background(), run, []load.Table{tb}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tb := stageNamed(t, lake, "merge", map[string][]int{"a": ids(0, 9)})
+			tb.FullRefresh = before == load.Merge
+			var news int64
+			tb.NewRows = &news
+			commitMerge(t, wh, "merge", tb)
+			if news != 0 {
+				t.Errorf("the same rows again: %d new rows, want 0", news)
+			}
+			if got := count(t, wh.DB(), `SELECT count(*) FROM thing`); got != 10 {
+				t.Errorf("the table holds %d rows, want 10", got)
+			}
+		})
+	}
+}
+
+// TestMergeWithAFieldCalledRowID: a field called rowId is what DuckDB's
+// rowid names in its table; the merge does not take its values for row
+// ids (the deletes then took every row whose rowId was 7, and the check
+// failed the stream: "deleted 10 rows, 2 hold a key the run brings"), and
+// replaces the rows of the keys it brings.
+func TestMergeWithAFieldCalledRowID(t *testing.T) {
+	lake, wh := newWarehouse(t)
+	fs := []service.Field{{ID: "id", Type: "int"}, {ID: "name", Type: "string"}, {ID: "rowId", Type: "int"}}
+	var day1 []string
+	for i := 0; i < 10; i++ {
+		day1 = append(day1, fmt.Sprintf(`{"id":%d,"name":"a","rowId":7}`, i))
+	}
+	commitMerge(t, wh, "r1", stageJSON(t, lake, "r1", fs, day1...))
+	tb := stageJSON(t, lake, "r2", fs, `{"id":3,"name":"b","rowId":7}`, `{"id":4,"name":"a","rowId":7}`, `{"id":10,"name":"c","rowId":null}`)
+	var news int64
+	tb.NewRows = &news
+	commitMerge(t, wh, "r2", tb)
+	if news != 2 {
+		t.Errorf("%d new rows, want 2 (one changed, one new key)", news)
+	}
+	var got string
+	if err := wh.DB().QueryRow(`SELECT string_agg(id || ':' || name, ' ' ORDER BY id) FROM thing`).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if want := "0:a 1:a 2:a 3:b 4:a 5:a 6:a 7:a 8:a 9:a 10:c"; got != want {
+		t.Errorf("the table holds %s, want %s", got, want)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -303,11 +302,11 @@ const vectorDeleteBytes = 20 << 10
 // of six; 5 M over 5 M passed under 32 and failed under 24; 20 M over
 // 20 M passed under 64 and failed under 48, and 5 M under 20 M failed
 // under 48. Keys of two text columns (21 and 10 bytes) need more, and
-// the hashes more again: 20 M over 20 M failed under 104 MiB (24 MiB and
-// 2 bytes a row, the rule then) without the hashes and passed under 140;
-// with them it failed under 104 and 138 MiB and passed under 150, 200
-// and 280; 10 M over 10 M passed under 80 and 100, 5 M over 5 M failed
-// under 40 and 43, and passed under 44 to 80. DuckDB's external join
+// the hashes more again: 20 M over 20 M failed under 104 MiB without the
+// hashes (the rule then, 24 MiB and 2 bytes a row, gave 101) and passed
+// under 140; with them it failed under 104 and 138 MiB and passed under
+// 150, 200 and 280; 10 M over 10 M passed under 80 and 100, 5 M over 5 M
+// failed under 40 and 43, and passed under 44 to 80. DuckDB's external join
 // partitions both sides, so its need grows with both; this rule leaves
 // room above each of those.
 func joinBytes(held, brought int64) int64 { return 24<<20 + 4*(held+brought) }
@@ -761,8 +760,8 @@ type Table struct {
 
 	// NewRows, when set, receives how many of the run's rows were not in
 	// the table before (by content: a changed row counts, an unchanged one
-	// does not; for a merge stream, the rows it inserted or changed, a
-	// key read twice counting once). Counting costs a scan of the table
+	// does not; for a merge stream, the keys it added and the rows it
+	// changed, a key read twice counting once). Counting costs a scan of the table
 	// and the files (for a merge, a hash of each row on both sides of the
 	// join that finds the rows it replaces).
 	NewRows *int64
@@ -976,19 +975,6 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, ea
 		return fail("derive table", err)
 	}
 	table := Ident(t.Object)
-	// A merge stream's new rows are counted by the merge itself, in the
-	// join that finds the rows it replaces (deleteOld), not by a count of
-	// its own: that took a quarter of a nightly merge's load (issue 14).
-	mergeCounts := mode == Merge && !t.FullRefresh && len(t.Files) > 0
-	if t.NewRows != nil && !mergeCounts {
-		n, err := countNew(ctx, tx, t, room)
-		if we := (*WriteError)(nil); errors.As(err, &we) {
-			return err // the limit's, naming the step
-		} else if err != nil {
-			return fail("count new rows", err)
-		}
-		*t.NewRows = n
-	}
 	// A replace stream's table is a view of its history's day: the run's
 	// rows are inserted once, into the history, not twice (see
 	// replaceView). Any other stream has a table of its own; either may
@@ -997,6 +983,21 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, ea
 	kind, err := relationKind(ctx, tx, t.Object)
 	if err != nil {
 		return fail("inspect table", err)
+	}
+	// A merge stream's new rows are counted by the merge itself, in the
+	// join that finds the rows it replaces (deleteOld), not by a count of
+	// its own: that took a quarter of a nightly merge's load (issue 14).
+	// Not when its table is still a view (the stream was a replace
+	// stream): the merge starts from an empty table.
+	mergeCounts := t.NewRows != nil && mode == Merge && !t.FullRefresh && len(t.Files) > 0 && kind != "view"
+	if t.NewRows != nil && !mergeCounts {
+		n, err := countNew(ctx, tx, t, room)
+		if we := (*WriteError)(nil); errors.As(err, &we) {
+			return err // the limit's, naming the step
+		} else if err != nil {
+			return fail("count new rows", err)
+		}
+		*t.NewRows = n
 	}
 	switch {
 	case kind == "table" && asView:
@@ -1067,12 +1068,12 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, ea
 	case mode == Merge:
 		// The rows the insert reports against the staged rows less the
 		// repeats of a key: no scan of the table for the run's rows.
-		n, w, fresh, err := mergeRows(ctx, tx, run, t, cols, src, room)
+		n, w, fresh, err := mergeRows(ctx, tx, run, t, cols, src, mergeCounts, room)
 		if err != nil {
 			return err
 		}
 		got, want = n, w
-		if t.NewRows != nil {
+		if mergeCounts {
 			*t.NewRows = fresh
 		}
 	}
@@ -1224,11 +1225,11 @@ func countBytes(rows int64) int64 { return 64<<20 + 2*rows }
 
 // mergeRows upserts the staged rows on the primary key and returns the
 // rows it inserted, how many it should have (the distinct keys the run
-// brought) and how many of them are new: a key the table did not hold, or
-// a row whose columns (cols, quoted) differ from the one it replaces.
-// When the staged rows hold a key twice, the one with the latest cursor
-// (or the last one read) wins.
-func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, cols []string, src string, room *loadRoom) (inserted, want, fresh int64, err error) {
+// brought) and, when it counts, how many of them are new: a key the table
+// did not hold, or a row whose columns (cols, quoted) differ from every
+// row of its key the table held. When the staged rows hold a key twice,
+// the one with the latest cursor (or the last one read) wins.
+func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, cols []string, src string, counts bool, room *loadRoom) (inserted, want, fresh int64, err error) {
 	table := Ident(t.Object)
 	colList := strings.Join(cols, ", ")
 	pk := make([]string, len(t.PrimaryKey))
@@ -1298,7 +1299,7 @@ func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, cols []string,
 	var same int64
 	if !t.FullRefresh {
 		var compare []string // the columns whose change makes a row new, when counted
-		if t.NewRows != nil {
+		if counts {
 			compare = cols
 		}
 		st, err := deleteOld(ctx, tx, t, from, pk, compare, room)
@@ -1330,41 +1331,60 @@ const (
 type deleteStats struct {
 	joinLimit string // the memory limit the join ran under
 	deleted   int64
-	same      int64 // rows deleted whose columns the run brings again unchanged
+	same      int64 // rows the run brings whose columns a deleted row held
 	batches   int
 	pinned    int64 // bytes its deletes pin until the next checkpoint
 }
 
-// findOld is the query of the row ids (r) of table's rows whose key (pk)
-// is among from's rows, which hold each key once, and, with cols, whether
-// the row's columns are the same on both sides (same): each side brings
-// its keys and a hash of cols to the join, never whole rows.
-func findOld(table, from string, pk, cols []string) string {
-	var on []string
-	for _, k := range pk {
-		on = append(on, "t."+k+" = s."+k)
+// findOld is the query of table's rows whose key (pk, quoted) is among
+// from's rows, which hold each key once: their row ids (r; with byID
+// false none, where a column of the table hides DuckDB's rowid) and, with
+// cols, a hash of each row's columns (h) and whether the row is the one
+// from brings (same). Each side brings only its keys and the hash to the
+// join, under names of sepipe's own (k0, k1, ...: a field's name cannot
+// take the row id's or the hash's).
+func findOld(table, from string, pk, cols []string, byID bool) string {
+	var tk, sk, on []string
+	for i, k := range pk {
+		a := fmt.Sprintf("k%d", i)
+		tk, sk = append(tk, k+" AS "+a), append(sk, k+" AS "+a)
+		on = append(on, "t."+a+" = s."+a)
 	}
+	var out []string
+	if byID {
+		tk, out = append(tk, "rowid AS r"), append(out, "t.r")
+	}
+	if len(cols) > 0 {
+		hash := "hash(" + strings.Join(cols, ", ") + ") AS h"
+		tk, sk, out = append(tk, hash), append(sk, hash), append(out, "t.h", "t.h = s.h AS same")
+	}
+	if len(out) == 0 {
+		out = append(out, "true AS found")
+	}
+	join := " JOIN "
 	if len(cols) == 0 {
-		return "SELECT t.rowid AS r FROM " + table + " t SEMI JOIN " + from + " s ON " + strings.Join(on, " AND ")
+		join = " SEMI JOIN " // from's columns are not needed
 	}
-	// Names of their own for the row id and the hash, beside the keys.
-	r, h := freeName("_sepipe_r", pk), freeName("_sepipe_h", pk)
-	keys, hash := strings.Join(pk, ", "), "hash("+strings.Join(cols, ", ")+")"
-	return "SELECT t." + r + " AS r, t." + h + " = s." + h + " AS same FROM (SELECT rowid AS " + r + ", " + keys + ", " + hash + " AS " + h + " FROM " + table + ") t" +
-		" JOIN (SELECT " + keys + ", " + hash + " AS " + h + " FROM " + from + ") s ON " + strings.Join(on, " AND ")
+	return "SELECT " + strings.Join(out, ", ") + " FROM (SELECT " + strings.Join(tk, ", ") + " FROM " + table + ") t" +
+		join + "(SELECT " + strings.Join(sk, ", ") + " FROM " + from + ") s ON " + strings.Join(on, " AND ")
 }
 
-// freeName is base, with underscores added until no quoted name of taken
-// is it.
-func freeName(base string, taken []string) string {
-	for slices.Contains(taken, Ident(base)) {
-		base += "_"
+// hidesRowID reports whether one of a table's columns (have) hides
+// DuckDB's rowid: a column of that name, in any case, is what rowid then
+// names.
+func hidesRowID(have map[string]string) bool {
+	for c := range have {
+		if strings.EqualFold(c, "rowid") {
+			return true
+		}
 	}
-	return base
+	return false
 }
 
-// keepOthers takes the doomed rows (their ids in gone) out of t's table,
-// of held rows, total of them doomed, without deleting them one by one: it
+// keepOthers takes the doomed rows out of t's table (t), of held rows,
+// total of them doomed, without deleting them one by one (doomed: what the
+// table's rows are anti-joined with, "<relation> <alias> ON <condition>":
+// their row ids, or the run's keys where a column hides the row ids): it
 // copies the table's other rows into a new table, drops the old one and
 // gives the new one its name, all in the run's transaction. A new table
 // pins nothing, where deletes in most of a table's vectors would pin
@@ -1374,13 +1394,13 @@ func freeName(base string, taken []string) string {
 // again instead. Views of the table find the new one by its name; its
 // columns' comments are copied over. The counts must match; the
 // transaction takes all of it back when they do not.
-func keepOthers(ctx context.Context, tx *sql.Tx, t Table, gone string, held, total int64) error {
+func keepOthers(ctx context.Context, tx *sql.Tx, t Table, doomed string, held, total int64) error {
 	table := Ident(t.Object)
 	fail := func(step string, err error) error {
 		return &WriteError{Object: t.Object, Step: "merge: keep the other rows: " + step, Path: t.Object, Err: err}
 	}
 	next := "_sepipe_rebuild_" + t.Object
-	if _, err := tx.ExecContext(ctx, "CREATE TABLE "+Ident(next)+" AS SELECT t.* FROM "+table+" t ANTI JOIN "+gone+" g ON t.rowid = g.r"); err != nil {
+	if _, err := tx.ExecContext(ctx, "CREATE TABLE "+Ident(next)+" AS SELECT t.* FROM "+table+" t ANTI JOIN "+doomed); err != nil {
 		return fail("copy them into "+next, err)
 	}
 	var kept int64
@@ -1433,11 +1453,12 @@ func commentColumn(ctx context.Context, tx *sql.Tx, table, col, text string) err
 
 // deleteOld deletes the rows of t's table whose key (pk, quoted) is among
 // the rows from brings, each key once, making room for what the deletes
-// pin (room). With cols (quoted) it also counts the deleted rows the run
-// brings again unchanged (deleteStats.same): a hash of cols on each side
-// of the join, the hashes countNew compares (its EXCEPT ALL of them over
-// the whole table took 0.6 s of a nightly merge of 1 M rows, on one
-// thread; the hashes cost the join about 0.1 s). It does not
+// pin (room). With cols (quoted) it also counts the rows from brings that
+// a deleted row of their key held unchanged (deleteStats.same): a hash of
+// cols on each side of the join, the hashes countNew compares (its EXCEPT
+// ALL of them over the whole table took about a third of a second of a
+// nightly merge's load of 1 M rows, on one thread; the hashes cost the
+// join about 0.1 s). It does not
 // delete by one join of the two: DuckDB's delete could not spill that
 // join (a merge of 5 M rows over as many failed under 64 MB, passing
 // only under 160 MB, sometimes not under 128). It finds the doomed rows'
@@ -1449,7 +1470,9 @@ func commentColumn(ctx context.Context, tx *sql.Tx, table, col, text string) err
 // is raised for the first join when it needs more (joinBytes), and for
 // what the deletes pin (loadRoom). When they would pin too much
 // (loadRoom.rebuild), it copies the table's other rows into a new one
-// instead (keepOthers).
+// instead (keepOthers), as it does, whatever the pins, for a table of
+// which a column hides DuckDB's row ids (a field called rowId, say): the
+// ids would be that column's values.
 func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, pk, cols []string, room *loadRoom) (deleteStats, error) {
 	table := Ident(t.Object)
 	var st deleteStats
@@ -1463,20 +1486,44 @@ func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, pk, cols [
 	if held == 0 {
 		return st, nil // a first sync: no join over the run's keys for nothing
 	}
+	have, err := tableColumns(ctx, tx, t.Object)
+	if err != nil {
+		return fail("read the table's columns", err)
+	}
+	byID := !hidesRowID(have)
 	limit, err := room.set(ctx, tx, t.Object, "merge: find the old versions", joinBytes(held, t.Rows))
 	if err != nil {
 		return st, err
 	}
 	st.joinLimit = limit
 	const gone = "_sepipe_gone"
-	if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+gone+" AS "+findOld(table, from, pk, cols)); err != nil {
+	if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE "+gone+" AS "+findOld(table, from, pk, cols, byID)); err != nil {
 		return fail("find the old versions", err)
 	}
 	defer tx.ExecContext(ctx, "DROP TABLE IF EXISTS "+gone) //nolint:errcheck // a temporary table, gone with the connection
 	if len(cols) > 0 {
-		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+gone+" WHERE same").Scan(&st.same); err != nil {
+		// The staged rows that a held row of their key matches: distinct
+		// hashes, so that a key the table holds twice (a stream that was
+		// an append stream) counts once. The hash covers the key.
+		if err := tx.QueryRowContext(ctx, "SELECT count(DISTINCT h) FILTER (WHERE same) FROM "+gone).Scan(&st.same); err != nil {
 			return fail("count the unchanged rows", err)
 		}
+	}
+	if !byID {
+		// A column hides DuckDB's row ids: keep the other rows, found by
+		// their keys.
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+gone).Scan(&st.deleted); err != nil {
+			return fail("count the old versions", err)
+		}
+		on := make([]string, len(pk))
+		for i, k := range pk {
+			on[i] = "t." + k + " = s." + k
+		}
+		if err := keepOthers(ctx, tx, t, from+" s ON "+strings.Join(on, " AND "), held, st.deleted); err != nil {
+			return st, err
+		}
+		_, err := room.set(ctx, tx, t.Object, "merge", 0)
+		return st, err
 	}
 
 	// The doomed rows by ranges of deleteBatchRows ids: how many in each,
@@ -1526,7 +1573,7 @@ func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, pk, cols [
 		// which pins nothing, under the join's room (the copy is a join
 		// too, of whole rows).
 		st.deleted = total
-		if err := keepOthers(ctx, tx, t, gone, held, total); err != nil {
+		if err := keepOthers(ctx, tx, t, gone+" g ON t.rowid = g.r", held, total); err != nil {
 			return st, err
 		}
 		_, err := room.set(ctx, tx, t.Object, "merge", 0)
