@@ -54,7 +54,9 @@
 // the deletes pin, which only a checkpoint frees: the limit keeps room
 // for it until the publish's checkpoint (Warehouse.deletePins,
 // RunLoad.lowerMemory). A merge whose deletes would pin too much copies
-// the table's other rows into a new table instead (keepOthers). Readers open
+// the table's other rows into a new table instead (keepOthers), as does a
+// merge into a table of which a column (a field called rowId) hides
+// DuckDB's row ids. Readers open
 // the published copy, <out>/warehouse.duckdb: Warehouse.Publish (and
 // PublishState) checkpoints the working database, copies it beside the
 // published file and renames the copy over it (publish.go), so a reader

@@ -226,28 +226,51 @@ func TestMergeNewRowsAfterAModeChange(t *testing.T) {
 // rowid names in its table; the merge does not take its values for row
 // ids (the deletes then took every row whose rowId was 7, and the check
 // failed the stream: "deleted 10 rows, 2 hold a key the run brings"), and
-// replaces the rows of the keys it brings.
+// replaces the rows of the keys it brings, counted or not. A field called
+// fileName does not clash with the name of the file a row was read from,
+// which picks each key's latest row when a key was read twice ("duplicate
+// column name").
 func TestMergeWithAFieldCalledRowID(t *testing.T) {
-	lake, wh := newWarehouse(t)
-	fs := []service.Field{{ID: "id", Type: "int"}, {ID: "name", Type: "string"}, {ID: "rowId", Type: "int"}}
+	fs := []service.Field{{ID: "id", Type: "int"}, {ID: "name", Type: "string"}, {ID: "rowId", Type: "int"}, {ID: "fileName", Type: "string"}}
 	var day1 []string
 	for i := 0; i < 10; i++ {
-		day1 = append(day1, fmt.Sprintf(`{"id":%d,"name":"a","rowId":7}`, i))
+		day1 = append(day1, fmt.Sprintf(`{"id":%d,"name":"a","rowId":7,"fileName":"z.pdf"}`, i))
 	}
-	commitMerge(t, wh, "r1", stageJSON(t, lake, "r1", fs, day1...))
-	tb := stageJSON(t, lake, "r2", fs, `{"id":3,"name":"b","rowId":7}`, `{"id":4,"name":"a","rowId":7}`, `{"id":10,"name":"c","rowId":null}`)
-	var news int64
-	tb.NewRows = &news
-	commitMerge(t, wh, "r2", tb)
-	if news != 2 {
-		t.Errorf("%d new rows, want 2 (one changed, one new key)", news)
-	}
-	var got string
-	if err := wh.DB().QueryRow(`SELECT string_agg(id || ':' || name, ' ' ORDER BY id) FROM thing`).Scan(&got); err != nil {
-		t.Fatal(err)
-	}
-	if want := "0:a 1:a 2:a 3:b 4:a 5:a 6:a 7:a 8:a 9:a 10:c"; got != want {
-		t.Errorf("the table holds %s, want %s", got, want)
+	for _, c := range []struct {
+		name  string
+		day2  []string
+		count bool
+		want  string
+		news  int64
+	}{
+		{"counted", []string{`{"id":3,"name":"b","rowId":7}`, `{"id":4,"name":"a","rowId":7,"fileName":"z.pdf"}`, `{"id":10,"name":"c","rowId":null}`},
+			true, "0:a 1:a 2:a 3:b 4:a 5:a 6:a 7:a 8:a 9:a 10:c", 2},
+		{"not counted", []string{`{"id":3,"name":"b","rowId":7}`, `{"id":10,"name":"c","rowId":null}`},
+			false, "0:a 1:a 2:a 3:b 4:a 5:a 6:a 7:a 8:a 9:a 10:c", 0},
+		// Key 3 read twice: the row read later wins.
+		{"a key read twice", []string{`{"id":3,"name":"x","fileName":"a.pdf"}`, `{"id":3,"name":"b","fileName":"b.pdf"}`, `{"id":4,"name":"a","rowId":7,"fileName":"z.pdf"}`},
+			true, "0:a 1:a 2:a 3:b 4:a 5:a 6:a 7:a 8:a 9:a", 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lake, wh := newWarehouse(t)
+			commitMerge(t, wh, "r1", stageJSON(t, lake, "r1", fs, day1...))
+			tb := stageJSON(t, lake, "r2", fs, c.day2...)
+			var news int64
+			if c.count {
+				tb.NewRows = &news
+			}
+			commitMerge(t, wh, "r2", tb)
+			if news != c.news {
+				t.Errorf("%d new rows, want %d", news, c.news)
+			}
+			var got string
+			if err := wh.DB().QueryRow(`SELECT string_agg(id || ':' || name, ' ' ORDER BY id) FROM thing`).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != c.want {
+				t.Errorf("the table holds %s, want %s", got, c.want)
+			}
+		})
 	}
 }
 
