@@ -763,9 +763,9 @@ type Table struct {
 	// does not; for a merge stream, the keys it added and the rows it
 	// changed, a key read twice counting once, except in a full refresh
 	// or where its table was a view: those count as a replace stream's).
-	// Counting costs a scan of the table
-	// and the files (for a merge, a hash of each row on both sides of the
-	// join that finds the rows it replaces).
+	// Counting costs a scan of the table and the files (for a merge, a
+	// hash of each row on both sides of the join that finds the rows it
+	// replaces).
 	NewRows *int64
 }
 
@@ -989,9 +989,9 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, ea
 	// A merge stream's new rows are counted by the merge itself, in the
 	// join that finds the rows it replaces (deleteOld), not by a count of
 	// its own: that took about a third of a second of a nightly merge's
-	// load of 1 M rows, 2.4 s (issue 14).
-	// Not when its table is still a view (the stream was a replace
-	// stream): the merge starts from an empty table.
+	// load of 1 M rows, 2.4 s (issue 14). Not when its table is still a
+	// view (the stream was a replace stream): the merge starts from an
+	// empty table.
 	mergeCounts := t.NewRows != nil && mode == Merge && !t.FullRefresh && len(t.Files) > 0 && kind != "view"
 	if t.NewRows != nil && !mergeCounts {
 		n, err := countNew(ctx, tx, t, room)
@@ -1464,8 +1464,8 @@ func commentColumn(ctx context.Context, tx *sql.Tx, table, col, text string) err
 // cols on each side of the join, the hashes countNew compares (its EXCEPT
 // ALL of them over the whole table took about a third of a second of a
 // nightly merge's load of 1 M rows, on one thread; the hashes cost the
-// join about 0.1 s). It does not
-// delete by one join of the two: DuckDB's delete could not spill that
+// join about 0.1 s). It does not delete by one join of the two: DuckDB's
+// delete could not spill that
 // join (a merge of 5 M rows over as many failed under 64 MB, passing
 // only under 160 MB, sometimes not under 128). It finds the doomed rows'
 // ids first, a join whose result DuckDB spills, then deletes them in
