@@ -73,7 +73,7 @@ func TestDeleteOld(t *testing.T) {
 				t.Fatal(err)
 			}
 			pinsBefore := w.deletePins
-			st, err := deleteOld(ctx, r.tx, Table{Object: tc.table, Rows: tc.brought}, tc.from, []string{Ident("id")}, nil, &r.room)
+			st, err := deleteOld(ctx, r.tx, Table{Object: tc.table, Rows: tc.brought}, tc.from, []string{Ident("id")}, nil, 8, &r.room)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,7 +89,7 @@ func TestDeleteOld(t *testing.T) {
 			// a table that holds rows, beside what earlier deletes pin.
 			wantJoin := ""
 			if before > 0 {
-				wantJoin = mib(80<<20 + joinBytes(before, tc.brought) + pinsBefore)
+				wantJoin = mib(80<<20 + joinBytes(before, tc.brought, 8) + pinsBefore)
 			}
 			if st.joinLimit != wantJoin {
 				t.Errorf("the join ran under %q, want %q", st.joinLimit, wantJoin)
@@ -165,7 +165,7 @@ func TestDeletePinsOutliveTheRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := deleteOld(ctx, r.tx, Table{Object: table, Rows: n / 1000}, "spread", []string{Ident("id")}, nil, &r.room)
+		st, err := deleteOld(ctx, r.tx, Table{Object: table, Rows: n / 1000}, "spread", []string{Ident("id")}, nil, 8, &r.room)
 		if err != nil {
 			r.Rollback() //nolint:errcheck
 			t.Fatalf("run %d: %v", i+1, err)
@@ -420,5 +420,31 @@ func TestThreadsFollowTheLimit(t *testing.T) {
 	}
 	if defaultThreads != duckdb {
 		t.Errorf("without a limit: %d threads, want DuckDB's default, %d", defaultThreads, duckdb)
+	}
+}
+
+// TestJoinRoomCoversTheMeasuredNeeds: the room of a merge's join to find
+// the rows it replaces (with the hashes that count its new rows) stays
+// above what 20 M rows over 20 M needed on two threads, for keys of one
+// number, of two text columns of 21 and 10 bytes, and of two resource ids
+// of 32 characters (joinBytes' measurements), so that a change of the
+// rule cannot fall below them unnoticed.
+func TestJoinRoomCoversTheMeasuredNeeds(t *testing.T) {
+	text := arrow.Field{Name: "name", Type: arrow.BinaryTypes.String}
+	num := arrow.Field{Name: "id", Type: arrow.PrimitiveTypes.Int64}
+	const n = 20_000_000
+	for _, c := range []struct {
+		name      string
+		keys      []arrow.Field
+		textBytes float64
+		passed    int64 // the smallest room it passed under
+	}{
+		{"one number", []arrow.Field{num}, 0, 101 << 20},
+		{"two short texts", []arrow.Field{text, text}, 31, 150 << 20},
+		{"two resource ids", []arrow.Field{text, text}, 64, 225 << 20},
+	} {
+		if got := joinBytes(n, n, keyWidth(c.keys, c.textBytes)); got < c.passed {
+			t.Errorf("%s: room %d MiB, below the %d MiB it needed", c.name, got>>20, c.passed>>20)
+		}
 	}
 }

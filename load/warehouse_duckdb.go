@@ -306,10 +306,42 @@ const vectorDeleteBytes = 20 << 10
 // hashes (the rule then, 24 MiB and 2 bytes a row, gave 101) and passed
 // under 140; with them it failed under 104 and 138 MiB and passed under
 // 150, 200 and 280; 10 M over 10 M passed under 80 and 100, 5 M over 5 M
-// failed under 40 and 43, and passed under 44 to 80. DuckDB's external join
-// partitions both sides, so its need grows with both; this rule leaves
-// room above each of those.
-func joinBytes(held, brought int64) int64 { return 24<<20 + 4*(held+brought) }
+// failed under 40 and 43, and passed under 44 to 80. Keys of two text
+// columns of 32 characters each (resource ids) need more again: 20 M over
+// 20 M failed under 177 and 200 MiB and passed under 225, 250 and 320
+// (staged row groups of 30,720 rows, as the writer makes them). DuckDB's
+// external join partitions both sides, so its need grows with both, and
+// with the keys' width: keyBytes is what a row's keys take in DuckDB
+// (keyWidth). This rule, 1 byte a row and one for every 16 of keyBytes,
+// at least 4, leaves room above each of those (the text keys above: 63
+// bytes, 4.9 a row, 211 MiB at 20 M; the resource ids: 96 bytes, 7 a row,
+// 291 MiB).
+func joinBytes(held, brought, keyBytes int64) int64 {
+	return 24<<20 + (held+brought)*max(4, 1+keyBytes/16)
+}
+
+// keyWidth is what a row's keys take in DuckDB, from the key columns'
+// types (keys: their fields) and the average length of the text ones
+// (textBytes, the staged rows' average of all text keys together): 16
+// bytes for each text key (DuckDB's string header) and its text, 8 for
+// any other.
+func keyWidth(keys []arrow.Field, textBytes float64) int64 {
+	var n int64
+	for _, f := range keys {
+		if isText(f) {
+			n += 16
+		} else {
+			n += 8
+		}
+	}
+	return n + int64(textBytes)
+}
+
+// isText reports whether f's column holds text (VARCHAR or JSON).
+func isText(f arrow.Field) bool {
+	typ, err := columnType(f)
+	return err == nil && (typ == "VARCHAR" || typ == "JSON")
+}
 
 // keyCheckBytes is what DuckDB needs, on two threads, to count the
 // distinct hashes of the keys of rows staged rows (mergeRows' check for
@@ -1202,6 +1234,21 @@ func countNew(ctx context.Context, tx *sql.Tx, t Table, room *loadRoom) (int64, 
 	return n, err
 }
 
+// textLength is the SQL of the total length in bytes of a row's text
+// keys (keys: the key fields), 0 without any.
+func textLength(keys []arrow.Field) string {
+	var parts []string
+	for _, f := range keys {
+		if isText(f) {
+			parts = append(parts, "coalesce(strlen(CAST("+Ident(f.Name)+" AS VARCHAR)), 0)")
+		}
+	}
+	if len(parts) == 0 {
+		return "0"
+	}
+	return strings.Join(parts, " + ")
+}
+
 // threadsSetting is the statement that gives the connection n threads;
 // 0: DuckDB's default.
 func threadsSetting(n int) string {
@@ -1236,12 +1283,14 @@ func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, cols []string,
 	table := Ident(t.Object)
 	colList := strings.Join(cols, ", ")
 	pk := make([]string, len(t.PrimaryKey))
+	keyFields := make([]arrow.Field, len(t.PrimaryKey))
 	var nullCheck []string
 	for i, k := range t.PrimaryKey {
-		if t.Schema.FieldIndices(k) == nil {
+		idx := t.Schema.FieldIndices(k)
+		if idx == nil {
 			return 0, 0, 0, &WriteError{Object: t.Object, Step: "merge", Err: fmt.Errorf("primary key field %q is not a column", k)}
 		}
-		pk[i] = Ident(k)
+		pk[i], keyFields[i] = Ident(k), t.Schema.Field(idx[0])
 		nullCheck = append(nullCheck, pk[i]+" IS NULL")
 	}
 	// One pass over the staged keys: rows without a key, and whether a
@@ -1269,9 +1318,10 @@ func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, cols []string,
 		return 0, 0, 0, err
 	}
 	var staged, nulls, hashes, extra int64
+	var textBytes sql.NullFloat64
 	q := "SELECT count(*), count(*) FILTER (WHERE " + strings.Join(nullCheck, " OR ") + "), count(DISTINCT hash(" +
-		strings.Join(pk, ", ") + ")) FROM " + src
-	if err := tx.QueryRowContext(ctx, q).Scan(&staged, &nulls, &hashes); err != nil {
+		strings.Join(pk, ", ") + ")), avg(" + textLength(keyFields) + ") FROM " + src
+	if err := tx.QueryRowContext(ctx, q).Scan(&staged, &nulls, &hashes, &textBytes); err != nil {
 		return 0, 0, 0, &WriteError{Object: t.Object, Step: "merge: check keys", Err: err}
 	}
 	if nulls > 0 {
@@ -1308,7 +1358,7 @@ func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, cols []string,
 		if counts {
 			compare = cols
 		}
-		st, err := deleteOld(ctx, tx, t, from, pk, compare, room)
+		st, err := deleteOld(ctx, tx, t, from, pk, compare, keyWidth(keyFields, textBytes.Float64), room)
 		if err != nil {
 			return 0, 0, 0, err
 		}
@@ -1479,7 +1529,7 @@ func commentColumn(ctx context.Context, tx *sql.Tx, table, col, text string) err
 // instead (keepOthers), as it does, whatever the pins, for a table of
 // which a column hides DuckDB's row ids (a field called rowId, say): the
 // ids would be that column's values.
-func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, pk, cols []string, room *loadRoom) (deleteStats, error) {
+func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, pk, cols []string, keyBytes int64, room *loadRoom) (deleteStats, error) {
 	table := Ident(t.Object)
 	var st deleteStats
 	fail := func(step string, err error) (deleteStats, error) {
@@ -1497,7 +1547,7 @@ func deleteOld(ctx context.Context, tx *sql.Tx, t Table, from string, pk, cols [
 		return fail("read the table's columns", err)
 	}
 	byID := !hidesRowID(have)
-	limit, err := room.set(ctx, tx, t.Object, "merge: find the old versions", joinBytes(held, t.Rows))
+	limit, err := room.set(ctx, tx, t.Object, "merge: find the old versions", joinBytes(held, t.Rows, keyBytes))
 	if err != nil {
 		return st, err
 	}
