@@ -312,12 +312,12 @@ const vectorDeleteBytes = 20 << 10
 // (staged row groups of 30,720 rows, as the writer makes them). DuckDB's
 // external join partitions both sides, so its need grows with both, and
 // with the keys' width: keyBytes is what a row's keys take in DuckDB
-// (keyWidth). This rule, 1 byte a row and one for every 16 of keyBytes,
-// at least 4, leaves room above each of those (the text keys above: 63
-// bytes, 4.9 a row, 211 MiB at 20 M; the resource ids: 96 bytes, 7 a row,
-// 291 MiB).
+// (keyWidth). This rule, 1 byte a row and one for every 16 of keyBytes
+// or part of them, at least 4, leaves room above each of those (the text
+// keys above: 63 bytes, 5 a row, 215 MiB at 20 M; the resource ids: 96
+// bytes, 7 a row, 291 MiB; a number: 4 a row, 177 MiB).
 func joinBytes(held, brought, keyBytes int64) int64 {
-	return 24<<20 + (held+brought)*max(4, 1+keyBytes/16)
+	return 24<<20 + (held+brought)*max(4, 1+(keyBytes+15)/16)
 }
 
 // keyWidth is what a row's keys take in DuckDB, from the key columns'
