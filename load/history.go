@@ -227,7 +227,7 @@ func backfillHistory(ctx context.Context, tx *sql.Tx, lake Lake, object, skip st
 	if len(files) == 0 {
 		return nil
 	}
-	src := "read_parquet(" + fileList(files) + ", union_by_name = true, hive_partitioning = false, filename = '_sepipe_file')"
+	src := readStaged(files, withFile)
 	var cols []string
 	rows, err := tx.QueryContext(ctx, "SELECT column_name FROM (DESCRIBE SELECT * FROM "+src+")")
 	if err != nil {
@@ -243,11 +243,11 @@ func backfillHistory(ctx context.Context, tx *sql.Tx, lake Lake, object, skip st
 	}
 	rows.Close()
 	day := historyDay
-	if hasColumn(slices.DeleteFunc(cols, func(c string) bool { return c == "_sepipe_file" }), historyDay) {
+	if hasColumn(slices.DeleteFunc(cols, func(c string) bool { return c == fileColumn }), historyDay) {
 		day = historyDayAlt
 	}
-	q := "CREATE TABLE " + Ident(h) + " AS SELECT p.* EXCLUDE (_sepipe_file), d.day AS " + Ident(day) +
-		" FROM " + src + " p JOIN (VALUES " + strings.Join(pairs, ", ") + ") d(f, day) ON p._sepipe_file = d.f"
+	q := "CREATE TABLE " + Ident(h) + " AS SELECT p.* EXCLUDE (" + fileColumn + "), d.day AS " + Ident(day) +
+		" FROM " + src + " p JOIN (VALUES " + strings.Join(pairs, ", ") + ") d(f, day) ON p." + fileColumn + " = d.f"
 	if _, err := tx.ExecContext(ctx, q); err != nil {
 		return &WriteError{Object: object, Step: "history: load the lake's partitions", Path: h, Err: err}
 	}

@@ -977,13 +977,21 @@ func insertRun(ctx context.Context, db execer, run Run, rowsPer map[string]int64
 	return nil
 }
 
-// readStaged reads sepipe's own staged files: hive partitioning off, so
-// that no column is taken from a key=value folder of the path (a field
-// called snapshot_date keeps the service's values); the files are named
-// one by one.
-func readStaged(files []string) string {
-	return "read_parquet(" + fileList(files) + ", union_by_name = true, hive_partitioning = false)"
+// readStaged reads sepipe's own staged files (or its lake's): hive
+// partitioning off, so that no column is taken from a key=value folder of
+// the path (a field called snapshot_date keeps the service's values); the
+// files are named one by one. opts are more of read_parquet's options.
+func readStaged(files []string, opts ...string) string {
+	return "read_parquet(" + strings.Join(append([]string{fileList(files), "union_by_name = true", "hive_partitioning = false"}, opts...), ", ") + ")"
 }
+
+// fileColumn names the column that tells which file a row was read from,
+// when a read asks for it (withFile): a name of sepipe's own, which no
+// field can take (DuckDB's own, filename, a field called fileName would).
+const fileColumn = "_sepipe_file"
+
+// withFile is the read_parquet option that adds fileColumn.
+const withFile = "filename = '" + fileColumn + "'"
 
 func fileList(files []string) string {
 	q := make([]string, len(files))
@@ -1329,14 +1337,14 @@ func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, cols []string,
 	}
 	from := src
 	if hashes < staged {
-		// The file's name under a name of sepipe's own: a field called
-		// fileName would clash with DuckDB's filename. (A field called
-		// file_row_number still would with the row's number.)
-		order := "_sepipe_file DESC, file_row_number DESC"
+		// The file's name as fileColumn. (A field called file_row_number
+		// would clash with the row's number, which DuckDB does not let
+		// a read rename.)
+		order := fileColumn + " DESC, file_row_number DESC"
 		if t.Cursor != "" {
 			order = Ident(t.Cursor) + " DESC NULLS LAST, " + order
 		}
-		srcRN := strings.TrimSuffix(src, ")") + ", filename = '_sepipe_file', file_row_number = true)"
+		srcRN := readStaged(t.Files, withFile, "file_row_number = true")
 		latest := fmt.Sprintf("SELECT %s FROM %s QUALIFY row_number() OVER (PARTITION BY %s ORDER BY %s) = 1",
 			colList, srcRN, strings.Join(pk, ", "), order)
 		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE _sepipe_merge AS "+latest); err != nil {
