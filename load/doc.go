@@ -56,7 +56,10 @@
 // RunLoad.lowerMemory). A merge whose deletes would pin too much copies
 // the table's other rows into a new table instead (keepOthers), as does a
 // merge into a table of which a column (a field called rowId) hides
-// DuckDB's row ids. Readers open
+// DuckDB's row ids. Where the run's rows hold a key twice, the latest
+// wins (latestRows: cursor, file, row in the file; a field called
+// file_row_number, which hides DuckDB's row number in a read, makes it
+// copy the rows in the order read first). Readers open
 // the published copy, <out>/warehouse.duckdb: Warehouse.Publish (and
 // PublishState) checkpoints the working database, copies it beside the
 // published file and renames the copy over it (publish.go), so a reader

@@ -229,32 +229,39 @@ func TestMergeNewRowsAfterAModeChange(t *testing.T) {
 // replaces the rows of the keys it brings, counted or not. A field called
 // fileName does not clash with the name of the file a row was read from,
 // which picks each key's latest row when a key was read twice ("duplicate
-// column name").
+// column name"), nor one called File_Row_Number with the row's number in
+// its file ("not supported").
 func TestMergeWithAFieldCalledRowID(t *testing.T) {
-	fs := []service.Field{{ID: "id", Type: "int"}, {ID: "name", Type: "string"}, {ID: "rowId", Type: "int"}, {ID: "fileName", Type: "string"}}
+	fs := []service.Field{{ID: "id", Type: "int"}, {ID: "name", Type: "string"}, {ID: "rowId", Type: "int"}, {ID: "fileName", Type: "string"}, {ID: "File_Row_Number", Type: "int"}}
 	var day1 []string
 	for i := 0; i < 10; i++ {
 		day1 = append(day1, fmt.Sprintf(`{"id":%d,"name":"a","rowId":7,"fileName":"z.pdf"}`, i))
 	}
 	for _, c := range []struct {
-		name  string
-		day2  []string
-		count bool
-		want  string
-		news  int64
+		name   string
+		day2   []string
+		count  bool
+		want   string
+		news   int64
+		cursor string
 	}{
 		{"counted", []string{`{"id":3,"name":"b","rowId":7}`, `{"id":4,"name":"a","rowId":7,"fileName":"z.pdf"}`, `{"id":10,"name":"c","rowId":null}`},
-			true, "0:a 1:a 2:a 3:b 4:a 5:a 6:a 7:a 8:a 9:a 10:c", 2},
+			true, "0:a 1:a 2:a 3:b 4:a 5:a 6:a 7:a 8:a 9:a 10:c", 2, ""},
 		{"not counted", []string{`{"id":3,"name":"b","rowId":7}`, `{"id":10,"name":"c","rowId":null}`},
-			false, "0:a 1:a 2:a 3:b 4:a 5:a 6:a 7:a 8:a 9:a 10:c", 0},
-		// Key 3 read twice: the row read later wins.
-		{"a key read twice", []string{`{"id":3,"name":"x","fileName":"a.pdf"}`, `{"id":3,"name":"b","fileName":"b.pdf"}`, `{"id":4,"name":"a","rowId":7,"fileName":"z.pdf"}`},
-			true, "0:a 1:a 2:a 3:b 4:a 5:a 6:a 7:a 8:a 9:a", 1},
+			false, "0:a 1:a 2:a 3:b 4:a 5:a 6:a 7:a 8:a 9:a 10:c", 0, ""},
+		// Keys 3 and 5 read more than once: the row read last wins.
+		{"a key read twice", []string{`{"id":3,"name":"x","fileName":"a.pdf","File_Row_Number":1}`, `{"id":5,"name":"y"}`, `{"id":3,"name":"w"}`,
+			`{"id":5,"name":"v","File_Row_Number":7}`, `{"id":3,"name":"b","fileName":"b.pdf"}`, `{"id":4,"name":"a","rowId":7,"fileName":"z.pdf"}`},
+			true, "0:a 1:a 2:a 3:b 4:a 5:v 6:a 7:a 8:a 9:a", 2, ""},
+		// With a cursor the latest cursor wins, a null one last.
+		{"a key read twice, with a cursor", []string{`{"id":3,"name":"x","rowId":9}`, `{"id":5,"name":"v","rowId":1}`, `{"id":3,"name":"b","rowId":2}`, `{"id":5,"name":"y"}`},
+			true, "0:a 1:a 2:a 3:x 4:a 5:v 6:a 7:a 8:a 9:a", 2, "rowId"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			lake, wh := newWarehouse(t)
 			commitMerge(t, wh, "r1", stageJSON(t, lake, "r1", fs, day1...))
 			tb := stageJSON(t, lake, "r2", fs, c.day2...)
+			tb.Cursor = c.cursor
 			var news int64
 			if c.count {
 				tb.NewRows = &news

@@ -1337,20 +1337,18 @@ func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, cols []string,
 	}
 	from := src
 	if hashes < staged {
-		// The file's name as fileColumn. (A field called file_row_number
-		// would clash with the row's number, which DuckDB does not let
-		// a read rename.)
-		order := fileColumn + " DESC, file_row_number DESC"
-		if t.Cursor != "" {
-			order = Ident(t.Cursor) + " DESC NULLS LAST, " + order
+		latest, err := latestRows(ctx, tx, t, cols, pk)
+		if err != nil {
+			return 0, 0, 0, err
 		}
-		srcRN := readStaged(t.Files, withFile, "file_row_number = true")
-		latest := fmt.Sprintf("SELECT %s FROM %s QUALIFY row_number() OVER (PARTITION BY %s ORDER BY %s) = 1",
-			colList, srcRN, strings.Join(pk, ", "), order)
 		if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE _sepipe_merge AS "+latest); err != nil {
 			return 0, 0, 0, &WriteError{Object: t.Object, Step: "merge: keep each key's latest row", Err: err}
 		}
 		defer tx.ExecContext(ctx, "DROP TABLE IF EXISTS _sepipe_merge") //nolint:errcheck
+		// latestRows' copy, if it made one.
+		if _, err := tx.ExecContext(ctx, "DROP TABLE IF EXISTS _sepipe_read"); err != nil {
+			return 0, 0, 0, &WriteError{Object: t.Object, Step: "merge: drop the rows read in order", Err: err}
+		}
 		var kept int64
 		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM _sepipe_merge").Scan(&kept); err != nil {
 			return 0, 0, 0, &WriteError{Object: t.Object, Step: "merge: count each key's latest row", Err: err}
@@ -1380,6 +1378,73 @@ func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, cols []string,
 	}
 	n, _ := res.RowsAffected()
 	return n, t.Rows - extra, n - same, nil
+}
+
+// latestRows is the query of each key's latest staged row (pk: the
+// keys, quoted), for a merge whose staged rows may hold a key twice: the
+// row of the latest cursor, then the last one read (files in name order,
+// rows in file order). The read names its file fileColumn and its row
+// DuckDB's file_row_number; a field of that name (in any case) cannot
+// share a read with it ("not supported"), so the rows of such a stream
+// are first copied, in the order read, into a temporary table whose row
+// ids keep that order, under names of sepipe's own (c0, c1, ...; a field
+// called rowid would hide the row ids too). That copy is a rare path: a
+// key read twice in one run, by a stream with such a field.
+func latestRows(ctx context.Context, tx *sql.Tx, t Table, cols, pk []string) (string, error) {
+	var cursor string
+	if t.Cursor != "" {
+		cursor = Ident(t.Cursor) + " DESC NULLS LAST, "
+	}
+	if !hasField(t.Schema, "file_row_number") {
+		return fmt.Sprintf("SELECT %s FROM %s QUALIFY row_number() OVER (PARTITION BY %s ORDER BY %s%s DESC, file_row_number DESC) = 1",
+			strings.Join(cols, ", "), readStaged(t.Files, withFile, "file_row_number = true"), strings.Join(pk, ", "), cursor, fileColumn), nil
+	}
+	alias := make(map[string]string, len(cols)) // a quoted field's name in the copy
+	copied := make([]string, len(cols))
+	back := make([]string, len(cols))
+	for i, c := range cols {
+		alias[c] = fmt.Sprintf("c%d", i)
+		copied[i] = c + " AS " + alias[c]
+		back[i] = alias[c] + " AS " + c
+	}
+	keys := make([]string, len(pk))
+	for i, k := range pk {
+		keys[i] = alias[k]
+	}
+	if t.Cursor != "" {
+		cursor = alias[Ident(t.Cursor)] + " DESC NULLS LAST, "
+	}
+	fail := func(err error) (string, error) {
+		return "", &WriteError{Object: t.Object, Step: "merge: read the rows in order", Err: err}
+	}
+	var keep string
+	if err := tx.QueryRowContext(ctx, "SELECT current_setting('preserve_insertion_order')::VARCHAR").Scan(&keep); err != nil {
+		return fail(err)
+	}
+	if _, err := tx.ExecContext(ctx, "SET preserve_insertion_order = true"); err != nil {
+		return fail(err)
+	}
+	_, err := tx.ExecContext(ctx, fmt.Sprintf("CREATE OR REPLACE TEMP TABLE _sepipe_read AS SELECT %s, %s FROM %s",
+		strings.Join(copied, ", "), fileColumn, readStaged(t.Files, withFile)))
+	if _, rerr := tx.ExecContext(ctx, "SET preserve_insertion_order = "+Literal(keep)); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return fmt.Sprintf("SELECT %s FROM _sepipe_read QUALIFY row_number() OVER (PARTITION BY %s ORDER BY %s%s DESC, rowid DESC) = 1",
+		strings.Join(back, ", "), strings.Join(keys, ", "), cursor, fileColumn), nil
+}
+
+// hasField reports whether s has a field called name, in any case (as
+// DuckDB compares names).
+func hasField(s *arrow.Schema, name string) bool {
+	for _, f := range s.Fields() {
+		if strings.EqualFold(f.Name, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // deleteBatchRows is how many row ids one of deleteOld's deletes takes
