@@ -3,7 +3,6 @@ package extract
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 )
 
@@ -73,20 +72,24 @@ func (c *Client) bearer(ctx context.Context, info reqInfo) (string, error) {
 	}
 	tok, err := c.tokens.Token(ctx)
 	if err != nil {
-		return "", fmt.Errorf("%w: %s", errTokenSource, c.scrub(err.Error()))
+		return "", c.tokenSourceError(err)
 	}
 	c.remember(tok)
 	return tok, nil
 }
 
-// errTokenSource wraps a failure of the access token source.
-var errTokenSource = errors.New("access token source")
+// tokenSourceError is a failure of the access token source: its message
+// without the client's credentials, its chain kept, so that a caller
+// still tells a refused refresh (ErrRefreshFailed) from other failures.
+func (c *Client) tokenSourceError(err error) error {
+	return &wrapped{msg: "access token source: " + c.scrub(err.Error()), err: err}
+}
 
 // refreshToken asks the source for a token to replace rejected.
 func (c *Client) refreshToken(ctx context.Context, rejected string) error {
 	tok, err := c.tokens.Refresh(ctx, rejected)
 	if err != nil {
-		return fmt.Errorf("%w: %s", errTokenSource, c.scrub(err.Error()))
+		return c.tokenSourceError(err)
 	}
 	c.remember(tok)
 	c.log.DebugContext(ctx, "access token replaced after a 401")

@@ -7,3 +7,6 @@ func WithBackoffForTest(base, cap time.Duration) Option { return withBackoff(bas
 
 // WithOAuthClock sets the clock an OAuth source judges expiry by.
 var WithOAuthClock = withOAuthClock
+
+// WithOAuthSleep replaces the waits between a refresh's attempts.
+var WithOAuthSleep = withOAuthSleep

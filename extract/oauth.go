@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -25,7 +26,9 @@ const DefaultExpiryMargin = 2 * time.Minute
 
 // ErrRefreshFailed: the token endpoint refused to refresh the access
 // token (the refresh token was used, revoked or expired, or the client id
-// or secret is wrong). A person must authorize again (sepipe auth login).
+// or secret is wrong: a person must authorize again, sepipe auth login),
+// or kept failing in a way that may pass (5xx, 429, a dropped connection),
+// after refreshAttempts tries.
 var ErrRefreshFailed = errors.New("extract: refreshing the access token failed")
 
 // OAuthConfig is the OAuth 2.0 client sepipe refreshes access tokens with.
@@ -65,6 +68,7 @@ type OAuth struct {
 	hc     *http.Client
 	margin time.Duration
 	now    func() time.Time
+	sleep  func(context.Context, time.Duration) error
 	log    *slog.Logger
 
 	mu  sync.Mutex
@@ -115,6 +119,11 @@ func WithOAuthLogger(l *slog.Logger) OAuthOption {
 // withOAuthClock is a test seam for expiry.
 func withOAuthClock(now func() time.Time) OAuthOption { return func(o *OAuth) { o.now = now } }
 
+// withOAuthSleep is a test seam for the waits between a refresh's attempts.
+func withOAuthSleep(sleep func(context.Context, time.Duration) error) OAuthOption {
+	return func(o *OAuth) { o.sleep = sleep }
+}
+
 // NewOAuth returns a source refreshing at cfg's token endpoint for the
 // tenant at tenantURL, keeping its tokens in store (required).
 func NewOAuth(tenantURL string, cfg OAuthConfig, store TokenStore, opts ...OAuthOption) (*OAuth, error) {
@@ -146,6 +155,7 @@ func NewOAuth(tenantURL string, cfg OAuthConfig, store TokenStore, opts ...OAuth
 		hc:     oauthHTTPClient(DefaultTimeout),
 		margin: DefaultExpiryMargin,
 		now:    time.Now,
+		sleep:  sleepCtx,
 		log:    slog.New(slog.DiscardHandler),
 	}
 	for _, opt := range opts {
@@ -251,9 +261,22 @@ func (o *OAuth) refreshLocked(ctx context.Context, rejected string) (string, err
 // lock.
 func (o *OAuth) exchange(ctx context.Context, base StoredToken) (string, error) {
 	hctx := context.WithValue(ctx, oauth2.HTTPClient, o.hc)
-	tok, err := o.conf.TokenSource(hctx, &oauth2.Token{RefreshToken: base.RefreshToken}).Token()
-	if err != nil {
-		return "", o.refreshError(err, base.RefreshToken)
+	var tok *oauth2.Token
+	for attempt := 1; ; attempt++ {
+		var err error
+		tok, err = o.conf.TokenSource(hctx, &oauth2.Token{RefreshToken: base.RefreshToken}).Token()
+		if err == nil {
+			break
+		}
+		err = o.refreshError(err, base.RefreshToken)
+		wait, again := refreshRetry(err, attempt)
+		if !again || ctx.Err() != nil {
+			return "", err
+		}
+		o.log.WarnContext(ctx, "the token endpoint failed; asking again", "attempt", attempt, "wait", wait, "cause", err.Error())
+		if err := o.sleep(ctx, wait); err != nil {
+			return "", fmt.Errorf("%w: %w", ErrRefreshFailed, context.Cause(ctx))
+		}
 	}
 	next := StoredToken{
 		AccessToken:  tok.AccessToken,
@@ -295,14 +318,57 @@ func (o *OAuth) Login(ctx context.Context, refreshToken string) error {
 	return err
 }
 
+// refreshAttempts is how many times exchange asks the token endpoint when
+// it fails in a way that may pass (refreshRetry): without it, one 502 or
+// one dropped connection at the hourly refresh failed every request that
+// needed the new token, and with them their streams.
+const refreshAttempts = 4
+
+// maxRefreshWait bounds a wait between two of exchange's attempts,
+// Retry-After included.
+const maxRefreshWait = 30 * time.Second
+
+// refreshRetry says whether exchange asks again after its attempt'th
+// failure, err (from refreshError), and after what wait: when the
+// endpoint answered 429, 408 or a transient 5xx (its Retry-After, at
+// most maxRefreshWait, else 1 s doubled each time), or the request failed
+// in transport (a timeout, a refused or dropped connection). A refusal
+// (400 invalid_grant, 401) is final.
+func refreshRetry(err error, attempt int) (time.Duration, bool) {
+	var fe *refreshFailure
+	if attempt >= refreshAttempts || !errors.As(err, &fe) || !fe.transient {
+		return 0, false
+	}
+	wait := time.Second << min(attempt-1, 5)
+	if fe.hinted {
+		wait = fe.retryAfter
+	}
+	return min(wait, maxRefreshWait), true
+}
+
+// refreshFailure is refreshError's error: a message without credentials,
+// whether asking again may succeed, and the wait the endpoint asked for.
+type refreshFailure struct {
+	msg        string
+	transient  bool
+	retryAfter time.Duration
+	hinted     bool
+}
+
+func (e *refreshFailure) Error() string { return e.msg }
+func (e *refreshFailure) Unwrap() error { return ErrRefreshFailed }
+
 // refreshError describes a failed refresh without any credential: the
 // endpoint's error code and description, or the transport failure.
 func (o *OAuth) refreshError(err error, refresh string) error {
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) {
 		status := 0
+		var retryAfter time.Duration
+		var hinted bool
 		if re.Response != nil {
 			status = re.Response.StatusCode
+			retryAfter, hinted = parseRetryAfter(re.Response.Header.Get("Retry-After"), o.now())
 		}
 		msg := re.ErrorDescription
 		if msg == "" {
@@ -313,10 +379,19 @@ func (o *OAuth) refreshError(err error, refresh string) error {
 		if code == "" {
 			code = http.StatusText(status)
 		}
-		return fmt.Errorf("%w: token endpoint %s answered %d %s: %s", ErrRefreshFailed, o.conf.Endpoint.TokenURL, status, code, msg)
+		return &refreshFailure{
+			msg:       fmt.Sprintf("%v: token endpoint %s answered %d %s: %s", ErrRefreshFailed, o.conf.Endpoint.TokenURL, status, code, msg),
+			transient: retryableStatus(status) || status == http.StatusRequestTimeout,
+			// A wait only where it is asked for, with the 429 or 503.
+			retryAfter: retryAfter, hinted: hinted,
+		}
 	}
-	return fmt.Errorf("%w: token endpoint %s: %s", ErrRefreshFailed, o.conf.Endpoint.TokenURL,
-		scrubValues(err.Error(), refresh, o.conf.ClientSecret))
+	var ue *url.Error // the request's transport failure (oauth2 returns it as it is)
+	return &refreshFailure{
+		msg: fmt.Sprintf("%v: token endpoint %s: %s", ErrRefreshFailed, o.conf.Endpoint.TokenURL,
+			scrubValues(err.Error(), refresh, o.conf.ClientSecret)),
+		transient: errors.As(err, &ue) && retryableTransport(err) && !errors.Is(err, context.Canceled),
+	}
 }
 
 // Status describes the source for `sepipe auth status`: where its token

@@ -3,10 +3,14 @@ package extract_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -208,5 +212,102 @@ func TestOAuthRefreshesBeforeExpiry(t *testing.T) {
 	}
 	if n := srv.Service.OAuth().Refreshes; n != 2 {
 		t.Fatalf("refreshes = %d, want 2", n)
+	}
+}
+
+// TestOAuthAsksAgainAfterATransientFailure: a token endpoint that fails
+// in a way that may pass (a 502 with an HTML body, a 503 asking to wait,
+// a dropped connection) is asked again, after the wait it asks for or a
+// doubling one, and the request that needed the token goes through; a
+// refusal (400 invalid_grant) is final at once, and an endpoint that
+// keeps failing ends after refreshAttempts (4) with ErrRefreshFailed.
+func TestOAuthAsksAgainAfterATransientFailure(t *testing.T) {
+	type answer func(w http.ResponseWriter)
+	bad := func(status int, header, body string) answer {
+		return func(w http.ResponseWriter) {
+			if header != "" {
+				k, v, _ := strings.Cut(header, ": ")
+				w.Header().Set(k, v)
+			}
+			w.WriteHeader(status)
+			_, _ = w.Write([]byte(body))
+		}
+	}
+	drop := func(w http.ResponseWriter) {
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}
+	refused := bad(http.StatusBadRequest, "Content-Type: application/json", `{"error":"invalid_grant","error_description":"the refresh token was revoked"}`)
+	for _, c := range []struct {
+		name    string
+		answers []answer // the token endpoint's first answers; then a token
+		calls   int      // token requests
+		waits   []time.Duration
+		refused bool
+	}{
+		{"a 502", []answer{bad(http.StatusBadGateway, "Content-Type: text/html", "<html>bad gateway</html>")}, 2, []time.Duration{time.Second}, false},
+		{"a 503 asking to wait, then a dropped connection", []answer{bad(http.StatusServiceUnavailable, "Retry-After: 7", ""), drop}, 3,
+			[]time.Duration{7 * time.Second, 2 * time.Second}, false},
+		{"a 429 asking too long a wait", []answer{bad(http.StatusTooManyRequests, "Retry-After: 3600", "")}, 2, []time.Duration{30 * time.Second}, false},
+		{"a refusal", []answer{refused}, 1, nil, true},
+		{"failing on", []answer{drop, drop, drop, drop, drop}, 4, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var calls atomic.Int64
+			mux := http.NewServeMux()
+			mux.HandleFunc(extract.OAuthTokenPath, func(w http.ResponseWriter, r *http.Request) {
+				if n := int(calls.Add(1)); n <= len(c.answers) {
+					c.answers[n-1](w)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(`{"access_token":"acc-new-123456789","token_type":"bearer","expires_in":3600,"refresh_token":"ref-new-123456789"}`))
+			})
+			mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("Authorization") != "Bearer acc-new-123456789" {
+					w.WriteHeader(http.StatusUnauthorized)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(`{"fields":[{"id":"courseId","displayName":"Course","type":"int"}]}`))
+			})
+			srv := httptest.NewServer(mux)
+			defer srv.Close()
+			var mu sync.Mutex
+			var waits []time.Duration
+			o, err := extract.NewOAuth(srv.URL, extract.OAuthConfig{ClientID: "cid", ClientSecret: "secret-123456789", RefreshToken: "ref-old-123456789"},
+				&extract.FileTokenStore{Path: filepath.Join(t.TempDir(), "t.json")}, extract.WithOAuthHTTPClient(srv.Client()),
+				extract.WithOAuthSleep(func(ctx context.Context, d time.Duration) error {
+					mu.Lock()
+					defer mu.Unlock()
+					waits = append(waits, d)
+					return ctx.Err()
+				}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl, err := extract.New(srv.URL, extract.WithOAuth(o), extract.WithHTTPClient(srv.Client()), extract.WithBackoffForTest(time.Millisecond, time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = cl.Describe(context.Background(), "course")
+			switch {
+			case c.refused && !errors.Is(err, extract.ErrRefreshFailed):
+				t.Errorf("describe: %v, want ErrRefreshFailed", err)
+			case !c.refused && err != nil:
+				t.Errorf("describe: %v", err)
+			}
+			if err != nil && strings.Contains(err.Error(), "ref-old-123456789") {
+				t.Errorf("the error holds the refresh token: %v", err)
+			}
+			if n := int(calls.Load()); n != c.calls {
+				t.Errorf("%d token requests, want %d", n, c.calls)
+			}
+			if !slices.Equal(waits, c.waits) {
+				t.Errorf("waits %v, want %v", waits, c.waits)
+			}
+		})
 	}
 }
