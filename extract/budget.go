@@ -318,7 +318,11 @@ func (c *Client) Rate() float64 {
 // while the client sends little per second): the climb then takes two
 // windows, unless an announced limit confirmed the count. A 429 that follows no accepted answer in the window says
 // nothing about the rate (another client used the window, or the quota is
-// spent): it pauses and retries but does not lower the rate.
+// spent): it pauses and retries but does not lower the rate. Nor does the
+// first 429 of a window longer than rateLongWindow that began before the
+// client's first request, when no limit is announced: like the shared
+// window above, it counted only the window's end, and the next 429 takes
+// the higher of the two counts.
 //
 // The limiter's burst is burstTime of the rate (at least 1), so that a
 // burst after a pause does not fill a service's window on its own.
@@ -360,6 +364,11 @@ const (
 	// this many requests only (fewer match by chance: a token bucket
 	// holding one request announces 1, and the first 429 counts 1).
 	rateConfirmMin = 10
+	// rateLongWindow: a window longer than this, which began before the
+	// client's first request, does not set the rate by its first 429
+	// (see throttled): a count that low is far more costly there, where
+	// the climb back takes windows, than one more 429.
+	rateLongWindow = 10 * time.Second
 	// burstTime: the automatic burst is this much of the rate.
 	burstTime = 25 * time.Millisecond
 	// minRate is the floor of the adaptive rate, requests per second.
@@ -580,6 +589,17 @@ func (c *rateCtl) throttled(now time.Time, s slot, q quotaInfo) bool {
 	if c.slow && !c.shared && float64(n) < (1-rateAnnounced)*float64(limit) {
 		// The first 429, in a window the service says holds more than
 		// the client sent: someone else may have used part of it.
+		c.shared, c.sharedAcc = true, acc
+		return false
+	}
+	if c.slow && !c.shared && limit == 0 && c.window > rateLongWindow && s.sent.Sub(c.base) < c.window {
+		// The first 429, in a long window that began before the client
+		// did: its count is of the window's end only, and says nothing
+		// of the rest, which someone else (the run before, another
+		// client) may have used. Taken for the rate, 2 requests in a
+		// window of 60 s put the client at its floor for most of an
+		// hour; skipped, it costs one more 429 where the limit is that
+		// low.
 		c.shared, c.sharedAcc = true, acc
 		return false
 	}

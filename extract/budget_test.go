@@ -682,3 +682,24 @@ func TestRateFirstWindowShared(t *testing.T) {
 		})
 	}
 }
+
+// TestRateLongWindowUsedBeforeTheClient: a service of long windows (60 s)
+// that announces no limit. A first window someone else had nearly used
+// (2 requests left) does not set the rate: taken for it, 2 requests in
+// 60 s put the client at its floor, and 600 requests took hours; the
+// next window, the client's own, goes at the service's rate. A service
+// whose limit is that low costs one more 429 than the rule's first
+// count would have, not more.
+func TestRateLongWindowUsedBeforeTheClient(t *testing.T) {
+	start := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC) // simulate's
+	used := simulate(t, &fixedWindow{n: 3000, w: time.Minute, start: start, count: 2998}, rateConfig{}, 600, DefaultConcurrency, DefaultConcurrency, 5*time.Millisecond)
+	t.Logf("window used by someone else: %s, %d throttled, final rate %.2f", used.elapsed.Round(time.Millisecond), used.throttled, used.finalRate)
+	if used.elapsed > 70*time.Second || used.throttled > 2 {
+		t.Errorf("600 requests after a window someone else used took %s with %d 429s; want one wait for the next window (about 60 s) and at most 2", used.elapsed, used.throttled)
+	}
+	low := simulate(t, &fixedWindow{n: 2, w: time.Minute, start: start}, rateConfig{}, 8, DefaultConcurrency, DefaultConcurrency, 5*time.Millisecond)
+	t.Logf("2 a minute: %s, %d throttled", low.elapsed.Round(time.Millisecond), low.throttled)
+	if low.accepted != 8 || low.elapsed > 4*time.Minute || low.throttled > 5 {
+		t.Errorf("8 requests at 2 a minute: %d accepted in %s with %d 429s; want all in about 3 minutes with at most 5", low.accepted, low.elapsed, low.throttled)
+	}
+}
