@@ -101,6 +101,9 @@ func TestBytesInFlightAreBounded(t *testing.T) {
 		var b strings.Builder
 		fmt.Fprintf(&b, `{"page":%d,"resultsPerPage":%d,"totalResults":%d,"totalPages":%d,"results":[`, q.Page, rows, rows*pages, pages)
 		for i := range rows {
+			if q.Page > pages {
+				break // past the end
+			}
 			if i > 0 {
 				b.WriteByte(',')
 			}

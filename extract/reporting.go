@@ -247,7 +247,8 @@ func (c *Client) QueryPage(ctx context.Context, objectID string, q Query) (*Page
 // ReadObject reads every page of an object matching q and hands each to fn.
 //
 // Page 1 is fetched first. When it reports totalPages or totalResults, pages
-// 2..N are fetched concurrently (WithConcurrency workers, each calling fn).
+// 2..N are fetched concurrently (WithConcurrency workers, each calling fn),
+// and, when page N is full, page N+1, which must be empty.
 // Otherwise pages are fetched in windows of WithConcurrency pages until a
 // page is short (fewer rows than the page size) or empty; if the short page
 // held rows and was the last fetched, one more page is fetched to check
@@ -562,11 +563,33 @@ func (r *reader) readKnown(ctx context.Context, first service.PageInfo) error {
 	if err := check(1, first); err != nil {
 		return err
 	}
-	if n >= 2 {
-		if err := r.reserve(n - 1); err != nil {
+	// A last page the rows fill exactly does not show the end: totals
+	// that undercount (rows added during the read, or a service that
+	// lies) would lose the rows after it without a word. The page after
+	// it must then be empty: one more request, only for such a page.
+	mayProbe := 0
+	if total < 0 || total > 0 && total%size == 0 {
+		mayProbe = 1
+	}
+	lastRows := int64(first.Rows) // of page n, once read
+	if n-1+mayProbe >= 1 {
+		if err := r.reserve(n - 1 + mayProbe); err != nil {
 			return err
 		}
-		if err := r.fetchRange(ctx, 2, n, check); err != nil {
+	}
+	if n >= 2 {
+		err := r.fetchRange(ctx, 2, n, func(p int, info service.PageInfo) error {
+			if p == n {
+				lastRows = int64(info.Rows) // read after fetchRange's Wait
+			}
+			return check(p, info)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if n >= 1 && lastRows == size {
+		if err := r.fetchRange(ctx, n+1, n+1, check); err != nil {
 			return err
 		}
 	}

@@ -37,9 +37,12 @@ func TestReadObject(t *testing.T) {
 				if st.Pages != len(col.pages) {
 					t.Errorf("stats pages %d, fn saw %d", st.Pages, len(col.pages))
 				}
-				full := (rows + 9) / 10
-				if mode != totalsNone && st.Pages != max(full, 1) {
-					t.Errorf("fetched %d pages, want %d", st.Pages, max(full, 1))
+				want := max((rows+9)/10, 1)
+				if rows > 0 && rows%10 == 0 {
+					want++ // a full last page: the page after it shows the end
+				}
+				if mode != totalsNone && st.Pages != want {
+					t.Errorf("fetched %d pages, want %d", st.Pages, want)
 				}
 				for p, n := range col.pages {
 					if n != 1 {
@@ -94,6 +97,10 @@ func TestReadObjectIntegrity(t *testing.T) {
 		}}, "repeats page 1"},
 		{"total higher than rows", &fakeReport{rows: 50, totals: totalsResults, total: func(n int) int { return n + 3 }}, "page 6 of 6 holds 0 rows"},
 		{"total lower than rows", &fakeReport{rows: 50, totals: totalsResults, total: func(n int) int { return n - 3 }}, "page 5 of 5 holds 10 rows, want 7"},
+		// Totals a whole page short: every page is as announced, and only
+		// the page after the last, full one shows the rows left.
+		{"totals a page short", &fakeReport{rows: 50, totals: totalsBoth, total: func(n int) int { return n - 10 }}, "page 5 of 4 holds 10 rows, want 0"},
+		{"totalPages a page short", &fakeReport{rows: 50, totals: totalsPages, total: func(n int) int { return n - 10 }}, "page 5 of 4 holds 10 rows, want 0"},
 		{"totalPages does not fit totalResults", &fakeReport{rows: 50, fault: func(w http.ResponseWriter, r *http.Request, p int) bool {
 			writeJSON(w, 200, map[string]any{"page": p, "totalResults": 50, "totalPages": 7, "results": []map[string]int{{"id": 0}, {"id": 1}, {"id": 2}, {"id": 3}, {"id": 4}, {"id": 5}, {"id": 6}, {"id": 7}, {"id": 8}, {"id": 9}}})
 			return true
@@ -171,8 +178,9 @@ func TestReadObjectHealsDrift(t *testing.T) {
 		t.Fatal(err)
 	}
 	col.checkAll(t, 50)
-	if col.restarts != 1 || st.Restarts != 1 || st.Rows != 50 || st.Pages != 5 {
-		t.Fatalf("restarts %d, stats %+v; want 1 restart, 5 pages, 50 rows", col.restarts, st)
+	// 5 pages and the empty one after the last, full one.
+	if col.restarts != 1 || st.Restarts != 1 || st.Rows != 50 || st.Pages != 6 {
+		t.Fatalf("restarts %d, stats %+v; want 1 restart, 6 pages, 50 rows", col.restarts, st)
 	}
 }
 
