@@ -33,9 +33,9 @@ const (
 )
 
 // hasColumn reports whether cols (column names) holds name, ignoring case
-// as DuckDB does.
+// as DuckDB does (sameName).
 func hasColumn(cols []string, name string) bool {
-	return slices.ContainsFunc(cols, func(c string) bool { return strings.EqualFold(c, name) })
+	return slices.ContainsFunc(cols, func(c string) bool { return sameName(c, name) })
 }
 
 func fieldNames(s *arrow.Schema) []string {
@@ -132,7 +132,8 @@ func prepareHistory(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lak
 
 // insertHistory inserts the rows of files, written with t's schema, into
 // t's history table as the run's day; cols are the table's column types
-// (prepareHistory, alignTo).
+// (prepareHistory, alignTo), by the columns' spelling, which may differ
+// from the fields' in case (columnNamed).
 func insertHistory(ctx context.Context, tx *sql.Tx, run Run, t Table, files []string, day string, cols map[string]string) error {
 	if len(files) == 0 {
 		return nil
@@ -149,7 +150,8 @@ func insertHistory(ctx context.Context, tx *sql.Tx, run Run, t Table, files []st
 		if err != nil {
 			return fail("history: derive table", err)
 		}
-		exprs[i] = castTo(Ident(f.Name), from, cols[f.Name])
+		col, _ := columnNamed(cols, f.Name) // alignTo made one for every field
+		exprs[i] = castTo(Ident(f.Name), from, cols[col])
 	}
 	q := fmt.Sprintf("INSERT INTO %s (%s, %s) SELECT %s, CAST(? AS DATE) FROM %s",
 		Ident(h), strings.Join(names, ", "), Ident(day), strings.Join(exprs, ", "), readStaged(files))

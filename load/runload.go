@@ -119,6 +119,9 @@ func (r *RunLoad) LoadFiles(ctx context.Context, t Table) error {
 	if err := CheckName(t.Object); err != nil {
 		return &WriteError{Object: t.Object, Step: "load", Err: err}
 	}
+	if err := checkFields(t); err != nil {
+		return &WriteError{Object: t.Object, Step: "load early", Path: t.Object, Err: err}
+	}
 	// The room for the stream's columns first: the first call may fill its
 	// history from the lake's earlier partitions (prepareHistory).
 	e := r.early[t.Object]
@@ -329,11 +332,29 @@ func (r *RunLoad) check(tables []Table) error {
 
 // align widens the history for t's schema when it is not the one the
 // loaded files were written with.
+//
+// The history's day column was chosen for the first schema
+// (prepareHistory). A later one may bring a field of the day column's
+// name, in any case (a stream read again, wider): alignTo would take the
+// day column for the field's (DuckDB compares names ignoring case),
+// change its type, and the insert would name it twice. So the day column
+// first moves aside, to _sepipe_snapshot_date, exactly as prepareHistory
+// moves it for a stream that has the field from the start
+// (historyDayColumn): a rename keeps the rows of every day, those loaded
+// early included, and the field then gets a column of its own. Every
+// later statement of the run names the day column by e.day (Forget, the
+// commit's insert and replaceView), so nothing still names the old one.
 func (e *earlyTable) align(ctx context.Context, tx *sql.Tx, t Table) error {
 	if e.schema.Equal(t.Schema) {
 		return nil
 	}
-	cols, err := alignTo(ctx, tx, t.Object, HistoryTable(t.Object), t.Schema)
+	h := HistoryTable(t.Object)
+	day, err := historyDayColumn(ctx, tx, h, e.cols, fieldNames(t.Schema))
+	if err != nil {
+		return &WriteError{Object: t.Object, Step: "history: day column", Path: h, Err: err}
+	}
+	e.day = day
+	cols, err := alignTo(ctx, tx, t.Object, h, t.Schema)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/service"
 )
 
 // stageParts writes rows [from, to) of "thing" for run as part files of
@@ -259,5 +260,77 @@ func TestRunLoadAppendStreamsHistoryEarly(t *testing.T) {
 	}
 	if n := count(t, wh.DB(), `SELECT count(DISTINCT id) FROM thing_history`); n != 35 {
 		t.Errorf("the history has %d distinct ids, want 35", n)
+	}
+}
+
+// TestEarlyLoadGainsASnapshotDateField: the early load chose the history's
+// day column for the schema of the stream's first files; when a later
+// schema brings a field of the day column's name (in any case), the day
+// column moves aside, to _sepipe_snapshot_date, with the rows of every
+// day, as it does for a stream that has the field from the start, and the
+// field gets a column of its own. Either with a second LoadFiles, or with
+// the commit of a stream whose early rows were forgotten (read again,
+// wider).
+func TestEarlyLoadGainsASnapshotDateField(t *testing.T) {
+	for _, c := range []struct {
+		name, field string
+		forget      bool
+		history     string
+		table       string
+	}{
+		{"loaded again", "snapshot_date", false,
+			"0|z|NULL|2026-11-22\n1|a|NULL|2026-11-23\n2|b|svc|2026-11-23\n", "1|a|NULL\n2|b|svc\n"},
+		{"forgotten", "Snapshot_Date", true,
+			"0|z|NULL|2026-11-22\n2|b|svc|2026-11-23\n", "2|b|svc\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			lake, wh := newWarehouse(t)
+			narrow := []service.Field{{ID: "id", Type: "int"}, {ID: "name", Type: "string"}}
+			wide := append(narrow[:2:2], service.Field{ID: c.field, Type: "string"})
+			d1 := stageJSON(t, lake, "r1", narrow, `{"id":0,"name":"z"}`)
+			d1.Mode, d1.PrimaryKey = load.Replace, nil
+			if err := commitOn(wh, "r1", "2026-11-22", d1); err != nil {
+				t.Fatal(err)
+			}
+			now := time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)
+			run := load.Run{ID: "r2", Started: now, Finished: now, Status: "succeeded", SnapshotDate: "2026-11-23"}
+			a := stageJSON(t, lake, "r2a", narrow, `{"id":1,"name":"a"}`)
+			a.Mode, a.PrimaryKey = load.Replace, nil
+			b := stageJSON(t, lake, "r2b", wide, `{"id":2,"name":"b","`+c.field+`":"svc"}`)
+			b.Mode, b.PrimaryKey = load.Replace, nil
+			rl, err := wh.Begin(ctx, run)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rl.Rollback()
+			if err := rl.LoadFiles(ctx, a); err != nil {
+				t.Fatal(err)
+			}
+			all := b
+			if c.forget {
+				if err := rl.Forget(ctx, "thing"); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				if err := rl.LoadFiles(ctx, b); err != nil {
+					t.Fatalf("LoadFiles with the wider schema: %v", err)
+				}
+				all.Files, all.Rows = append(a.Files[:len(a.Files):len(a.Files)], b.Files...), a.Rows+b.Rows
+			}
+			if err := rl.Commit(ctx, run, []load.Table{all}); err != nil {
+				t.Fatalf("commit: %v", err)
+			}
+			history := "id|BIGINT\nname|VARCHAR\n_sepipe_snapshot_date|DATE\n" + c.field + "|VARCHAR\n"
+			if got := columnsOf(t, wh, "thing_history"); got != history {
+				t.Errorf("history columns:\n%swant\n%s", got, history)
+			}
+			if got := rowsOf(t, wh, `SELECT id, name, `+load.Ident(c.field)+`, _sepipe_snapshot_date FROM thing_history ORDER BY ALL`); got != c.history {
+				t.Errorf("history rows:\n%swant\n%s", got, c.history)
+			}
+			if got := rowsOf(t, wh, `SELECT * FROM thing ORDER BY ALL`); got != c.table {
+				t.Errorf("table rows:\n%swant\n%s", got, c.table)
+			}
+		})
 	}
 }

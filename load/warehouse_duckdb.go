@@ -1009,6 +1009,9 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, ea
 	fail := func(step string, err error) error {
 		return &WriteError{Object: t.Object, Step: step, Path: t.Object, Err: err}
 	}
+	if err := checkFields(t); err != nil {
+		return fail("load", err)
+	}
 	if mode == Merge && len(t.PrimaryKey) == 0 {
 		return fail("merge", errors.New("merge needs a primary key"))
 	}
@@ -1157,6 +1160,19 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, ea
 	return err
 }
 
+// checkFields refuses a stream whose schema has no fields (an object
+// whose describe lists none), before any SQL is built from it: its
+// column lists would be empty, and the statements would not parse
+// ("INSERT INTO h (, snapshot_date) SELECT , ..."), failing the run's
+// one transaction with a parser's error that names neither the stream
+// nor the reason.
+func checkFields(t Table) error {
+	if t.Schema == nil || t.Schema.NumFields() == 0 {
+		return schemas.ErrNoFields
+	}
+	return nil
+}
+
 // isView reports whether t's table is a view of its history's day (a
 // replace stream's, in a run with a snapshot day): its rows are inserted
 // into one table, not two.
@@ -1180,13 +1196,16 @@ func tablesWritten(run Run, t Table) int {
 // own and again into the history was half of a load's time (issue 14).
 // The view names the history table, not a path, so the output folder
 // stays portable; its columns are the stream's fields, with the types
-// the history holds them in (a type the stream once widened stays wide).
-// day is the history's day column.
+// the history holds them in (a type the stream once widened stays wide),
+// named as the fields are: a history column keeps the spelling of the
+// field that made it, and a stream that now spells it otherwise (in
+// another case; columnNamed) shows the new spelling, as a table a full
+// refresh makes anew would. day is the history's day column.
 func replaceView(ctx context.Context, tx *sql.Tx, run Run, t Table, day string) error {
 	h := HistoryTable(t.Object)
 	cols := make([]string, t.Schema.NumFields())
 	for i, f := range t.Schema.Fields() {
-		cols[i] = Ident(f.Name)
+		cols[i] = Ident(f.Name) + " AS " + Ident(f.Name)
 	}
 	q := "CREATE OR REPLACE VIEW " + Ident(t.Object) + " AS SELECT " + strings.Join(cols, ", ") + " FROM " + Ident(h) +
 		" WHERE " + Ident(day) + " = DATE " + Literal(run.SnapshotDate)
@@ -1213,7 +1232,7 @@ func countNew(ctx context.Context, tx *sql.Tx, t Table, room *loadRoom) (int64, 
 	}
 	cols := make([]string, 0, t.Schema.NumFields())
 	for _, f := range t.Schema.Fields() {
-		if _, ok := have[f.Name]; !ok {
+		if _, ok := columnNamed(have, f.Name); !ok {
 			return t.Rows, nil
 		}
 		cols = append(cols, Ident(f.Name))
@@ -1437,10 +1456,10 @@ func latestRows(ctx context.Context, tx *sql.Tx, t Table, cols, pk []string) (st
 }
 
 // hasField reports whether s has a field called name, in any case (as
-// DuckDB compares names).
+// DuckDB compares names: sameName).
 func hasField(s *arrow.Schema, name string) bool {
 	for _, f := range s.Fields() {
-		if strings.EqualFold(f.Name, name) {
+		if sameName(f.Name, name) {
 			return true
 		}
 	}
@@ -1499,15 +1518,11 @@ func findOld(table, from string, pk, cols []string, byID bool) string {
 }
 
 // hidesRowID reports whether one of a table's columns (have) hides
-// DuckDB's rowid: a column of that name, in any case, is what rowid then
-// names.
+// DuckDB's rowid: a column of that name, in any case (columnNamed), is
+// what rowid then names.
 func hidesRowID(have map[string]string) bool {
-	for c := range have {
-		if strings.EqualFold(c, "rowid") {
-			return true
-		}
-	}
-	return false
+	_, ok := columnNamed(have, "rowid")
+	return ok
 }
 
 // keepOthers takes the doomed rows out of t's table (t), of held rows,
@@ -1756,9 +1771,52 @@ func tableColumns(ctx context.Context, tx *sql.Tx, table string) (map[string]str
 	return have, rows.Err()
 }
 
+// sameName reports whether DuckDB takes a and b for the same column name:
+// it compares names ignoring case, ASCII letters only (it folds no other
+// letter: "É" and "é" are two columns). strings.EqualFold folds Unicode
+// too, and would take two columns DuckDB holds apart for one.
+func sameName(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if lowerASCII(a[i]) != lowerASCII(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// columnNamed finds the column of have (a table's columns and types,
+// tableColumns) that DuckDB takes name for (sameName), and returns its
+// own spelling: a field a run spells otherwise than the table (a full
+// refresh names its fields from the live describe alone, while the
+// history keeps the old spelling) is that column, not a new one, which
+// DuckDB would refuse ("already exists").
+func columnNamed(have map[string]string, name string) (string, bool) {
+	if _, ok := have[name]; ok {
+		return name, true
+	}
+	for c := range have {
+		if sameName(c, name) {
+			return c, true
+		}
+	}
+	return "", false
+}
+
 // alignTo makes table (of object) hold a column for every field of s: it
 // adds the missing ones and widens a column whose type is not the field's.
-// It returns the table's columns and types afterwards.
+// A field matches the column DuckDB takes its name for (columnNamed),
+// whatever its case; the column keeps its spelling. It returns the
+// table's columns and types afterwards, by the columns' spelling.
 func alignTo(ctx context.Context, tx *sql.Tx, object, table string, s *arrow.Schema) (map[string]string, error) {
 	have, err := tableColumns(ctx, tx, table)
 	if err != nil {
@@ -1769,18 +1827,20 @@ func alignTo(ctx context.Context, tx *sql.Tx, object, table string, s *arrow.Sch
 		if err != nil {
 			return nil, &WriteError{Object: object, Step: "derive table", Err: err}
 		}
-		got, ok := have[f.Name]
+		col, ok := columnNamed(have, f.Name)
+		got := have[col]
 		var q string
 		switch {
 		case !ok:
-			q = "ALTER TABLE " + Ident(table) + " ADD COLUMN " + Ident(f.Name) + " " + want
+			col = f.Name
+			q = "ALTER TABLE " + Ident(table) + " ADD COLUMN " + Ident(col) + " " + want
 		case !sameType(got, want):
 			wide := widerType(got, want)
 			if sameType(got, wide) {
 				continue // the column holds the field's values already
 			}
-			q = "ALTER TABLE " + Ident(table) + " ALTER COLUMN " + Ident(f.Name) + " SET DATA TYPE " + wide +
-				" USING " + castTo(Ident(f.Name), got, wide)
+			q = "ALTER TABLE " + Ident(table) + " ALTER COLUMN " + Ident(col) + " SET DATA TYPE " + wide +
+				" USING " + castTo(Ident(col), got, wide)
 			want = wide
 		default:
 			continue
@@ -1788,7 +1848,7 @@ func alignTo(ctx context.Context, tx *sql.Tx, object, table string, s *arrow.Sch
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return nil, &WriteError{Object: object, Step: "evolve table (" + f.Name + ")", Path: table, Err: err}
 		}
-		have[f.Name] = want
+		have[col] = want
 	}
 	return have, nil
 }

@@ -240,6 +240,10 @@ func planObject(ctx context.Context, src Counter, cfg PlanConfig, id, day string
 		return op
 	}
 	op.Fields = len(fields)
+	if _, err := schemas.FromDescribe(id, fields); err != nil {
+		op.Err = &ObjectError{Object: id, Step: "schema", Err: err} // as the sync would fail it
+		return op
+	}
 	q, since, err := streamQuery(id, sc, fields, pr.state[id], op.FullRefresh, day)
 	if err != nil {
 		op.Err = &ObjectError{Object: id, Step: "config", Err: err}

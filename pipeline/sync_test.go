@@ -22,6 +22,7 @@ import (
 	"github.com/sepipe/sepipe/internal/warehousetest"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
+	"github.com/sepipe/sepipe/schemas"
 	"github.com/sepipe/sepipe/service"
 )
 
@@ -474,18 +475,48 @@ func failing(svc http.Handler, object string) http.Handler {
 	})
 }
 
+// withoutFields answers object's describe with an empty field list.
+func withoutFields(svc http.Handler, object string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/objects/"+object+"/describe") {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"fields":[]}`)
+			return
+		}
+		svc.ServeHTTP(w, r)
+	})
+}
+
+// TestOneObjectFailingCommitsTheOthers: an object whose describe fails,
+// or lists no fields (a stream without a column to load, whose SQL would
+// not parse, failed the whole run's transaction), fails alone; the other
+// streams commit.
 func TestOneObjectFailingCommitsTheOthers(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		h     func(http.Handler, string) http.Handler
+		step  string
+		cause error
+	}{
+		{"describe fails", failing, "describe", extract.ErrNotFound},
+		{"no fields", withoutFields, "schema", schemas.ErrNoFields},
+	} {
+		t.Run(c.name, func(t *testing.T) { oneObjectFailing(t, c.h, c.step, c.cause) })
+	}
+}
+
+func oneObjectFailing(t *testing.T, h func(http.Handler, string) http.Handler, step string, cause error) {
 	svc := servicetest.New(servicetest.WithUsers(30))
-	srv := httptest.NewServer(failing(svc, "path"))
+	srv := httptest.NewServer(h(svc, "path"))
 	defer srv.Close()
 	out := t.TempDir()
 	res, err := pipeline.Sync(context.Background(), client(t, srv.URL, svc.AccessToken()), pipeline.Config{Out: out, Now: clock(day1)})
 	var re *pipeline.RunError
-	if !errors.As(err, &re) || !re.Partial || len(re.Failed) != 1 || re.Failed[0].Object != "path" || re.Failed[0].Step != "describe" {
-		t.Fatalf("err = %v, want a partial RunError naming path's describe", err)
+	if !errors.As(err, &re) || !re.Partial || len(re.Failed) != 1 || re.Failed[0].Object != "path" || re.Failed[0].Step != step {
+		t.Fatalf("err = %v, want a partial RunError naming path's %s", err, step)
 	}
-	if !errors.Is(err, extract.ErrNotFound) {
-		t.Errorf("the object's cause is not reachable with errors.Is: %v", err)
+	if !errors.Is(err, cause) {
+		t.Errorf("the object's cause (%v) is not reachable with errors.Is: %v", cause, err)
 	}
 	if res == nil || len(res.Objects) != 7 {
 		t.Fatalf("result = %+v", res)

@@ -5,6 +5,11 @@ import (
 	"fmt"
 )
 
+// ErrNoFields: a report object's describe lists no fields, so its stream
+// has no column to load (FromDescribe refuses it; the load refuses a
+// schema without fields too, before it builds any SQL).
+var ErrNoFields = errors.New("the stream has no fields")
+
 // ErrUnknownType is wrapped by every *UnknownTypeError.
 var ErrUnknownType = errors.New("unknown field type")
 

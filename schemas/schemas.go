@@ -65,6 +65,9 @@ func ArrowType(serviceType string) (arrow.DataType, bool) {
 // FromDescribe builds the Arrow schema of a report object from its describe
 // result. Columns keep the describe order and are named by field id.
 func FromDescribe(object string, fields []service.Field) (*arrow.Schema, error) {
+	if len(fields) == 0 {
+		return nil, fmt.Errorf("object %q: %w (its describe lists none)", object, ErrNoFields)
+	}
 	return build(object, fields, false)
 }
 

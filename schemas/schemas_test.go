@@ -3,6 +3,7 @@ package schemas_test
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -119,5 +120,16 @@ func TestVersionChangesWithDescribe(t *testing.T) {
 	}
 	if schemas.Version(a) != schemas.Version([]service.Field{{ID: "x", Type: "int"}}) {
 		t.Error("version is not stable")
+	}
+}
+
+// TestFromDescribeWithoutFields: a describe that lists no fields gives no
+// schema, with ErrNoFields naming the object.
+func TestFromDescribeWithoutFields(t *testing.T) {
+	for _, fs := range [][]service.Field{nil, {}} {
+		s, err := schemas.FromDescribe("course", fs)
+		if s != nil || !errors.Is(err, schemas.ErrNoFields) || !strings.Contains(err.Error(), `object "course"`) {
+			t.Errorf("FromDescribe(%v) = %v, %v; want ErrNoFields naming the object", fs, s, err)
+		}
 	}
 }
