@@ -3,6 +3,7 @@ package extract
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,9 +13,10 @@ import (
 // The request quota: a service may limit requests per time window and
 // announce the limit, what is left and when the window resets. The client
 // reads it wherever it is given (X-RateLimit-Limit/-Remaining/-Reset, the
-// IETF RateLimit-Limit/-Remaining/-Reset fields and their combined
-// "RateLimit: limit=…, remaining=…, reset=…" form, and a JSON error body's
-// meta.rateLimit {limit, remaining, reset}), counts every request it sends
+// IETF RateLimit-Limit/-Remaining/-Reset fields, their combined
+// "RateLimit: limit=…, remaining=…, reset=…" form and the later drafts'
+// structured `RateLimit: "policy";r=…;t=…` with RateLimit-Policy's q=,
+// and a JSON error body's meta.rateLimit {limit, remaining, reset}), counts every request it sends
 // against it, and sends none past it: a request that would exceed it waits
 // for the window to reset when that is within the retry budget's wait, and
 // fails with ErrQuotaExhausted otherwise. A paged read that knows how many
@@ -57,40 +59,120 @@ func parseQuotaHeaders(h http.Header, now time.Time) quotaInfo {
 	if h == nil {
 		return quotaInfo{}
 	}
-	var q quotaInfo
 	rem, remOK := headerInt(h, "X-RateLimit-Remaining", "RateLimit-Remaining")
 	lim, _ := headerInt(h, "X-RateLimit-Limit", "RateLimit-Limit")
-	reset, resetOK := time.Time{}, false
-	for _, name := range []string{"X-RateLimit-Reset", "RateLimit-Reset"} {
-		if v := h.Get(name); v != "" {
-			reset, resetOK = parseReset(v, now)
-			if resetOK {
-				break
-			}
-		}
-	}
+	reset, resetOK := headerReset(h, now)
 	if v := h.Get("RateLimit"); v != "" && !remOK {
-		// draft-ietf-httpapi-ratelimit-headers: limit=100, remaining=50, reset=30
-		for part := range strings.SplitSeq(v, ",") {
-			k, val, _ := strings.Cut(strings.TrimSpace(part), "=")
-			n, err := strconv.ParseInt(strings.TrimSpace(val), 10, 64)
-			if err != nil || n < 0 {
-				continue
+		if f, ok := parseRateLimitField(v, now); ok {
+			rem, remOK = f.remaining, true
+			if f.resetOK {
+				reset, resetOK = f.reset, true
 			}
-			switch strings.ToLower(strings.TrimSpace(k)) {
-			case "limit":
-				lim = int(min(n, 1<<31))
-			case "remaining", "r":
-				rem, remOK = int(min(n, 1<<31)), true
-			case "reset", "t":
-				reset, resetOK = now.Add(time.Duration(min(n, 86400))*time.Second), true
+			if f.limit >= 0 {
+				lim = f.limit
+			} else if q, ok := policyQuota(h.Get("RateLimit-Policy"), f.policy); ok && lim == 0 {
+				lim = q
 			}
 		}
 	}
 	if !remOK || !resetOK {
-		return q
+		return quotaInfo{}
 	}
 	return quotaInfo{limit: lim, remaining: rem, reset: reset, ok: true}
+}
+
+// headerReset reads when the window resets from X-RateLimit-Reset or
+// RateLimit-Reset, the first that parses.
+func headerReset(h http.Header, now time.Time) (time.Time, bool) {
+	for _, name := range []string{"X-RateLimit-Reset", "RateLimit-Reset"} {
+		if v := h.Get(name); v != "" {
+			if t, ok := parseReset(v, now); ok {
+				return t, true
+			}
+		}
+	}
+	return time.Time{}, false
+}
+
+// rateLimitItem is one policy's state in a RateLimit field.
+type rateLimitItem struct {
+	policy           string // its name, "" when the field gives none
+	limit, remaining int    // limit -1: not given
+	reset            time.Time
+	resetOK          bool
+}
+
+// parseRateLimitField reads the combined RateLimit field in both of the
+// IETF draft's forms: "limit=100, remaining=50, reset=30" (one policy,
+// its parameters as members) and the structured form of later drafts,
+// `"default";r=50;t=30` (a member a policy: r remaining, t seconds to
+// its reset), of which it takes the policy with the fewest requests
+// remaining: the one that binds.
+func parseRateLimitField(v string, now time.Time) (rateLimitItem, bool) {
+	best, found := rateLimitItem{limit: -1}, false
+	flat := rateLimitItem{limit: -1} // the older form's parameters, across members
+	flatOK := false
+	for member := range strings.SplitSeq(v, ",") {
+		it, ok := rateLimitItem{limit: -1}, false
+		for i, param := range strings.Split(member, ";") {
+			param = strings.TrimSpace(param)
+			k, val, hasValue := strings.Cut(param, "=")
+			if !hasValue {
+				if i == 0 {
+					it.policy = strings.Trim(param, `"`)
+				}
+				continue
+			}
+			n, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+			if err != nil || n < 0 || math.IsInf(n, 0) || math.IsNaN(n) {
+				continue
+			}
+			switch strings.ToLower(strings.TrimSpace(k)) {
+			case "limit":
+				flat.limit = int(min(n, 1<<31))
+			case "remaining":
+				flat.remaining, flatOK = int(min(n, 1<<31)), true
+			case "reset":
+				flat.reset, flat.resetOK = now.Add(time.Duration(min(n, 86400)*float64(time.Second))), true
+			case "r":
+				it.remaining, ok = int(min(n, 1<<31)), true
+			case "t":
+				it.reset, it.resetOK = now.Add(time.Duration(min(n, 86400)*float64(time.Second))), true
+			}
+		}
+		if ok && (!found || it.remaining < best.remaining) {
+			best, found = it, true
+		}
+	}
+	if found {
+		return best, true
+	}
+	return flat, flatOK
+}
+
+// policyQuota reads the quota (requests a window) of the named policy,
+// or of the first when name is "", from a RateLimit-Policy field:
+// `"default";q=100;w=60`, or the older "100;w=60".
+func policyQuota(v, name string) (int, bool) {
+	for member := range strings.SplitSeq(v, ",") {
+		params := strings.Split(member, ";")
+		head := strings.TrimSpace(params[0])
+		if n, err := strconv.ParseInt(head, 10, 64); err == nil && n >= 0 {
+			return int(min(n, 1<<31)), true // the older form: the quota first
+		}
+		if name != "" && strings.Trim(head, `"`) != name {
+			continue
+		}
+		for _, param := range params[1:] {
+			k, val, _ := strings.Cut(strings.TrimSpace(param), "=")
+			if strings.EqualFold(strings.TrimSpace(k), "q") {
+				if n, err := strconv.ParseInt(strings.TrimSpace(val), 10, 64); err == nil && n >= 0 {
+					return int(min(n, 1<<31)), true
+				}
+			}
+		}
+	}
+	return 0, false
 }
 
 // headerInt reads the first of names that holds a non-negative integer
@@ -116,11 +198,16 @@ func headerInt(h http.Header, names ...string) (int, bool) {
 // day away are capped to a day.
 func parseReset(v string, now time.Time) (time.Time, bool) {
 	v = strings.Trim(strings.TrimSpace(v), `"`)
+	if i := strings.IndexAny(v, ",;"); i >= 0 && !strings.Contains(v, " GMT") {
+		v = strings.Trim(strings.TrimSpace(v[:i]), `"`) // "30, 3600": the first window's
+	}
 	var t time.Time
 	if n, err := strconv.ParseFloat(v, 64); err == nil {
 		switch {
-		case n < 0:
+		case n < 0 || math.IsNaN(n) || math.IsInf(n, 0):
 			return time.Time{}, false
+		case n > 1e12: // Unix milliseconds
+			t = time.UnixMilli(int64(min(n, 1e15)))
 		case n > 1e9: // Unix seconds
 			t = time.Unix(int64(n), 0)
 		default:

@@ -26,6 +26,15 @@ func TestParseQuotaVariants(t *testing.T) {
 		{"meta strings", nil, `{"meta":{"ratelimit":{"limit":"600","remaining":"4","reset":"2026-11-25T04:10:00Z"}}}`, 4, now.Add(10 * time.Minute), true},
 		{"meta absent", nil, `{"meta":{"count":3}}`, 0, time.Time{}, false},
 		{"far reset capped", http.Header{"X-Ratelimit-Remaining": {"1"}, "X-Ratelimit-Reset": {"4102444800"}}, "", 1, now.Add(24 * time.Hour), true},
+		// Variants services send (found by review): a reset in Unix
+		// milliseconds was read as seconds, a day away; several windows'
+		// resets in one field; the structured RateLimit field of later
+		// drafts, one policy or several (the one with fewest left binds).
+		{"epoch milliseconds", http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"1795579230000"}}, "", 0, time.Unix(1795579230, 0), true},
+		{"several resets", http.Header{"Ratelimit-Remaining": {"4"}, "Ratelimit-Reset": {"30, 3600"}}, "", 4, now.Add(30 * time.Second), true},
+		{"structured field", http.Header{"Ratelimit": {`"default";r=0;t=30`}}, "", 0, now.Add(30 * time.Second), true},
+		{"structured, two policies", http.Header{"Ratelimit": {`"hourly";r=900;t=3000, "burst";r=2;t=1`}}, "", 2, now.Add(time.Second), true},
+		{"structured without reset", http.Header{"Ratelimit": {`"default";r=5`}}, "", 0, time.Time{}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -37,6 +46,27 @@ func TestParseQuotaVariants(t *testing.T) {
 				t.Fatalf("got %+v, want ok=%v remaining %d reset %s", q, tc.wantOK, tc.rem, tc.reset)
 			}
 		})
+	}
+}
+
+// TestParseQuotaLimit: the limit comes from *-Limit, the older combined
+// field's limit=, or the RateLimit-Policy field's quota (q=, or its first
+// number in the older form) of the policy the RateLimit field names.
+func TestParseQuotaLimit(t *testing.T) {
+	now := time.Date(2026, 11, 25, 4, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		h     http.Header
+		limit int
+	}{
+		{http.Header{"X-Ratelimit-Limit": {"600"}, "X-Ratelimit-Remaining": {"1"}, "X-Ratelimit-Reset": {"30"}}, 600},
+		{http.Header{"Ratelimit": {"limit=100, remaining=50, reset=5"}}, 100},
+		{http.Header{"Ratelimit": {`"default";r=0;t=30`}, "Ratelimit-Policy": {`"default";q=50;w=60`}}, 50},
+		{http.Header{"Ratelimit": {`"burst";r=0;t=1`}, "Ratelimit-Policy": {`"hourly";q=1000;w=3600, "burst";q=20;w=1`}}, 20},
+		{http.Header{"Ratelimit": {`"default";r=0;t=30`}, "Ratelimit-Policy": {"100;w=60"}}, 100},
+	} {
+		if q := parseQuotaHeaders(c.h, now); !q.ok || q.limit != c.limit {
+			t.Errorf("%v: %+v, want limit %d", c.h, q, c.limit)
+		}
 	}
 }
 

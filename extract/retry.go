@@ -124,6 +124,13 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 		resp, sent, err := c.attempt(ctx, info, u, bearer, buf)
 		q := parseQuotaHeaders(resp.header, c.now())
 		retryAfter, hintedWait := parseRetryAfter(resp.header.Get("Retry-After"), c.now())
+		if resp.status == http.StatusTooManyRequests && !hintedWait {
+			// No Retry-After, but the window's reset: the same hint.
+			now := c.now()
+			if t, ok := headerReset(resp.header, now); ok {
+				retryAfter, hintedWait = max(t.Sub(now), 0), true
+			}
+		}
 		if resp.status == http.StatusTooManyRequests && (!q.ok || q.limit == 0) {
 			if m := parseQuotaMeta(buf.Bytes(), c.now()); m.ok {
 				q = m // the body says more: the limit too
@@ -289,27 +296,31 @@ func (c *Client) backoff(attempt int) time.Duration {
 }
 
 // parseRetryAfter reads Retry-After as delay-seconds or an HTTP date. A
-// date in the past means no wait. ok is false when the header is absent or
-// unreadable.
+// date in the past means no wait. It tolerates what services send beside
+// the standard: a fraction of a second ("20.5"), a number past any int
+// (a day, the cap of every wait), a repeated header joined by a comma
+// ("30, 30": the first). ok is false when the header is absent or
+// unreadable, or negative.
 func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false
 	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if n < 0 {
-			return 0, false
-		}
-		if n > int64(24*time.Hour/time.Second) {
-			n = int64(24 * time.Hour / time.Second)
-		}
-		return time.Duration(n) * time.Second, true
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
 	}
-	t, err := http.ParseTime(v)
-	if err != nil {
+	if first, _, ok := strings.Cut(v, ","); ok {
+		v = strings.TrimSpace(first)
+	}
+	n, err := strconv.ParseFloat(v, 64)
+	if err != nil || n < 0 || math.IsNaN(n) {
 		return 0, false
 	}
-	return max(t.Sub(now), 0), true
+	const most = 24 * time.Hour
+	if n >= most.Seconds() {
+		return most, true
+	}
+	return time.Duration(math.Ceil(n * float64(time.Second))), true
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

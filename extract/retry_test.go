@@ -404,6 +404,13 @@ func TestParseRetryAfter(t *testing.T) {
 		{now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second, true},
 		{now.Add(-time.Hour).Format(http.TimeFormat), 0, true},
 		{"Sunday, 01-Mar-26 12:00:10 GMT", 10 * time.Second, true}, // RFC 850
+		// Beside the standard (found by review: each read as no hint).
+		{"20.5", 20500 * time.Millisecond, true},
+		{"0.0001", 100 * time.Microsecond, true},
+		{"30, 30", 30 * time.Second, true},
+		{"99999999999999999999", 24 * time.Hour, true},
+		{"NaN", 0, false},
+		{"-0.5", 0, false},
 	}
 	for _, tc := range cases {
 		got, ok := parseRetryAfter(tc.in, now)
@@ -445,4 +452,41 @@ func FuzzAPIErrorBody(f *testing.F) {
 			t.Fatalf("%+v", e)
 		}
 	})
+}
+
+// TestA429WithOnlyAResetWaitsForIt: a 429 that says when the window
+// resets (X-RateLimit-Reset) but neither Retry-After nor what remains is
+// retried after that reset, as after a Retry-After: it got jittered
+// backoff and ran out of attempts (found by review); a fractional
+// Retry-After, read as none, is waited as sent.
+func TestA429WithOnlyAResetWaitsForIt(t *testing.T) {
+	for _, c := range []struct {
+		header, value string
+		want          time.Duration
+	}{
+		{"X-RateLimit-Reset", "30", 30 * time.Second},
+		{"Retry-After", "20.5", 20500 * time.Millisecond},
+	} {
+		t.Run(c.header, func(t *testing.T) {
+			var n atomic.Int64
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if n.Add(1) <= 2 {
+					w.Header().Set(c.header, c.value)
+					w.WriteHeader(http.StatusTooManyRequests)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(describeOK))
+			})
+			cl, _ := newTestClient(t, h)
+			sl := recordSleeps(cl)
+			if _, err := cl.Describe(context.Background(), "a"); err != nil {
+				t.Fatalf("describe after two 429s: %v", err)
+			}
+			// Refused again after waiting what it asked: twice as long.
+			if waits := sl.get(); !slices.Equal(waits, []time.Duration{c.want, 2 * c.want}) {
+				t.Errorf("waits %v, want %s and %s", waits, c.want, 2*c.want)
+			}
+		})
+	}
 }
