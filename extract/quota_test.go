@@ -126,3 +126,26 @@ func TestShortCredentialDoesNotGarbleMessages(t *testing.T) {
 		t.Fatalf("a long token was not redacted: %q", got)
 	}
 }
+
+// FuzzRateHints: whatever a service puts in its rate headers, the client
+// reads a wait of zero to a day, and a quota with no negative count and
+// a reset at most a day away; it never panics.
+func FuzzRateHints(f *testing.F) {
+	for _, v := range []string{"30", "20.5", "30, 3600", "1795579230000", `"default";r=0;t=30`, `"a";r=1;t=2, "b";r=0;t=9`,
+		"limit=100, remaining=0, reset=5", "Wed, 25 Nov 2026 04:00:30 GMT", "-1", "NaN", "1e400", `";;=,`} {
+		f.Add(v, v)
+	}
+	now := time.Date(2026, 11, 25, 4, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if d, ok := parseRetryAfter(a, now); d < 0 || d > 24*time.Hour || !ok && d != 0 {
+			t.Fatalf("parseRetryAfter(%q) = %v, %v", a, d, ok)
+		}
+		h := http.Header{"Ratelimit": {a}, "Ratelimit-Policy": {b}, "X-Ratelimit-Reset": {b}, "Ratelimit-Remaining": {a}}
+		for _, hh := range []http.Header{h, {"Ratelimit": {a}, "Ratelimit-Policy": {b}}} {
+			q := parseQuotaHeaders(hh, now)
+			if q.ok && (q.remaining < 0 || q.limit < 0 || q.reset.After(now.Add(24*time.Hour))) {
+				t.Fatalf("parseQuotaHeaders(%v) = %+v", hh, q)
+			}
+		}
+	})
+}

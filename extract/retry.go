@@ -297,17 +297,18 @@ func (c *Client) backoff(attempt int) time.Duration {
 
 // parseRetryAfter reads Retry-After as delay-seconds or an HTTP date. A
 // date in the past means no wait. It tolerates what services send beside
-// the standard: a fraction of a second ("20.5"), a number past any int
-// (a day, the cap of every wait), a repeated header joined by a comma
-// ("30, 30": the first). ok is false when the header is absent or
+// the standard: a fraction of a second ("20.5"), a number past any int,
+// a repeated header joined by a comma ("30, 30": the first). A wait, a
+// date's included, is at most a day. ok is false when the header is absent or
 // unreadable, or negative.
 func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false
 	}
+	const most = 24 * time.Hour // the cap of every wait, a date's too
 	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0), true
+		return min(max(t.Sub(now), 0), most), true
 	}
 	if first, _, ok := strings.Cut(v, ","); ok {
 		v = strings.TrimSpace(first)
@@ -316,7 +317,6 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	if err != nil || n < 0 || math.IsNaN(n) {
 		return 0, false
 	}
-	const most = 24 * time.Hour
 	if n >= most.Seconds() {
 		return most, true
 	}
