@@ -186,3 +186,42 @@ func TestStreamWithoutFields(t *testing.T) {
 		})
 	}
 }
+
+// TestNewRowsAfterATypeNarrowed: a full refresh reads x as a number where
+// the history holds it as text (a wider type, kept); the next run, with
+// the same rows, counts none as new (their hashes were of a number
+// against text: every row counted as new, on every run after).
+func TestNewRowsAfterATypeNarrowed(t *testing.T) {
+	lake, wh := newWarehouse(t)
+	text := []service.Field{{ID: "id", Type: "int"}, {ID: "x", Type: "string"}}
+	num := []service.Field{{ID: "id", Type: "int"}, {ID: "x", Type: "int"}}
+	d1 := stageJSON(t, lake, "r1", text, `{"id":1,"x":"5"}`, `{"id":2,"x":"6"}`)
+	d1.Mode = load.Replace
+	if err := commitOn(wh, "r1", "2026-11-23", d1); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []struct {
+		day  string
+		rows []string
+		news int64
+	}{
+		{"2026-11-24", []string{`{"id":1,"x":5}`, `{"id":2,"x":6}`}, 0}, // the same values, now numbers
+		{"2026-11-25", []string{`{"id":1,"x":5}`, `{"id":2,"x":6}`}, 0},
+		{"2026-11-26", []string{`{"id":1,"x":5}`, `{"id":2,"x":7}`}, 1},
+	} {
+		id := fmt.Sprintf("r%d", i+2)
+		d := stageJSON(t, lake, id, num, c.rows...)
+		d.Mode, d.FullRefresh = load.Replace, i == 0
+		var news int64
+		d.NewRows = &news
+		if err := commitOn(wh, id, c.day, d); err != nil {
+			t.Fatal(err)
+		}
+		if news != c.news {
+			t.Errorf("%s: %d new rows, want %d", c.day, news, c.news)
+		}
+	}
+	if got, want := columnsOf(t, wh, "thing_history"), "id|BIGINT\nx|VARCHAR\nsnapshot_date|DATE\n"; got != want {
+		t.Errorf("history columns:\n%swant\n%s", got, want)
+	}
+}

@@ -1230,12 +1230,23 @@ func countNew(ctx context.Context, tx *sql.Tx, t Table, room *loadRoom) (int64, 
 	if err != nil {
 		return 0, err
 	}
+	// The staged values as the table holds them: a column wider than the
+	// run's field (the history keeps a type a full refresh narrowed)
+	// hashes its values otherwise, and every row would count as new, on
+	// every run after.
 	cols := make([]string, 0, t.Schema.NumFields())
+	staged := make([]string, 0, t.Schema.NumFields())
 	for _, f := range t.Schema.Fields() {
-		if _, ok := columnNamed(have, f.Name); !ok {
+		col, ok := columnNamed(have, f.Name)
+		if !ok {
 			return t.Rows, nil
 		}
+		from, err := columnType(f)
+		if err != nil {
+			return 0, err
+		}
 		cols = append(cols, Ident(f.Name))
+		staged = append(staged, castTo(Ident(f.Name), from, have[col]))
 	}
 	var held int64
 	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+Ident(t.Object)).Scan(&held); err != nil {
@@ -1247,9 +1258,8 @@ func countNew(ctx context.Context, tx *sql.Tx, t Table, room *loadRoom) (int64, 
 	if _, err := room.set(ctx, tx, t.Object, "count new rows", countBytes(t.Rows+held)); err != nil {
 		return 0, err
 	}
-	h := "hash(" + strings.Join(cols, ", ") + ")"
-	q := fmt.Sprintf("SELECT count(*) FROM (SELECT %s FROM %s EXCEPT ALL SELECT %s FROM %s)",
-		h, readStaged(t.Files), h, Ident(t.Object))
+	q := fmt.Sprintf("SELECT count(*) FROM (SELECT hash(%s) FROM %s EXCEPT ALL SELECT hash(%s) FROM %s)",
+		strings.Join(staged, ", "), readStaged(t.Files), strings.Join(cols, ", "), Ident(t.Object))
 	var n int64
 	if err := tx.QueryRowContext(ctx, q).Scan(&n); err != nil {
 		return 0, err
