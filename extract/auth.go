@@ -80,7 +80,8 @@ func (c *Client) bearer(ctx context.Context, info reqInfo) (string, error) {
 
 // tokenSourceError is a failure of the access token source: its message
 // without the client's credentials, its chain kept, so that a caller
-// still tells a refused refresh (ErrRefreshFailed) from other failures.
+// still tells a failed refresh (ErrRefreshFailed: refused, or failing
+// after its attempts) from other failures.
 func (c *Client) tokenSourceError(err error) error {
 	return &wrapped{msg: "access token source: " + c.scrub(err.Error()), err: err}
 }

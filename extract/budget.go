@@ -571,6 +571,22 @@ func (c *rateCtl) accepted(ref time.Time) (n int, rps float64) {
 	return n, float64(n) / span.Seconds()
 }
 
+// mayBeShared reports whether the first 429, to a request sent at s.sent
+// after n accepted answers in the window (limit: the window's announced
+// limit, 0 none), may have come in a window someone else (the run before,
+// another client of the tenant) used too, so that its count says nothing
+// of the rate: a window the service says holds more than the client sent,
+// or a long one that began before the client did, whose count is of its
+// end only (taken for the rate, 2 requests in a window of 60 s put the
+// client at its floor for most of an hour; skipped, it costs one more 429
+// where the limit is that low).
+func (c *rateCtl) mayBeShared(s slot, n, limit int) bool {
+	if limit > 0 {
+		return float64(n) < (1-rateAnnounced)*float64(limit)
+	}
+	return c.window > rateLongWindow && s.sent.Sub(c.base) < c.window
+}
+
 // throttled lowers the rate after the first 429 of a round, to a request
 // sent at s.sent at rate s.rate; q is the request quota the 429 announced
 // (q.ok false: none). It reports whether it did.
@@ -586,20 +602,7 @@ func (c *rateCtl) throttled(now time.Time, s slot, q quotaInfo) bool {
 	if q.ok && q.remaining == 0 && !q.reset.After(now.Add(c.window+time.Second)) {
 		limit = q.limit
 	}
-	if c.slow && !c.shared && float64(n) < (1-rateAnnounced)*float64(limit) {
-		// The first 429, in a window the service says holds more than
-		// the client sent: someone else may have used part of it.
-		c.shared, c.sharedAcc = true, acc
-		return false
-	}
-	if c.slow && !c.shared && limit == 0 && c.window > rateLongWindow && s.sent.Sub(c.base) < c.window {
-		// The first 429, in a long window that began before the client
-		// did: its count is of the window's end only, and says nothing
-		// of the rest, which someone else (the run before, another
-		// client) may have used. Taken for the rate, 2 requests in a
-		// window of 60 s put the client at its floor for most of an
-		// hour; skipped, it costs one more 429 where the limit is that
-		// low.
+	if c.slow && !c.shared && c.mayBeShared(s, n, limit) {
 		c.shared, c.sharedAcc = true, acc
 		return false
 	}

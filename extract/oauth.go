@@ -274,8 +274,8 @@ func (o *OAuth) exchange(ctx context.Context, base StoredToken) (string, error) 
 			return "", err
 		}
 		o.log.WarnContext(ctx, "the token endpoint failed; asking again", "attempt", attempt, "wait", wait, "cause", err.Error())
-		if err := o.sleep(ctx, wait); err != nil {
-			return "", fmt.Errorf("%w: %w", ErrRefreshFailed, context.Cause(ctx))
+		if serr := o.sleep(ctx, wait); serr != nil {
+			return "", fmt.Errorf("%w (stopped waiting to ask again: %w)", err, context.Cause(ctx))
 		}
 	}
 	next := StoredToken{
@@ -374,7 +374,7 @@ func (o *OAuth) refreshError(err error, refresh string) error {
 		if msg == "" {
 			msg = strings.TrimSpace(string(re.Body))
 		}
-		msg = scrubValues(truncate(msg, 300), refresh, o.conf.ClientSecret)
+		msg = truncate(scrubValues(msg, refresh, o.conf.ClientSecret), 300) // scrubbed whole: a cut value would not match
 		code := re.ErrorCode
 		if code == "" {
 			code = http.StatusText(status)
@@ -441,6 +441,12 @@ func scrubValues(text string, values ...string) string {
 	for _, v := range values {
 		if len(v) >= minScrubLen {
 			text = strings.ReplaceAll(text, v, redacted)
+			// As a form or a query carries it (the token request is a form).
+			for _, e := range []string{url.QueryEscape(v), url.PathEscape(v)} {
+				if e != v {
+					text = strings.ReplaceAll(text, e, redacted)
+				}
+			}
 		}
 	}
 	return text

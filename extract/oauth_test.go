@@ -3,6 +3,7 @@ package extract_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -248,6 +249,11 @@ func TestOAuthAsksAgainAfterATransientFailure(t *testing.T) {
 		refused bool
 	}{
 		{"a 502", []answer{bad(http.StatusBadGateway, "Content-Type: text/html", "<html>bad gateway</html>")}, 2, []time.Duration{time.Second}, false},
+		// A proxy that echoes the request's form past the 300 bytes an
+		// error quotes: no part of a credential reaches the error or the
+		// log (it was cut before it was scrubbed, its head kept).
+		{"a 502 echoing the form", []answer{bad(http.StatusBadGateway, "Content-Type: text/plain",
+			strings.Repeat("x", 270)+" refresh_token=ref%2Fold-123456789&client_secret=secret-123456789")}, 2, []time.Duration{time.Second}, false},
 		{"a 503 asking to wait, then a dropped connection", []answer{bad(http.StatusServiceUnavailable, "Retry-After: 7", ""), drop}, 3,
 			[]time.Duration{7 * time.Second, 2 * time.Second}, false},
 		{"a 429 asking too long a wait", []answer{bad(http.StatusTooManyRequests, "Retry-After: 3600", "")}, 2, []time.Duration{30 * time.Second}, false},
@@ -277,8 +283,10 @@ func TestOAuthAsksAgainAfterATransientFailure(t *testing.T) {
 			defer srv.Close()
 			var mu sync.Mutex
 			var waits []time.Duration
-			o, err := extract.NewOAuth(srv.URL, extract.OAuthConfig{ClientID: "cid", ClientSecret: "secret-123456789", RefreshToken: "ref-old-123456789"},
+			var logs strings.Builder
+			o, err := extract.NewOAuth(srv.URL, extract.OAuthConfig{ClientID: "cid", ClientSecret: "secret-123456789", RefreshToken: "ref/old-123456789"},
 				&extract.FileTokenStore{Path: filepath.Join(t.TempDir(), "t.json")}, extract.WithOAuthHTTPClient(srv.Client()),
+				extract.WithOAuthLogger(slog.New(slog.NewTextHandler(&logs, nil))),
 				extract.WithOAuthSleep(func(ctx context.Context, d time.Duration) error {
 					mu.Lock()
 					defer mu.Unlock()
@@ -299,8 +307,17 @@ func TestOAuthAsksAgainAfterATransientFailure(t *testing.T) {
 			case !c.refused && err != nil:
 				t.Errorf("describe: %v", err)
 			}
-			if err != nil && strings.Contains(err.Error(), "ref-old-123456789") {
-				t.Errorf("the error holds the refresh token: %v", err)
+			var text string
+			if err != nil {
+				text = err.Error()
+			}
+			mu.Lock()
+			text += logs.String()
+			mu.Unlock()
+			for _, part := range []string{"old-1234", "secret-1", "123456789"} {
+				if strings.Contains(text, part) {
+					t.Errorf("the error or the log holds part of a credential (%q): %s", part, text)
+				}
 			}
 			if n := int(calls.Load()); n != c.calls {
 				t.Errorf("%d token requests, want %d", n, c.calls)

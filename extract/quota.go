@@ -136,18 +136,20 @@ func parseRateLimitField(v string, now time.Time) (rateLimitItem, bool) {
 				flat.reset, flat.resetOK = now.Add(time.Duration(min(n, 86400)*float64(time.Second))), true
 			case "r":
 				it.remaining, ok = int(min(n, 1<<31)), true
+				flat.remaining, flatOK = it.remaining, true // "r=0, t=30" too
 			case "t":
 				it.reset, it.resetOK = now.Add(time.Duration(min(n, 86400)*float64(time.Second))), true
+				flat.reset, flat.resetOK = it.reset, true
 			}
 		}
-		if ok && (!found || it.remaining < best.remaining) {
+		if ok && it.resetOK && (!found || it.remaining < best.remaining) {
 			best, found = it, true
 		}
 	}
 	if found {
 		return best, true
 	}
-	return flat, flatOK
+	return flat, flatOK // one policy, its parameters as members
 }
 
 // policyQuota reads the quota (requests a window) of the named policy,

@@ -35,6 +35,7 @@ func TestParseQuotaVariants(t *testing.T) {
 		{"structured field", http.Header{"Ratelimit": {`"default";r=0;t=30`}}, "", 0, now.Add(30 * time.Second), true},
 		{"structured, two policies", http.Header{"Ratelimit": {`"hourly";r=900;t=3000, "burst";r=2;t=1`}}, "", 2, now.Add(time.Second), true},
 		{"structured without reset", http.Header{"Ratelimit": {`"default";r=5`}}, "", 0, time.Time{}, false},
+		{"r and t as members", http.Header{"Ratelimit": {"r=0, t=30"}}, "", 0, now.Add(30 * time.Second), true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

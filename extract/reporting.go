@@ -567,13 +567,13 @@ func (r *reader) readKnown(ctx context.Context, first service.PageInfo) error {
 	// that undercount (rows added during the read, or a service that
 	// lies) would lose the rows after it without a word. The page after
 	// it must then be empty: one more request, only for such a page.
-	mayProbe := 0
-	if total < 0 || total > 0 && total%size == 0 {
-		mayProbe = 1
+	probe := 0 // known to be read: set aside with the pages
+	if ReadsPastTheEnd(total, r.size) {
+		probe = 1
 	}
 	lastRows := int64(first.Rows) // of page n, once read
-	if n-1+mayProbe >= 1 {
-		if err := r.reserve(n - 1 + mayProbe); err != nil {
+	if n-1+probe >= 1 {
+		if err := r.reserve(n - 1 + probe); err != nil {
 			return err
 		}
 	}
@@ -589,6 +589,11 @@ func (r *reader) readKnown(ctx context.Context, first service.PageInfo) error {
 		}
 	}
 	if n >= 1 && lastRows == size {
+		if probe == 0 { // only totalPages was known: the quota for it now
+			if err := r.reserve(1); err != nil {
+				return err
+			}
+		}
 		if err := r.fetchRange(ctx, n+1, n+1, check); err != nil {
 			return err
 		}
@@ -597,6 +602,15 @@ func (r *reader) readKnown(ctx context.Context, first service.PageInfo) error {
 		return r.integrity(total, got, "rows read do not add up to totalResults")
 	}
 	return nil
+}
+
+// ReadsPastTheEnd reports whether ReadObject, reading an object whose
+// page 1 announces totalResults rows at pageSize a page, asks for one page
+// more than the rows fill: when they fill the last page exactly, the page
+// after it must be empty (totals that undercount would otherwise lose the
+// rows after it). One request more; a plan counts it.
+func ReadsPastTheEnd(totalResults int64, pageSize int) bool {
+	return totalResults > 0 && pageSize > 0 && totalResults%int64(pageSize) == 0
 }
 
 // DefaultMaxPages bounds one read unless WithMaxPages says otherwise: an

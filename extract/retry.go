@@ -124,11 +124,14 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 		resp, sent, err := c.attempt(ctx, info, u, bearer, buf)
 		q := parseQuotaHeaders(resp.header, c.now())
 		retryAfter, hintedWait := parseRetryAfter(resp.header.Get("Retry-After"), c.now())
-		if resp.status == http.StatusTooManyRequests && !hintedWait {
-			// No Retry-After, but the window's reset: the same hint.
+		hint := "Retry-After"
+		if resp.status == http.StatusTooManyRequests && !hintedWait && (!q.ok || q.remaining == 0) {
+			// No Retry-After, but when the window resets, and nothing
+			// (or nothing said) remains in it: the same hint. A 429 with
+			// requests remaining (a burst refused) says nothing of a wait.
 			now := c.now()
 			if t, ok := headerReset(resp.header, now); ok {
-				retryAfter, hintedWait = max(t.Sub(now), 0), true
+				retryAfter, hintedWait, hint = max(t.Sub(now), 0), true, "the window's reset"
 			}
 		}
 		if resp.status == http.StatusTooManyRequests && (!q.ok || q.limit == 0) {
@@ -213,9 +216,9 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 			// can be read once it has passed.
 			until := c.now().Add(wait)
 			c.budget.observeQuota(quotaInfo{reset: until, ok: true})
-			err := quotaError(until, "%w: the service asks to wait %s (Retry-After), more than the %s a request may wait (requests.max_wait); "+
+			err := quotaError(until, "%w: the service asks to wait %s (%s), more than the %s a request may wait (requests.max_wait); "+
 				"it can be read after %s, or with requests.max_wait above the wait: %w",
-				ErrQuotaExhausted, wait.Round(time.Second), c.maxWait, until.UTC().Format(time.RFC3339), last)
+				ErrQuotaExhausted, wait.Round(time.Second), hint, c.maxWait, until.UTC().Format(time.RFC3339), last)
 			return st, c.unsent(info, safe, err)
 		}
 		paced := hinted && resp.status == http.StatusTooManyRequests

@@ -457,21 +457,27 @@ func FuzzAPIErrorBody(f *testing.F) {
 // TestA429WithOnlyAResetWaitsForIt: a 429 that says when the window
 // resets (X-RateLimit-Reset) but neither Retry-After nor what remains is
 // retried after that reset, as after a Retry-After: it got jittered
-// backoff and ran out of attempts (found by review); a fractional
-// Retry-After, read as none, is waited as sent.
+// backoff and ran out of attempts (found by review; one that says nothing
+// remains is the announced quota's, TestQuota*). A fractional
+// Retry-After, read as none, is waited as sent. A 429 whose window has requests left (a burst refused) is not a
+// wait for the reset: it backs off, as before.
 func TestA429WithOnlyAResetWaitsForIt(t *testing.T) {
 	for _, c := range []struct {
-		header, value string
-		want          time.Duration
+		name    string
+		headers map[string]string
+		want    []time.Duration // nil: backoff, under a second
 	}{
-		{"X-RateLimit-Reset", "30", 30 * time.Second},
-		{"Retry-After", "20.5", 20500 * time.Millisecond},
+		{"reset only", map[string]string{"X-RateLimit-Reset": "30"}, []time.Duration{30 * time.Second, 60 * time.Second}},
+		{"fractional Retry-After", map[string]string{"Retry-After": "20.5"}, []time.Duration{20500 * time.Millisecond, 41 * time.Second}},
+		{"requests remain", map[string]string{"X-RateLimit-Reset": "1800", "X-RateLimit-Remaining": "900", "X-RateLimit-Limit": "1000"}, nil},
 	} {
-		t.Run(c.header, func(t *testing.T) {
+		t.Run(c.name, func(t *testing.T) {
 			var n atomic.Int64
 			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if n.Add(1) <= 2 {
-					w.Header().Set(c.header, c.value)
+					for k, v := range c.headers {
+						w.Header().Set(k, v)
+					}
 					w.WriteHeader(http.StatusTooManyRequests)
 					return
 				}
@@ -484,8 +490,12 @@ func TestA429WithOnlyAResetWaitsForIt(t *testing.T) {
 				t.Fatalf("describe after two 429s: %v", err)
 			}
 			// Refused again after waiting what it asked: twice as long.
-			if waits := sl.get(); !slices.Equal(waits, []time.Duration{c.want, 2 * c.want}) {
-				t.Errorf("waits %v, want %s and %s", waits, c.want, 2*c.want)
+			waits := sl.get()
+			switch {
+			case c.want != nil && !slices.Equal(waits, c.want):
+				t.Errorf("waits %v, want %v", waits, c.want)
+			case c.want == nil && (len(waits) != 2 || slices.Max(waits) >= time.Second):
+				t.Errorf("waits %v, want two backoffs under a second", waits)
 			}
 		})
 	}

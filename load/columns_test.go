@@ -187,6 +187,34 @@ func TestStreamWithoutFields(t *testing.T) {
 	}
 }
 
+// TestNewRowsAfterATypeWidened: x was a number, and a run brings text
+// (not a number, and a number past INTEGER): the count compares both
+// as text, not the text cast to the table's type, which failed the
+// run's load ("Could not convert string 'abc'"; found by review).
+func TestNewRowsAfterATypeWidened(t *testing.T) {
+	lake, wh := newWarehouse(t)
+	num := []service.Field{{ID: "id", Type: "int"}, {ID: "x", Type: "int"}}
+	text := []service.Field{{ID: "id", Type: "int"}, {ID: "x", Type: "string"}}
+	d1 := stageJSON(t, lake, "r1", num, `{"id":1,"x":5}`, `{"id":2,"x":6}`)
+	d1.Mode = load.Replace
+	if err := commitOn(wh, "r1", "2026-11-23", d1); err != nil {
+		t.Fatal(err)
+	}
+	d2 := stageJSON(t, lake, "r2", text, `{"id":1,"x":"5"}`, `{"id":2,"x":"abc"}`)
+	d2.Mode = load.Replace
+	var news int64
+	d2.NewRows = &news
+	if err := commitOn(wh, "r2", "2026-11-24", d2); err != nil {
+		t.Fatal(err)
+	}
+	if news != 1 {
+		t.Errorf("%d new rows, want 1 (x of id 2 changed)", news)
+	}
+	if got, want := rowsOf(t, wh, `SELECT id, x FROM thing ORDER BY id`), "1|5\n2|abc\n"; got != want {
+		t.Errorf("table rows:\n%swant\n%s", got, want)
+	}
+}
+
 // TestNewRowsAfterATypeNarrowed: a full refresh reads x as a number where
 // the history holds it as text (a wider type, kept); the next run, with
 // the same rows, counts none as new (their hashes were of a number

@@ -1230,10 +1230,12 @@ func countNew(ctx context.Context, tx *sql.Tx, t Table, room *loadRoom) (int64, 
 	if err != nil {
 		return 0, err
 	}
-	// The staged values as the table holds them: a column wider than the
-	// run's field (the history keeps a type a full refresh narrowed)
-	// hashes its values otherwise, and every row would count as new, on
-	// every run after.
+	// Both sides' values in the wider of their two types: a hash depends
+	// on the type, and a column the table holds wider than the run's
+	// field (the history keeps a type a full refresh narrowed) counted
+	// every row as new, on every run after; the table's side is cast too
+	// when the run's field is the wider (the count runs before the load
+	// widens the column, and text cast to a number fails).
 	cols := make([]string, 0, t.Schema.NumFields())
 	staged := make([]string, 0, t.Schema.NumFields())
 	for _, f := range t.Schema.Fields() {
@@ -1245,8 +1247,12 @@ func countNew(ctx context.Context, tx *sql.Tx, t Table, room *loadRoom) (int64, 
 		if err != nil {
 			return 0, err
 		}
-		cols = append(cols, Ident(f.Name))
-		staged = append(staged, castTo(Ident(f.Name), from, have[col]))
+		w := from // the same type, however DuckDB spells it: no cast
+		if !sameType(have[col], from) {
+			w = widerType(have[col], from)
+		}
+		cols = append(cols, castTo(Ident(col), have[col], w))
+		staged = append(staged, castTo(Ident(f.Name), from, w))
 	}
 	var held int64
 	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+Ident(t.Object)).Scan(&held); err != nil {

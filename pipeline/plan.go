@@ -268,8 +268,8 @@ func planObject(ctx context.Context, src Counter, cfg PlanConfig, id, day string
 	}
 	op.Pages = pages
 	op.Requests += pages
-	if info.TotalResults > 0 && info.TotalResults%int64(cfg.PageSize) == 0 {
-		op.Requests++ // a full last page: the read asks for the page after it (extract.Client.ReadObject)
+	if extract.ReadsPastTheEnd(info.TotalResults, cfg.PageSize) {
+		op.Requests++ // the page after a full last page
 	}
 	return op
 }
