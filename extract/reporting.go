@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"net/http"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -594,7 +595,16 @@ func (r *reader) readKnown(ctx context.Context, first service.PageInfo) error {
 				return err
 			}
 		}
-		if err := r.fetchRange(ctx, n+1, n+1, check); err != nil {
+		err := r.fetchRange(ctx, n+1, n+1, check)
+		var ae *APIError
+		if errors.As(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusNotFound ||
+			ae.Status == http.StatusRequestedRangeNotSatisfiable) {
+			// A service that refuses a page past its total (the interface
+			// shows none) says the same: nothing after it.
+			r.c.log.DebugContext(ctx, "the page after the last was refused: the read ends there", "object", r.object, "page", n+1, "status", ae.Status)
+			err = nil
+		}
+		if err != nil {
 			return err
 		}
 	}

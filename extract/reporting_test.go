@@ -59,6 +59,31 @@ func TestReadObject(t *testing.T) {
 	}
 }
 
+// TestReadObjectPageAfterTheEndRefused: a service that answers 400 (or
+// 404) to the page after a full last page, rather than an empty page,
+// ends the read there: all rows, no error.
+func TestReadObjectPageAfterTheEndRefused(t *testing.T) {
+	for _, status := range []int{http.StatusBadRequest, http.StatusNotFound} {
+		f := &fakeReport{rows: 50, totals: totalsBoth, fault: func(w http.ResponseWriter, r *http.Request, p int) bool {
+			if p > 5 {
+				writeJSON(w, status, map[string]any{"response": map[string]any{"code": 2001, "name": "ParameterError", "message": "page out of range"}})
+				return true
+			}
+			return false
+		}}
+		c, _ := newTestClient(t, f, WithPageSize(10))
+		col := newCollector()
+		st, err := c.ReadObject(context.Background(), "course", Query{}, col.fn)
+		if err != nil {
+			t.Fatalf("%d past the end: %v", status, err)
+		}
+		col.checkAll(t, 50)
+		if st.Rows != 50 || f.requests.Load() != 6 {
+			t.Errorf("%d past the end: %+v, %d requests; want 50 rows in 6 requests", status, st, f.requests.Load())
+		}
+	}
+}
+
 func TestReadObjectCappedPageSize(t *testing.T) {
 	for _, mode := range []int{totalsBoth, totalsNone} {
 		f := &fakeReport{rows: 23, totals: mode, maxPerPage: 5}
