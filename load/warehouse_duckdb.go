@@ -1354,9 +1354,10 @@ func mergeRows(ctx context.Context, tx *sql.Tx, run Run, t Table, cols []string,
 	// (which the window, when it runs, shares); it is faster too (5 M
 	// rows: 0.3 s against 1.1 s).
 	//
-	// (The reader's own check compares the keys' JSON text; 1 and 1.0, or
-	// one instant written two ways, are one key here.) extra counts the
-	// rows past the first of each key.
+	// (The reader's own check compares the keys as their columns hold
+	// them too, transform's appendKey; this one also takes a key that
+	// changed its type between two reads of one run for one.) extra
+	// counts the rows past the first of each key.
 	if _, err := room.set(ctx, tx, t.Object, "merge: check keys", keyCheckBytes(t.Rows)); err != nil {
 		return 0, 0, 0, err
 	}

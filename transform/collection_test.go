@@ -2,6 +2,7 @@ package transform_test
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -245,5 +246,71 @@ func TestJSONColumnValid(t *testing.T) {
 	}
 	if len(res.Rejects) != 1 || res.Rejects[0].Field != "v" || res.RepairedValues != 1 {
 		t.Errorf("rejects %+v repaired %d", res.Rejects, res.RepairedValues)
+	}
+}
+
+// TestKeysAreTheValuesAsHeld: a row's key is its key values as their
+// columns hold them, not as sent: 1, "1" and "\u0031" in a text column
+// are one key, as are 5, 5.0 and "5" in an int column (as sent they were
+// three keys, and an item read twice whose id changed its JSON type was
+// stored twice; found by review); "1.0" and "01" are other texts.
+func TestKeysAreTheValuesAsHeld(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	fields := []service.Field{{ID: "id", Type: service.TypeString}, {ID: "n", Type: service.TypeInt}}
+	for _, c := range []struct {
+		key  string
+		rows string
+		want []string
+	}{
+		{"id", `{"id":1},{"id":"1"},{"id":"\u0031"},{"id":1.0},{"id":"01"}`, []string{`"1"`, `"1"`, `"1"`, `"1.0"`, `"01"`}},
+		{"n", `{"n":5},{"n":5.0},{"n":"5"},{"n":" 5 "},{"n":6}`, []string{"5", "5", "5", "5", "6"}},
+	} {
+		d := collectionDecoder(t, mem, fields, transform.WithKeyFields(true, c.key))
+		res, err := d.DecodePage(1, []byte(`{"items":[`+c.rows+`]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(res.Info.Keys, c.want) {
+			t.Errorf("keys of %s: %q, want %q", c.key, res.Info.Keys, c.want)
+		}
+		res.Record.Release()
+		d.Release()
+	}
+}
+
+// TestInferredTypesHoldEveryNumber: the inferrer types a member by what
+// the decoder reads without loss: an integer past 64 bits is text (as a
+// float it lost its last digits, silently), a number past a float's
+// range is text (the float column rejected it), and "+5" beside 1.5 is a
+// float (the float column refused its +); decoding then rejects nothing.
+func TestInferredTypesHoldEveryNumber(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	body := []byte(`{"items":[{"id":"a","big":18446744073709551615,"huge":1.5,"plus":1.5},` +
+		`{"id":"b","big":9007199254740993,"huge":1e309,"plus":"+5"},{"id":"c","big":1,"huge":2,"plus":2}]}`)
+	fields := inferFields(t, body)
+	types := map[string]string{}
+	for _, f := range fields {
+		types[f.ID] = f.Type
+	}
+	if want := map[string]string{"id": "string", "big": "string", "huge": "string", "plus": "float"}; !maps.Equal(types, want) {
+		t.Errorf("types %v, want %v", types, want)
+	}
+	d := collectionDecoder(t, mem, fields)
+	defer d.Release()
+	res, err := d.DecodePage(1, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Record.Release()
+	if len(res.Rejects) != 0 {
+		t.Errorf("rejects: %+v", res.Rejects)
+	}
+	out := recordJSON(t, res.Record)
+	for _, v := range []string{`"18446744073709551615"`, `"9007199254740993"`, `"1e309"`, `5`} {
+		if !strings.Contains(out, v) {
+			t.Errorf("the record lacks %s:\n%s", v, out)
+		}
 	}
 }

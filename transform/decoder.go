@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -532,7 +533,7 @@ func (d *Decoder) results(st *state, s *scanner, page int, body []byte, res *Res
 		}
 		res.Info.Rows++
 		if len(d.keyCols) > 0 {
-			st.appendKey()
+			d.appendKey(st)
 		}
 		if len(res.Rejects) > nrej {
 			raw := st.rawRow(body, start, s.pos)
@@ -562,21 +563,36 @@ func (d *Decoder) results(st *state, s *scanner, page int, body []byte, res *Res
 	}
 }
 
-// appendKey adds the row's key to the page's keys: the raw JSON of its
-// key values joined by 0x1f, or nothing when one is missing ("" then).
-// The keys of a page share one string (pageKeys), not one each.
-func (st *state) appendKey() {
+// appendKey adds the row's key to the page's keys: its key values as
+// their columns hold them (text quoted, a number in its shortest form, a
+// date as its microseconds), joined by 0x1f, or nothing when one is
+// missing ("" then). As held, not as sent: 1 and "1" in a text column,
+// or 5 and 5.0 in an int column, are one value in the table, so one key
+// (as sent they were two, and an item read twice whose id changed its
+// JSON type was stored twice). The keys of a page share one string
+// (pageKeys), not one each.
+func (d *Decoder) appendKey(st *state) {
 	for _, r := range st.keyRaw {
 		if r == nil {
 			st.keyEnds = append(st.keyEnds, -1)
 			return
 		}
 	}
-	for i, r := range st.keyRaw {
+	for i, col := range d.keyCols {
 		if i > 0 {
 			st.keyBuf = append(st.keyBuf, 0x1f)
 		}
-		st.keyBuf = append(st.keyBuf, r...)
+		sl := &st.slots[col]
+		switch d.kinds[col] {
+		case kInt, kDate, kBool:
+			st.keyBuf = strconv.AppendInt(st.keyBuf, sl.i, 10)
+		case kFloat:
+			st.keyBuf = strconv.AppendFloat(st.keyBuf, sl.f, 'g', -1, 64)
+		case kString, kPicklist:
+			st.keyBuf = strconv.AppendQuote(st.keyBuf, string(sl.b))
+		default:
+			st.keyBuf = append(st.keyBuf, st.keyRaw[i]...)
+		}
 	}
 	st.keyEnds = append(st.keyEnds, len(st.keyBuf))
 }
@@ -884,10 +900,10 @@ func (d *Decoder) value(st *state, s *scanner, col, depth int) (reason string, o
 			}
 			sl.st, sl.f = hasValue, v
 		case kString, kPicklist:
-			if _, good := parseFloat(raw); !good {
+			if !validNumber(raw) {
 				return "invalid number", true
 			}
-			sl.st, sl.b = hasValue, raw // kept as the number's text
+			sl.st, sl.b = hasValue, raw // kept as the number's text, past a float's range too
 		case kDate:
 			return "number in a date field (expected an ISO 8601 string)", true
 		case kBool:

@@ -1,6 +1,7 @@
 package transform
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 
@@ -157,10 +158,10 @@ func (in *Inferrer) value(s *scanner, c *inode, depth int) bool {
 		switch {
 		case isInt(raw):
 			c.seen |= sInt
-		case validNumber(raw):
+		case isFloat(raw):
 			c.seen |= sFloat
 		default:
-			c.seen |= sText
+			c.seen |= sText // an integer past 64 bits, a float past its range: kept as text
 		}
 		return true
 	}
@@ -181,6 +182,21 @@ func isInt(raw []byte) bool {
 	return true
 }
 
+// isFloat reports whether a number's text is one the Decoder stores in a
+// float column without loss: finite, and not an integer (an integer isInt
+// refuses is past 64 bits, and a float would drop its last digits:
+// 18446744073709551615 became 1.8446744073709552e+19).
+func isFloat(raw []byte) bool {
+	if !validNumber(raw) {
+		return false
+	}
+	if bytes.IndexAny(raw, ".eE") < 0 {
+		return false // an integer isInt refused
+	}
+	_, ok := parseFloat(raw)
+	return ok
+}
+
 // textKind classifies a string by what the Decoder could read it as.
 func textKind(raw []byte) uint16 {
 	t := trimSpace(raw)
@@ -189,7 +205,7 @@ func textKind(raw []byte) uint16 {
 		return 0 // "" reads as null in any typed column
 	case isInt(t):
 		return sIntText
-	case validNumber(t):
+	case isFloat(t):
 		return sFloatText
 	}
 	if _, ok := parseBool(t); ok {

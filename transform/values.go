@@ -101,8 +101,12 @@ func parseFloatFast(b []byte) (float64, bool) {
 	return f, true
 }
 
-// parseFloat parses a finite number.
+// parseFloat parses a finite number; a leading + too, as parseInt reads
+// it (text "+5" in a float column).
 func parseFloat(b []byte) (float64, bool) {
+	if len(b) > 1 && b[0] == '+' && b[1] != '-' && b[1] != '+' {
+		b = b[1:]
+	}
 	if len(b) == 0 || b[0] == '+' {
 		return 0, false
 	}
