@@ -133,7 +133,7 @@ func TestDecodeListShapes(t *testing.T) {
 			t.Errorf("%s: record %s, want %s", name, got, first)
 		}
 	}
-	for _, bad := range []string{`{"count":1}`, `{"items":[1]}`, `{"items":[],"results":[]}`, `{"response":{"items":[{}]}`} {
+	for _, bad := range []string{`{"count":1}`, `{"items":[],"results":[]}`, `{"response":{"items":[{}]}`} {
 		if _, err := d.DecodePage(1, []byte(bad)); err == nil {
 			t.Errorf("%s: no error", bad)
 		} else if err := inferFromBody(bad); err == nil {
@@ -309,6 +309,32 @@ func TestInferredTypesHoldEveryNumber(t *testing.T) {
 	}
 	out := recordJSON(t, res.Record)
 	for _, v := range []string{`"18446744073709551615"`, `"9007199254740993"`, `"1e309"`, `5`} {
+		if !strings.Contains(out, v) {
+			t.Errorf("the record lacks %s:\n%s", v, out)
+		}
+	}
+}
+
+// TestInferAMemberNamedEmpty: an item's member called "" (legal JSON) gets
+// a column of its own, empty_member_name, which holds its values (its
+// empty id failed the stream's schema: "empty field id"; found by review).
+func TestInferAMemberNamedEmpty(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	body := []byte(`{"items":[{"id":"a","":"odd"},{"id":"b","o":{"":1}}]}`)
+	fields := inferFields(t, body)
+	d := collectionDecoder(t, mem, fields)
+	defer d.Release()
+	res, err := d.DecodePage(1, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Record.Release()
+	if len(res.Rejects) != 0 {
+		t.Errorf("rejects: %+v", res.Rejects)
+	}
+	out := recordJSON(t, res.Record)
+	for _, v := range []string{`"empty_member_name":"odd"`, `"o__":1`} {
 		if !strings.Contains(out, v) {
 			t.Errorf("the record lacks %s:\n%s", v, out)
 		}

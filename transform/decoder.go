@@ -7,8 +7,8 @@ import (
 	"net/url"
 	"slices"
 	"sort"
-	"strings"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -523,29 +523,14 @@ func (d *Decoder) results(st *state, s *scanner, page int, body []byte, res *Res
 	}
 	for row := 0; ; row++ {
 		if s.peek() != '{' {
-			s.fail("a row is not an object")
-			return bad()
-		}
-		start := s.pos
-		nrej := len(res.Rejects)
-		if !d.row(st, s, page, row, res) {
-			return bad()
-		}
-		res.Info.Rows++
-		if len(d.keyCols) > 0 {
-			d.appendKey(st)
-		}
-		if len(res.Rejects) > nrej {
-			raw := st.rawRow(body, start, s.pos)
-			for i := nrej; i < len(res.Rejects); i++ {
-				res.Rejects[i].RawRow = raw
+			// null, a number, a text or an array where a row should be: a
+			// row, rejected whole and kept in the rejects (it failed the
+			// whole page, read again, and then its stream).
+			if !d.notAnObject(st, s, page, row, res) {
+				return bad()
 			}
-		}
-		// A value only too long keeps its row (null in its field).
-		if st.dropRow || (!d.keepRows && len(res.Rejects)-nrej > len(st.oversize)/2) {
-			res.RejectedRows++
-		} else {
-			d.commit(st)
+		} else if !d.rowAt(st, s, body, page, row, res) {
+			return bad()
 		}
 		switch s.peek() {
 		case ',':
@@ -561,6 +546,54 @@ func (d *Decoder) results(st *state, s *scanner, page int, body []byte, res *Res
 			return bad()
 		}
 	}
+}
+
+// notAnObject reads a page's element that is not an object (s at it) as a
+// row rejected whole: counted (the totals count it), its text in the
+// rejects (a note of its size past the decoder's value limit), no key.
+func (d *Decoder) notAnObject(st *state, s *scanner, page, row int, res *Result) bool {
+	start := s.pos
+	if !s.skip(1) {
+		return false
+	}
+	raw := string(trimSpace(s.buf[start:s.pos]))
+	if d.maxValue > 0 && len(raw) > d.maxValue {
+		raw = fmt.Sprintf("(%d bytes, more than output.max_value_bytes: not kept)", len(raw))
+	}
+	res.Info.Rows++
+	res.RejectedRows++
+	res.Rejects = append(res.Rejects, Reject{Object: d.object, Page: page, Row: row,
+		RawValue: raw, Reason: "the row is not an object", RawRow: raw})
+	if len(d.keyCols) > 0 {
+		st.keyEnds = append(st.keyEnds, -1)
+	}
+	return true
+}
+
+// rowAt reads the row object at s, commits it or leaves it out.
+func (d *Decoder) rowAt(st *state, s *scanner, body []byte, page, row int, res *Result) bool {
+	start := s.pos
+	nrej := len(res.Rejects)
+	if !d.row(st, s, page, row, res) {
+		return false
+	}
+	res.Info.Rows++
+	if len(d.keyCols) > 0 {
+		d.appendKey(st)
+	}
+	if len(res.Rejects) > nrej {
+		raw := st.rawRow(body, start, s.pos)
+		for i := nrej; i < len(res.Rejects); i++ {
+			res.Rejects[i].RawRow = raw
+		}
+	}
+	// A value only too long keeps its row (null in its field).
+	if st.dropRow || (!d.keepRows && len(res.Rejects)-nrej > len(st.oversize)/2) {
+		res.RejectedRows++
+	} else {
+		d.commit(st)
+	}
+	return true
 }
 
 // appendKey adds the row's key to the page's keys: its key values as

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -198,7 +199,6 @@ func TestMalformedPages(t *testing.T) {
 		"truncated string": `{"page":1,"results":[{"name":"abc`,
 		"no results":       `{"page":1,"totalResults":3}`,
 		"results scalar":   `{"results":5}`,
-		"row scalar":       `{"results":[1]}`,
 		"trailing garbage": `{"results":[]} x`,
 		"bad literal":      `{"results":[{"id":nul}]}`,
 	}
@@ -333,5 +333,37 @@ func TestInvalidUTF8IsRepaired(t *testing.T) {
 	}
 	if got := names.Value(2); got != "lone \uFFFD surrogate" {
 		t.Errorf("lone surrogate %q", got)
+	}
+}
+
+// TestRowsThatAreNotObjects: an element of the rows that is not an object
+// (null, a number, a text, an array) is a row rejected whole, counted and
+// kept in the rejects with its text; the page's other rows load (it
+// failed the whole page, read again, then its stream; found by review).
+func TestRowsThatAreNotObjects(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	d := newDecoder(t, mem)
+	defer d.Release()
+	body := `{"results":[{"id":1},null,5,"x",[1,{"a":2}],{"id":2}]}`
+	res, err := d.DecodePage(3, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Record.Release()
+	if res.Info.Rows != 6 || res.RejectedRows != 4 || res.Record.NumRows() != 2 {
+		t.Errorf("rows %d, rejected %d, record %d; want 6, 4, 2", res.Info.Rows, res.RejectedRows, res.Record.NumRows())
+	}
+	var got []string
+	for _, r := range res.Rejects {
+		got = append(got, fmt.Sprintf("%d %d %s %s", r.Page, r.Row, r.RawRow, r.Reason))
+	}
+	want := []string{"3 1 null the row is not an object", "3 2 5 the row is not an object", `3 3 "x" the row is not an object`,
+		`3 4 [1,{"a":2}] the row is not an object`}
+	if !slices.Equal(got, want) {
+		t.Errorf("rejects:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if err := transform.NewInferrer("x").Page(1, []byte(body)); err != nil {
+		t.Errorf("the inferrer: %v", err)
 	}
 }

@@ -92,7 +92,7 @@ func (in *Inferrer) Page(page int, body []byte) error {
 		}
 		return s.array(func() bool {
 			if s.peek() != '{' {
-				return s.fail("a row is not an object")
+				return s.skip(1) // a row the decoder rejects whole: no member
 			}
 			return in.object(s, in.root, 1)
 		})
@@ -182,6 +182,9 @@ func isInt(raw []byte) bool {
 	return true
 }
 
+// emptyMemberID names the column of an item's member called "".
+const emptyMemberID = "empty_member_name"
+
 // isFloat reports whether a number's text is one the Decoder stores in a
 // float column without loss: finite, and not an integer (an integer isInt
 // refuses is past 64 bits, and a float would drop its last digits:
@@ -267,6 +270,12 @@ func (in *Inferrer) Fields() []service.Field {
 					continue
 				}
 				id := strings.Join(c.path, "__")
+				if id == "" {
+					// A member named "" (legal JSON): a column of a name of
+					// its own, the member kept in its path (an empty id
+					// failed the stream's schema).
+					id = emptyMemberID
+				}
 				if prev, dup := ids[id]; dup {
 					// "a__b" sent as a member and a.b nested: the nested
 					// one's top object stays one json column.
@@ -278,7 +287,7 @@ func (in *Inferrer) Fields() []service.Field {
 				}
 				ids[id] = c
 				f := service.Field{ID: id, DisplayName: strings.Join(c.path, "."), Type: t}
-				if len(c.path) > 1 {
+				if len(c.path) > 1 || id == emptyMemberID {
 					f.Path = slices.Clone(c.path)
 				}
 				out = append(out, f)

@@ -231,7 +231,9 @@ func parseTimestamp(b []byte) (int64, bool) {
 	return 0, false
 }
 
-var slowLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02 15:04:05Z07:00"}
+var slowLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02 15:04:05Z07:00",
+	// ISO 8601 without seconds (found by review: rejected)
+	"2006-01-02T15:04Z07:00", "2006-01-02T15:04", "2006-01-02 15:04"}
 
 func parseTimestampSlow(b []byte) (int64, bool) {
 	s := string(bytes.TrimSpace(b))
