@@ -340,3 +340,47 @@ func TestInferAMemberNamedEmpty(t *testing.T) {
 		}
 	}
 }
+
+// TestValuesNestedDeep: a value nested past the scanner's 64 levels (a
+// page's failure, then its stream's, found by review) is rejected alone
+// where it would be stored, its row kept, and skipped where it is not
+// (a member the schema lacks), at any depth: 100,000 levels.
+func TestValuesNestedDeep(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	nest := func(n int, open, inner, close string) string {
+		return strings.Repeat(open, n) + inner + strings.Repeat(close, n)
+	}
+	body := []byte(`{"items":[{"id":"a","meta":` + nest(70, `{"k":`, `1`, `}`) + `},{"id":"b","meta":{"k":2}}]}`)
+	fields := inferFields(t, body)
+	d := collectionDecoder(t, mem, fields)
+	defer d.Release()
+	res, err := d.DecodePage(1, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// meta flattens to meta__k, a JSON column below the first level.
+	if res.Record.NumRows() != 2 || len(res.Rejects) != 1 || res.Rejects[0].Field != "meta__k" || !strings.Contains(res.Rejects[0].Reason, "64 levels") {
+		t.Errorf("rows %d, rejects %+v; want 2 rows, meta__k of a rejected for its depth", res.Record.NumRows(), res.Rejects)
+	}
+	if out := recordJSON(t, res.Record); out != "{\"id\":\"a\",\"meta__k\":null}\n{\"id\":\"b\",\"meta__k\":2}\n" {
+		t.Errorf("record:\n%s", out)
+	}
+	res.Record.Release()
+
+	// A member the schema lacks, nested 100,000 levels, in every shape.
+	for _, deep := range []string{nest(100000, `[`, ``, `]`), nest(100000, `{"k":`, `"x"`, `}`), nest(50000, `[{"a":`, `[]`, `}]`)} {
+		res, err := d.DecodePage(2, []byte(`{"items":[{"id":"c","zz":`+deep+`},{"id":"d"}]}`))
+		if err != nil {
+			t.Fatalf("a deep member the schema lacks: %v", err)
+		}
+		if res.Record.NumRows() != 2 {
+			t.Errorf("rows %d, want 2", res.Record.NumRows())
+		}
+		res.Record.Release()
+	}
+	// Broken deep down: still a malformed page.
+	if _, err := d.DecodePage(3, []byte(`{"items":[{"id":"c","zz":`+nest(100, `[`, ``, `]`)[:150]+`}]}`)); err == nil {
+		t.Error("a value cut off deep down: no error")
+	}
+}

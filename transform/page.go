@@ -2,6 +2,7 @@ package transform
 
 import (
 	"github.com/sepipe/sepipe/service"
+	"strconv"
 )
 
 // walkPage reads the top level of a list page in any of the shapes the
@@ -132,7 +133,14 @@ type jsonWriter struct {
 func (j *jsonWriter) value(dst []byte, depth int) ([]byte, bool) {
 	s := j.s
 	if depth > maxDepth {
-		return dst, s.fail("nesting too deep")
+		// Not stored: the value is rejected alone, its row kept.
+		if !s.skipDeep() {
+			return dst, false
+		}
+		if j.bad == "" {
+			j.bad = "nested more than " + strconv.Itoa(maxDepth) + " levels deep"
+		}
+		return dst, true
 	}
 	switch c := s.peek(); c {
 	case '"':

@@ -115,7 +115,72 @@ func (s *scanner) lit(word string) bool {
 	return true
 }
 
+// maxDepth bounds the recursion of the scanner's walks (skip, the JSON
+// writer, the decoder's members); a value nested deeper is walked by
+// skipDeep, without recursion, and, where it would be stored, rejected
+// alone (its row kept).
 const maxDepth = 64
+
+// skipDeep skips the value at the current position as skip does, at any
+// depth, without recursion: a stack of the open brackets. A value nested
+// past maxDepth failed its page, and then its stream.
+func (s *scanner) skipDeep() bool {
+	var open []byte // the closing bracket of each open object or array
+	for {
+		// A value.
+		switch s.peek() {
+		case '{':
+			s.pos++
+			if s.peek() == '}' {
+				s.pos++
+				break
+			}
+			open = append(open, '}')
+			if _, _, ok := s.str(); !ok || !s.expect(':') {
+				return false
+			}
+			continue
+		case '[':
+			s.pos++
+			if s.peek() == ']' {
+				s.pos++
+				break
+			}
+			open = append(open, ']')
+			continue
+		default:
+			if !s.skip(0) { // a scalar
+				return false
+			}
+		}
+		// What follows it: closers, then a ',' before the next value.
+		for {
+			if len(open) == 0 {
+				return true
+			}
+			top := open[len(open)-1]
+			c := s.peek()
+			if c == top {
+				s.pos++
+				open = open[:len(open)-1]
+				continue
+			}
+			if c != ',' {
+				if top == '}' {
+					return s.fail("expected ',' or '}' in object")
+				}
+				return s.fail("expected ',' or ']' in array")
+			}
+			s.pos++
+			if top == '}' {
+				if _, _, ok := s.str(); !ok || !s.expect(':') {
+					return false
+				}
+			}
+			break
+		}
+	}
+}
 
 // object walks the object at the current position (which must be '{'),
 // calling member with each key, escapes decoded (valid until member
@@ -207,7 +272,7 @@ func validEscapes(raw []byte) bool {
 // skip passes over one value of any kind.
 func (s *scanner) skip(depth int) bool {
 	if depth > maxDepth {
-		return s.fail("nesting too deep")
+		return s.skipDeep()
 	}
 	switch c := s.peek(); c {
 	case '"':
