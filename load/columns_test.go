@@ -253,3 +253,34 @@ func TestNewRowsAfterATypeNarrowed(t *testing.T) {
 		t.Errorf("history columns:\n%swant\n%s", got, want)
 	}
 }
+
+// TestWidenedColumnKeepsTheServiceText: a column widened to text holds
+// its earlier days' values as the service sends them, as the later days
+// hold theirs: a whole number without ".0", an instant as ISO 8601 in
+// UTC (a plain cast wrote 2.0 and 2026-01-02 00:00:00+00; found by
+// review), and a JSON column a number as a number.
+func TestWidenedColumnKeepsTheServiceText(t *testing.T) {
+	lake, wh := newWarehouse(t)
+	typed := []service.Field{{ID: "id", Type: "int"}, {ID: "x", Type: "float"}, {ID: "d", Type: "date"}}
+	text := []service.Field{{ID: "id", Type: "int"}, {ID: "x", Type: "string"}, {ID: "d", Type: "string"}}
+	d1 := stageJSON(t, lake, "r1", typed, `{"id":1,"x":2,"d":"2026-01-02T00:00:00Z"}`, `{"id":2,"x":2.5,"d":"2026-01-02T03:04:05.25+02:00"}`)
+	d1.Mode = load.Replace
+	if err := commitOn(wh, "r1", "2026-11-23", d1); err != nil {
+		t.Fatal(err)
+	}
+	d2 := stageJSON(t, lake, "r2", text, `{"id":1,"x":"2","d":"2026-01-02T00:00:00Z"}`, `{"id":3,"x":"abc","d":"soon"}`)
+	d2.Mode = load.Replace
+	var news int64
+	d2.NewRows = &news
+	if err := commitOn(wh, "r2", "2026-11-24", d2); err != nil {
+		t.Fatal(err)
+	}
+	want := "1|2|2026-01-02T00:00:00Z|2026-11-23\n2|2.5|2026-01-02T01:04:05.250000Z|2026-11-23\n" +
+		"1|2|2026-01-02T00:00:00Z|2026-11-24\n3|abc|soon|2026-11-24\n"
+	if got := rowsOf(t, wh, `SELECT id, x, d, snapshot_date FROM thing_history ORDER BY snapshot_date, id`); got != want {
+		t.Errorf("history:\n%swant\n%s", got, want)
+	}
+	if news != 1 {
+		t.Errorf("%d new rows, want 1 (id 1 is the same row, as the service sent it)", news)
+	}
+}

@@ -1891,16 +1891,43 @@ func widerType(a, b string) string {
 	return b
 }
 
-// castTo converts expr from DuckDB type from to type to: JSON text of any
-// value for a JSON column (to_json), a cast otherwise.
+// castTo converts expr from DuckDB type from to type to: to text or
+// JSON, as the service sends such a value (serviceText), so that a column
+// widened holds its earlier days' values as the days after it hold
+// theirs (a plain cast wrote 2.0 and '2026-01-02 00:00:00+00' where
+// later rows hold 2 and '2026-01-02T00:00:00Z'); a cast otherwise.
 func castTo(expr, from, to string) string {
 	if sameType(from, to) || sameType(to, from) {
 		return expr
 	}
-	if to == "JSON" {
+	switch {
+	case to == "VARCHAR":
+		return serviceText(expr, from)
+	case to == "JSON" && from == "DOUBLE":
+		return "CAST(" + serviceText(expr, from) + " AS JSON)" // a JSON number
+	case to == "JSON" && sameType(from, "TIMESTAMPTZ"):
+		return "to_json(" + serviceText(expr, from) + ")" // a JSON string
+	case to == "JSON":
 		return "to_json(" + expr + ")"
 	}
 	return "CAST(" + expr + " AS " + to + ")"
+}
+
+// serviceText is the SQL of expr, of DuckDB type from, as the text the
+// service sends such a value in: a whole double without ".0" (up to
+// 10^15, where a double still holds every integer), an instant as ISO
+// 8601 in UTC ('2026-01-02T00:00:00Z', with microseconds when it has
+// them), what a cast gives for any other.
+func serviceText(expr, from string) string {
+	switch {
+	case from == "DOUBLE":
+		return "CASE WHEN " + expr + " = trunc(" + expr + ") AND abs(" + expr + ") < 1e15 THEN CAST(CAST(" + expr +
+			" AS BIGINT) AS VARCHAR) ELSE CAST(" + expr + " AS VARCHAR) END"
+	case sameType(from, "TIMESTAMPTZ"):
+		return "CASE WHEN microsecond(" + expr + ") % 1000000 = 0 THEN strftime(" + expr + " AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%SZ') " +
+			"ELSE strftime(" + expr + " AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S.%fZ') END"
+	}
+	return "CAST(" + expr + " AS VARCHAR)"
 }
 
 func sameType(duck, want string) bool {
