@@ -310,7 +310,8 @@ type state struct {
 	// first key). Rows of one page almost always list their keys in the
 	// same order, so most keys are found by one comparison, not a map.
 	pred [][]int
-	// keyRaw holds the raw JSON of the row's key values, by key position.
+	// keyRaw holds the raw JSON of the row's key values, by key position:
+	// nil for a key the row lacks (appendKey keys the values as held).
 	keyRaw  [][]byte
 	keyBuf  []byte // the page's keys so far, back to back
 	keyEnds []int  // where each row's key ends in keyBuf; -1: the row has none

@@ -29,9 +29,12 @@
 //
 // What the decoder tolerates, because real tenants send it: numbers as JSON
 // strings ("12"), integral floats in int fields (12.0), dates with or
-// without fractional seconds, with a UTC offset, or date-only, fields
-// missing from a row (null), keys the schema does not know (counted and
-// named in Result.UnknownFields), and a missing totalResults/totalPages.
+// without seconds or fractional seconds, with a UTC offset, or date-only,
+// fields missing from a row (null), keys the schema does not know (counted
+// and named in Result.UnknownFields), a missing totalResults/totalPages, an
+// element of the rows that is not an object (a row rejected whole), and
+// values nested at any depth (past 64 levels a stored one is rejected
+// alone; skipDeep walks them without recursion).
 //
 // A page may come in any list shape the service sends: Coach reporting's
 // {page, resultsPerPage, totalResults, totalPages, results}, v3's
@@ -50,7 +53,8 @@
 // (WithUnknownRejected) and redacts credentials (WithCredentialsRedacted).
 // With key fields (WithKeyFields) it yields every row's key in the same
 // pass, so the reader checks for repeated rows without parsing the page
-// again.
+// again: the key values as their columns hold them (1 and "1" in a text
+// column are one key), not as sent.
 //
 // The package does no I/O and knows nothing of Parquet or DuckDB.
 package transform
