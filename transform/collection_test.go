@@ -297,6 +297,13 @@ func TestInferredTypesHoldEveryNumber(t *testing.T) {
 	if want := map[string]string{"id": "string", "big": "string", "huge": "string", "plus": "float"}; !maps.Equal(types, want) {
 		t.Errorf("types %v, want %v", types, want)
 	}
+	decodesWholly(t, mem, fields, body, `"18446744073709551615"`, `"9007199254740993"`, `"1e309"`, `5`)
+}
+
+// decodesWholly decodes body with fields, and fails t if a value is
+// rejected or the record lacks one of values (JSON text).
+func decodesWholly(t *testing.T, mem memory.Allocator, fields []service.Field, body []byte, values ...string) {
+	t.Helper()
 	d := collectionDecoder(t, mem, fields)
 	defer d.Release()
 	res, err := d.DecodePage(1, body)
@@ -308,7 +315,7 @@ func TestInferredTypesHoldEveryNumber(t *testing.T) {
 		t.Errorf("rejects: %+v", res.Rejects)
 	}
 	out := recordJSON(t, res.Record)
-	for _, v := range []string{`"18446744073709551615"`, `"9007199254740993"`, `"1e309"`, `5`} {
+	for _, v := range values {
 		if !strings.Contains(out, v) {
 			t.Errorf("the record lacks %s:\n%s", v, out)
 		}
@@ -322,23 +329,7 @@ func TestInferAMemberNamedEmpty(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	body := []byte(`{"items":[{"id":"a","":"odd"},{"id":"b","o":{"":1}}]}`)
-	fields := inferFields(t, body)
-	d := collectionDecoder(t, mem, fields)
-	defer d.Release()
-	res, err := d.DecodePage(1, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Record.Release()
-	if len(res.Rejects) != 0 {
-		t.Errorf("rejects: %+v", res.Rejects)
-	}
-	out := recordJSON(t, res.Record)
-	for _, v := range []string{`"empty_member_name":"odd"`, `"o__":1`} {
-		if !strings.Contains(out, v) {
-			t.Errorf("the record lacks %s:\n%s", v, out)
-		}
-	}
+	decodesWholly(t, mem, inferFields(t, body), body, `"empty_member_name":"odd"`, `"o__":1`)
 }
 
 // TestValuesNestedDeep: a value nested past the scanner's 64 levels (a
