@@ -554,7 +554,7 @@ func (d *Decoder) results(st *state, s *scanner, page int, body []byte, res *Res
 // rejects (a note of its size past the decoder's value limit), no key.
 func (d *Decoder) notAnObject(st *state, s *scanner, page, row int, res *Result) bool {
 	start := s.pos
-	if !s.skip(1) {
+	if !s.skip() {
 		return false
 	}
 	raw := string(trimSpace(s.buf[start:s.pos]))
@@ -736,7 +736,7 @@ func (d *Decoder) member(st *state, s *scanner, c *node, page, row int, res *Res
 		if d.maxValue > 0 && d.kinds[c.col] == kJSON && p != 'n' && len(s.buf)-vstart > d.maxValue {
 			// A json value is compacted into scratch: measure it first
 			// (when what is left of the page could be too long at all).
-			if !s.skip(depth) {
+			if !s.skip() {
 				return false
 			}
 			if s.pos-vstart > d.maxValue {
@@ -777,7 +777,7 @@ func (d *Decoder) member(st *state, s *scanner, c *node, page, row int, res *Res
 		return s.lit("null")
 	}
 	vstart := s.pos
-	if !s.skip(depth) {
+	if !s.skip() {
 		return false
 	}
 	if d.maxValue > 0 && s.pos-vstart > d.maxValue {
@@ -799,7 +799,7 @@ func (d *Decoder) member(st *state, s *scanner, c *node, page, row int, res *Res
 func (d *Decoder) unknownMember(st *state, s *scanner, n *node, key []byte, page, row int, res *Result, depth int) bool {
 	vstart := s.pos
 	null := s.peek() == 'n'
-	if !s.skip(depth) {
+	if !s.skip() {
 		return false
 	}
 	name := key
@@ -965,7 +965,7 @@ func (d *Decoder) value(st *state, s *scanner, col, depth int) (reason string, o
 		}
 		return "boolean in a " + kindName[k] + " field", true
 	case c == '{' || c == '[':
-		if !s.skip(depth) {
+		if !s.skip() {
 			return "", false
 		}
 		what := "object"
@@ -974,7 +974,7 @@ func (d *Decoder) value(st *state, s *scanner, col, depth int) (reason string, o
 		}
 		return what + " in a " + kindName[k] + " field", true
 	default:
-		return "", s.skip(depth)
+		return "", s.skip()
 	}
 }
 

@@ -34,7 +34,7 @@
 // and named in Result.UnknownFields), a missing totalResults/totalPages, an
 // element of the rows that is not an object (a row rejected whole), and
 // values nested at any depth (past 64 levels a stored one is rejected
-// alone; skipDeep walks them without recursion).
+// alone; the scanner's skip walks them without recursion).
 //
 // A page may come in any list shape the service sends: Coach reporting's
 // {page, resultsPerPage, totalResults, totalPages, results}, v3's

@@ -92,7 +92,7 @@ func (in *Inferrer) Page(page int, body []byte) error {
 		}
 		return s.array(func() bool {
 			if s.peek() != '{' {
-				return s.skip(1) // a row the decoder rejects whole: no member
+				return s.skip() // a row the decoder rejects whole: no member
 			}
 			return in.object(s, in.root, 1)
 		})
@@ -143,13 +143,13 @@ func (in *Inferrer) value(s *scanner, c *inode, depth int) bool {
 	case ch == '{':
 		if depth >= maxFlatten {
 			c.seen |= sDeep
-			return s.skip(depth)
+			return s.skip()
 		}
 		c.seen |= sObject
 		return in.object(s, c, depth+1)
 	case ch == '[':
 		c.seen |= sArray
-		return s.skip(depth)
+		return s.skip()
 	case ch == '-' || (ch >= '0' && ch <= '9'):
 		raw, ok := s.num()
 		if !ok {
@@ -165,7 +165,7 @@ func (in *Inferrer) value(s *scanner, c *inode, depth int) bool {
 		}
 		return true
 	}
-	return s.skip(depth)
+	return s.skip()
 }
 
 // isInt reports whether a JSON number is an integer the Decoder stores in

@@ -36,7 +36,7 @@ func walkPage(s *scanner, info *service.PageInfo, perPage func(int), rows func()
 	// member, or anything else, passed over.
 	nested := func(member func(key []byte) bool) bool {
 		if s.peek() != '{' {
-			return s.skip(1)
+			return s.skip()
 		}
 		return s.object(member)
 	}
@@ -71,17 +71,17 @@ func walkPage(s *scanner, info *service.PageInfo, perPage func(int), rows func()
 				if k := string(key); k == "count" || k == "total" || k == "totalResults" {
 					return count(k)
 				}
-				return s.skip(2)
+				return s.skip()
 			})
 		case "response":
 			return nested(func(key []byte) bool {
 				if k := string(key); k == "items" || k == "results" {
 					return readRows()
 				}
-				return s.skip(2)
+				return s.skip()
 			})
 		}
-		return s.skip(1)
+		return s.skip()
 	})
 	if !ok {
 		return saw, false
@@ -134,7 +134,7 @@ func (j *jsonWriter) value(dst []byte, depth int) ([]byte, bool) {
 	s := j.s
 	if depth > maxDepth {
 		// Not stored: the value is rejected alone, its row kept.
-		if !s.skipDeep() {
+		if !s.skip() {
 			return dst, false
 		}
 		if j.bad == "" {
@@ -164,7 +164,7 @@ func (j *jsonWriter) value(dst []byte, depth int) ([]byte, bool) {
 			key := dst[start:]
 			dst = append(dst, ':')
 			if j.secret && string(key) == `"value"` && s.peek() != 'n' {
-				if !s.skip(depth + 1) {
+				if !s.skip() {
 					return dst, false
 				}
 				dst = append(dst, `"REDACTED"`...)

@@ -115,72 +115,11 @@ func (s *scanner) lit(word string) bool {
 	return true
 }
 
-// maxDepth bounds the recursion of the scanner's walks (skip, the JSON
-// writer, the decoder's members); a value nested deeper is walked by
-// skipDeep, without recursion, and, where it would be stored, rejected
+// maxDepth bounds the recursion of the scanner's recursive walks (the JSON
+// writer, the decoder's members); a value nested deeper is passed over by
+// skip, which does not recurse, and, where it would be stored, rejected
 // alone (its row kept).
 const maxDepth = 64
-
-// skipDeep skips the value at the current position as skip does, at any
-// depth, without recursion: a stack of the open brackets. A value nested
-// past maxDepth failed its page, and then its stream.
-func (s *scanner) skipDeep() bool {
-	var open []byte // the closing bracket of each open object or array
-	for {
-		// A value.
-		switch s.peek() {
-		case '{':
-			s.pos++
-			if s.peek() == '}' {
-				s.pos++
-				break
-			}
-			open = append(open, '}')
-			if _, _, ok := s.str(); !ok || !s.expect(':') {
-				return false
-			}
-			continue
-		case '[':
-			s.pos++
-			if s.peek() == ']' {
-				s.pos++
-				break
-			}
-			open = append(open, ']')
-			continue
-		default:
-			if !s.skip(0) { // a scalar
-				return false
-			}
-		}
-		// What follows it: closers, then a ',' before the next value.
-		for {
-			if len(open) == 0 {
-				return true
-			}
-			top := open[len(open)-1]
-			c := s.peek()
-			if c == top {
-				s.pos++
-				open = open[:len(open)-1]
-				continue
-			}
-			if c != ',' {
-				if top == '}' {
-					return s.fail("expected ',' or '}' in object")
-				}
-				return s.fail("expected ',' or ']' in array")
-			}
-			s.pos++
-			if top == '}' {
-				if _, _, ok := s.str(); !ok || !s.expect(':') {
-					return false
-				}
-			}
-			break
-		}
-	}
-}
 
 // object walks the object at the current position (which must be '{'),
 // calling member with each key, escapes decoded (valid until member
@@ -269,58 +208,77 @@ func validEscapes(raw []byte) bool {
 	return true
 }
 
-// skip passes over one value of any kind.
-func (s *scanner) skip(depth int) bool {
-	if depth > maxDepth {
-		return s.skipDeep()
+// skip passes over one value of any kind, at any depth, without
+// recursion (a stack of the open objects' and arrays' closing brackets):
+// a value nested past maxDepth is skipped like any other (it failed its
+// page, and then its stream).
+func (s *scanner) skip() bool {
+	var stack [16]byte
+	open := stack[:0] // the closing bracket of each open object or array
+	for {
+		// A value.
+		switch c := s.peek(); c {
+		case '{', '[':
+			closer := byte('}')
+			if c == '[' {
+				closer = ']'
+			}
+			s.pos++
+			if s.peek() == closer {
+				s.pos++
+				break
+			}
+			open = append(open, closer)
+			if closer == '}' && !s.memberName() {
+				return false
+			}
+			continue
+		default:
+			if !s.scalar() {
+				return false
+			}
+		}
+		// What follows it: closers, then a ',' before the next value.
+		for {
+			if len(open) == 0 {
+				return true
+			}
+			top := open[len(open)-1]
+			c := s.peek()
+			if c == top {
+				s.pos++
+				open = open[:len(open)-1]
+				continue
+			}
+			if c != ',' {
+				if top == '}' {
+					return s.fail("expected ',' or '}' in object")
+				}
+				return s.fail("expected ',' or ']' in array")
+			}
+			s.pos++
+			if top == '}' && !s.memberName() {
+				return false
+			}
+			break
+		}
 	}
+}
+
+// memberName passes over an object member's name and its ':'.
+func (s *scanner) memberName() bool {
+	if _, _, ok := s.str(); !ok {
+		return false
+	}
+	return s.expect(':')
+}
+
+// scalar passes over a value that is not an object or an array.
+func (s *scanner) scalar() bool {
 	switch c := s.peek(); c {
 	case '"':
 		_, _, ok := s.str()
 		return ok
-	case '{':
-		s.pos++
-		if s.peek() == '}' {
-			s.pos++
-			return true
-		}
-		for {
-			if _, _, ok := s.str(); !ok {
-				return false
-			}
-			if !s.expect(':') || !s.skip(depth+1) {
-				return false
-			}
-			switch s.peek() {
-			case ',':
-				s.pos++
-			case '}':
-				s.pos++
-				return true
-			default:
-				return s.fail("expected ',' or '}' in object")
-			}
-		}
-	case '[':
-		s.pos++
-		if s.peek() == ']' {
-			s.pos++
-			return true
-		}
-		for {
-			if !s.skip(depth + 1) {
-				return false
-			}
-			switch s.peek() {
-			case ',':
-				s.pos++
-			case ']':
-				s.pos++
-				return true
-			default:
-				return s.fail("expected ',' or ']' in array")
-			}
-		}
 	case 't':
 		return s.lit("true")
 	case 'f':
