@@ -133,12 +133,12 @@ func parseRateLimitField(v string, now time.Time) (rateLimitItem, bool) {
 			case "remaining":
 				flat.remaining, flatOK = int(min(n, 1<<31)), true
 			case "reset":
-				flat.reset, flat.resetOK = now.Add(time.Duration(min(n, 86400)*float64(time.Second))), true
+				flat.reset, flat.resetOK = secondsFrom(now, n), true
 			case "r":
 				it.remaining, ok = int(min(n, 1<<31)), true
 				flat.remaining, flatOK = it.remaining, true // "r=0, t=30" too
 			case "t":
-				it.reset, it.resetOK = now.Add(time.Duration(min(n, 86400)*float64(time.Second))), true
+				it.reset, it.resetOK = secondsFrom(now, n), true
 				flat.reset, flat.resetOK = it.reset, true
 			}
 		}
@@ -200,32 +200,44 @@ func headerInt(h http.Header, names ...string) (int, bool) {
 // day away are capped to a day.
 func parseReset(v string, now time.Time) (time.Time, bool) {
 	v = strings.Trim(strings.TrimSpace(v), `"`)
-	if i := strings.IndexAny(v, ",;"); i >= 0 && !strings.Contains(v, " GMT") {
-		v = strings.Trim(strings.TrimSpace(v[:i]), `"`) // "30, 3600": the first window's
+	t, ok := resetTime(v, now)
+	if i := strings.IndexAny(v, ",;"); !ok && i >= 0 {
+		t, ok = resetTime(strings.Trim(strings.TrimSpace(v[:i]), `"`), now) // "30, 3600": the first window's
 	}
-	var t time.Time
+	if !ok {
+		return time.Time{}, false
+	}
+	if day := now.Add(24 * time.Hour); t.After(day) {
+		t = day
+	}
+	return t, true
+}
+
+// resetTime reads one reset (parseReset's forms), uncapped.
+func resetTime(v string, now time.Time) (time.Time, bool) {
 	if n, err := strconv.ParseFloat(v, 64); err == nil {
 		switch {
 		case n < 0 || math.IsNaN(n) || math.IsInf(n, 0):
 			return time.Time{}, false
 		case n > 1e12: // Unix milliseconds
-			t = time.UnixMilli(int64(min(n, 1e15)))
+			return time.UnixMilli(int64(min(n, 1e15))), true
 		case n > 1e9: // Unix seconds
-			t = time.Unix(int64(n), 0)
-		default:
-			t = now.Add(time.Duration(n * float64(time.Second)))
+			return time.Unix(int64(n), 0), true
 		}
-	} else if d, err := http.ParseTime(v); err == nil {
-		t = d
-	} else if d, err := time.Parse(time.RFC3339, v); err == nil {
-		t = d
-	} else {
-		return time.Time{}, false
+		return secondsFrom(now, n), true
 	}
-	if t.After(now.Add(24 * time.Hour)) {
-		t = now.Add(24 * time.Hour)
+	if t, err := http.ParseTime(v); err == nil {
+		return t, true
 	}
-	return t, true
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, true
+	}
+	return time.Time{}, false
+}
+
+// secondsFrom is now and n seconds (at most a day, the cap of every wait).
+func secondsFrom(now time.Time, n float64) time.Time {
+	return now.Add(time.Duration(min(n, 86400) * float64(time.Second)))
 }
 
 // parseQuotaMeta reads meta.rateLimit (or meta.ratelimit, meta.quota) of a
