@@ -623,7 +623,7 @@ func (d *Decoder) appendKey(st *state) {
 		case kFloat:
 			st.keyBuf = strconv.AppendFloat(st.keyBuf, sl.f, 'g', -1, 64)
 		case kString, kPicklist:
-			st.keyBuf = strconv.AppendQuote(st.keyBuf, string(sl.b))
+			st.keyBuf = strconv.AppendQuote(st.keyBuf, bstr(sl.b)) // no copy: quoted into keyBuf
 		default:
 			st.keyBuf = append(st.keyBuf, st.keyRaw[i]...)
 		}
