@@ -280,9 +280,9 @@ func (r *RunLoad) Commit(ctx context.Context, run Run, tables []Table) error {
 		rowsPer[t.Object] = t.Rows
 		st := t.Stats
 		if _, err := tx.ExecContext(ctx, `INSERT INTO _sepipe_run_objects
-			(run_id, object, rows, rejected_rows, pages, requests, retries, duration_ms, schema_version, files, status)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			run.ID, t.Object, t.Rows, st.RejectedRows, st.Pages, st.Requests, st.Retries,
+			(run_id, object, rows, rejected_rows, nulled_values, pages, requests, retries, duration_ms, schema_version, files, status)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			run.ID, t.Object, t.Rows, st.RejectedRows, st.NulledValues, st.Pages, st.Requests, st.Retries,
 			st.Duration.Milliseconds(), schemas.SchemaVersion(t.Schema), len(t.Files), StreamCommitted); err != nil {
 			return &WriteError{Object: t.Object, Step: "record run object", Path: "_sepipe_run_objects", Err: err}
 		}

@@ -109,7 +109,8 @@ ALTER TABLE _sepipe_runs ADD COLUMN IF NOT EXISTS published BOOLEAN DEFAULT true
 ALTER TABLE _sepipe_run_objects ADD COLUMN IF NOT EXISTS status VARCHAR DEFAULT 'committed';
 ALTER TABLE _sepipe_run_objects ADD COLUMN IF NOT EXISTS reason VARCHAR;
 ALTER TABLE _sepipe_rejects ADD COLUMN IF NOT EXISTS raw_row_bytes BLOB;
-ALTER TABLE _sepipe_rejects ADD COLUMN IF NOT EXISTS raw_value_file VARCHAR;`
+ALTER TABLE _sepipe_rejects ADD COLUMN IF NOT EXISTS raw_value_file VARCHAR;
+ALTER TABLE _sepipe_run_objects ADD COLUMN IF NOT EXISTS nulled_values BIGINT DEFAULT 0;`
 
 // OpenWarehouse opens (creating if needed) the DuckDB file at path and
 // makes sure sepipe's bookkeeping tables exist. sepipe's commands open an
@@ -804,6 +805,7 @@ type Table struct {
 // ObjectStats is what a run did for one object.
 type ObjectStats struct {
 	Rows, RejectedRows       int64
+	NulledValues             int64 // values null in a kept row: they did not fit their column
 	Pages, Requests, Retries int
 	Duration                 time.Duration
 }

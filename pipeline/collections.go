@@ -262,7 +262,7 @@ func (c *collectionRead) newDecoder(extra []transform.Option) (transform.PageDec
 			return nil, fmt.Errorf("primary key field %q is not a field of %s", k, c.name)
 		}
 	}
-	opts := append(slices.Clone(c.opts), transform.WithRowsKept(), transform.WithCredentialsRedacted())
+	opts := append(slices.Clone(c.opts), transform.WithCredentialsRedacted())
 	if len(keys) > 0 {
 		opts = append(opts, transform.WithKeyFields(c.required, keys...))
 	}

@@ -53,8 +53,8 @@ func oddTenant(t *testing.T, rows []string) *httptest.Server {
 }
 
 // TestInvalidUTF8NeverFailsARun: text that is not valid UTF-8 is stored
-// repaired (U+FFFD), counted; a rejected row whose raw text is not valid
-// UTF-8 is recorded with its exact bytes; the stream commits.
+// repaired (U+FFFD), counted; a reject whose raw row is not valid UTF-8
+// is recorded with its exact bytes; the stream commits.
 func TestInvalidUTF8NeverFailsARun(t *testing.T) {
 	srv := oddTenant(t, []string{
 		`{"id":1,"name":"fine","n":1}`,
@@ -67,8 +67,8 @@ func TestInvalidUTF8NeverFailsARun(t *testing.T) {
 		t.Fatalf("one odd value failed the run: %v", err)
 	}
 	o := objectResult(t, res, "odd")
-	if o.Rows != 2 || o.RejectedRows != 1 || o.RepairedValues != 2 {
-		t.Fatalf("rows %d, rejected %d, repaired %d; want 2, 1, 2", o.Rows, o.RejectedRows, o.RepairedValues)
+	if o.Rows != 3 || o.RejectedRows != 0 || o.NulledValues != 1 || o.RepairedValues != 2 {
+		t.Fatalf("rows %d, rejected %d, nulled %d, repaired %d; want 3, 0, 1, 2", o.Rows, o.RejectedRows, o.NulledValues, o.RepairedValues)
 	}
 	db := warehousetest.Open(t, out)
 	if got := warehousetest.Scalar[string](t, db, `SELECT name FROM odd WHERE id = 2`); got != "bad \uFFFD bytes" {

@@ -178,11 +178,14 @@ const DefaultMaxValueBytes = 16 << 20
 
 // ObjectResult is what a run did for one object.
 type ObjectResult struct {
-	Object        string // the stream's name: its table and lake folder
-	ServiceID     string // the service's id of the stream (often the same)
-	Mode          load.WriteMode
-	Rows          int64 // rows loaded
-	RejectedRows  int64
+	Object       string // the stream's name: its table and lake folder
+	ServiceID    string // the service's id of the stream (often the same)
+	Mode         load.WriteMode
+	Rows         int64 // rows loaded
+	RejectedRows int64 // rows left out: not objects, or without a merge key's value
+	// NulledValues counts values stored as null in a kept row because they
+	// did not fit their column's type (each is in _sepipe_rejects).
+	NulledValues  int64
 	Pages         int
 	Requests      int
 	Retries       int
@@ -948,7 +951,7 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, lh *lakehouse.
 		FullRefresh: fullRefresh,
 		Describe:    describe,
 		Stats: load.ObjectStats{
-			Rows: rows, RejectedRows: sink.rejectedRows,
+			Rows: rows, RejectedRows: sink.rejectedRows, NulledValues: sink.nulled,
 			Pages: stats.Pages, Requests: stats.Requests, Retries: stats.Retries, Duration: dur,
 		},
 	}
@@ -971,7 +974,7 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, lh *lakehouse.
 		Object: name, ServiceID: id, Mode: mode, Status: StatusOK, Diff: diff, Since: since, Rows: rows, RejectedRows: sink.rejectedRows,
 		Pages: stats.Pages, Requests: stats.Requests, Retries: stats.Retries,
 		Duration: dur, SchemaVersion: schemas.SchemaVersion(schema), UnknownFields: sink.unknown,
-		RepairedValues: sink.repaired, LongValues: sink.long,
+		RepairedValues: sink.repaired, LongValues: sink.long, NulledValues: sink.nulled,
 	}
 	if sink.repaired > 0 {
 		log.Warn("text values that were not valid UTF-8 were stored with U+FFFD in place of the invalid bytes",
@@ -981,9 +984,9 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, lh *lakehouse.
 		log.Warn("values longer than max_value_bytes are null in the table; each is kept whole in a file of the lake partition (_sepipe_rejects.raw_value_file)",
 			"stream", id, "values", sink.long, "max_value_bytes", cfg.MaxValueBytes)
 	}
-	if n := int64(len(sink.rejects)) - sink.long; n > 0 {
-		log.Warn("values that do not fit their column's type are in _sepipe_rejects",
-			"stream", id, "values", n, "rows_left_out", sink.rejectedRows)
+	if sink.nulled > 0 || sink.rejectedRows > 0 {
+		log.Warn("values that do not fit their column's type are null in their rows, and rows that cannot be placed are left out; each is in _sepipe_rejects",
+			"stream", id, "values", sink.nulled, "rows_left_out", sink.rejectedRows)
 	}
 	log.Info("stream staged", "stream", id, "rows", rows, "pages", stats.Pages,
 		"requests", stats.Requests, "retries", stats.Retries, "duration", dur.Round(time.Millisecond))
@@ -1030,6 +1033,7 @@ type objectSink struct {
 	mu           sync.Mutex // guards what follows
 	rejects      []transform.Reject
 	rejectedRows int64
+	nulled       int64
 	repaired     int64
 	long         int64 // values over the limit, kept in files
 	largestPage  int   // bytes of the largest page body
@@ -1146,7 +1150,7 @@ func (s *objectSink) restartWith(newWriter writerSet) error {
 		return err
 	}
 	s.mu.Lock()
-	s.rejects, s.rejectedRows, s.repaired, s.long, s.unknown = nil, 0, 0, 0, nil
+	s.rejects, s.rejectedRows, s.nulled, s.repaired, s.long, s.unknown = nil, 0, 0, 0, 0, nil
 	s.newWriter = newWriter
 	s.mu.Unlock()
 	return s.open()
@@ -1188,6 +1192,7 @@ func (s *objectSink) add(r transform.Result, body []byte) error {
 	defer s.mu.Unlock()
 	s.rejects = append(s.rejects, r.Rejects...)
 	s.rejectedRows += int64(r.RejectedRows)
+	s.nulled += int64(r.NulledValues)
 	s.repaired += int64(r.RepairedValues)
 	for _, rj := range r.Rejects {
 		if rj.Oversize {

@@ -389,6 +389,9 @@ func tinyService(t *testing.T) *httptest.Server {
 	return httptest.NewServer(reportingOnly(mux.ServeHTTP))
 }
 
+// TestRejectsAreRecordedNotDropped: a value that does not fit its field
+// is null in its row, which stays in the table; the value, its reason and
+// its whole row are in _sepipe_rejects, and counted.
 func TestRejectsAreRecordedNotDropped(t *testing.T) {
 	srv := tinyService(t)
 	defer srv.Close()
@@ -397,14 +400,15 @@ func TestRejectsAreRecordedNotDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := objectResult(t, res, "thing"); o.Rows != 2 || o.RejectedRows != 2 {
-		t.Errorf("rows %d rejected %d, want 2 and 2", o.Rows, o.RejectedRows)
+	if o := objectResult(t, res, "thing"); o.Rows != 4 || o.RejectedRows != 0 || o.NulledValues != 2 {
+		t.Errorf("rows %d rejected %d nulled %d, want 4, 0 and 2", o.Rows, o.RejectedRows, o.NulledValues)
 	}
 	db := warehousetest.Open(t, out)
-	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM thing`); n != 2 {
-		t.Errorf("table rows = %d", n)
+	got := warehousetest.Scalar[string](t, db, `SELECT string_agg(id || ':' || coalesce(score::VARCHAR, '-') || ':' || coalesce(strftime("at", '%Y-%m-%d'), '-'), ' ' ORDER BY id) FROM thing`)
+	if want := "1:2.5:2026-01-01 2:-:- 3:-:2026-01-01 4:1.5:-"; got != want {
+		t.Errorf("table rows %s, want %s", got, want)
 	}
-	got := warehousetest.Scalar[string](t, db, `SELECT string_agg(object || '/' || page || '/' || row_in_page || '/' || field || '/' || raw_value || '/' || reason, ' | ' ORDER BY row_in_page) FROM _sepipe_rejects`)
+	got = warehousetest.Scalar[string](t, db, `SELECT string_agg(object || '/' || page || '/' || row_in_page || '/' || field || '/' || raw_value || '/' || reason, ' | ' ORDER BY row_in_page) FROM _sepipe_rejects`)
 	want := `thing/2/0/score/"high"/text is not a number | thing/2/1/at/"yesterday"/not an ISO 8601 date or date-time`
 	if got != want {
 		t.Errorf("rejects:\n got %s\nwant %s", got, want)
@@ -412,8 +416,8 @@ func TestRejectsAreRecordedNotDropped(t *testing.T) {
 	if raw := warehousetest.Scalar[string](t, db, `SELECT raw_row FROM _sepipe_rejects WHERE field = 'score'`); raw != `{"id":3,"score":"high","at":"2026-01-01T00:00:00Z"}` {
 		t.Errorf("raw row = %s", raw)
 	}
-	if n := warehousetest.Scalar[int64](t, db, `SELECT rejected_rows FROM _sepipe_run_objects WHERE object = 'thing'`); n != 2 {
-		t.Errorf("run objects rejected_rows = %d", n)
+	if got := warehousetest.Scalar[string](t, db, `SELECT rejected_rows || ' ' || nulled_values FROM _sepipe_run_objects WHERE object = 'thing'`); got != "0 2" {
+		t.Errorf("run objects rejected_rows, nulled_values = %s, want 0 2", got)
 	}
 }
 

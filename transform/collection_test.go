@@ -34,7 +34,7 @@ func collectionDecoder(t *testing.T, mem memory.Allocator, fields []service.Fiel
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := transform.NewDecoder(s, append([]transform.Option{transform.WithAllocator(mem), transform.WithRowsKept()}, opts...)...)
+	d, err := transform.NewDecoder(s, append([]transform.Option{transform.WithAllocator(mem)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,9 +144,10 @@ func TestDecodeListShapes(t *testing.T) {
 
 func inferFromBody(b string) error { return transform.NewInferrer("x").Page(1, []byte(b)) }
 
-// TestDecodeMisfitsKeepRows: under WithRowsKept a value that does not fit
-// its column is null in a kept row and listed as a reject; a row without
-// its required key is left out, and its (empty) key still counted.
+// TestDecodeMisfitsKeepRows: a value that does not fit its column (or,
+// under WithUnknownRejected, is not in the schema) is null in a kept row
+// and listed as a reject; a row without its required key is left out,
+// and its (empty) key still counted.
 func TestDecodeMisfitsKeepRows(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
@@ -160,8 +161,8 @@ func TestDecodeMisfitsKeepRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer res.Record.Release()
-	if res.Record.NumRows() != 2 || res.RejectedRows != 1 {
-		t.Fatalf("rows %d rejected %d", res.Record.NumRows(), res.RejectedRows)
+	if res.Record.NumRows() != 2 || res.RejectedRows != 1 || res.NulledValues != 4 {
+		t.Fatalf("rows %d rejected %d nulled %d; want 2, 1, 4", res.Record.NumRows(), res.RejectedRows, res.NulledValues)
 	}
 	var got []string
 	for _, r := range res.Rejects {

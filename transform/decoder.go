@@ -42,9 +42,16 @@ type Result struct {
 	Info service.PageInfo
 	// Rejects lists each value that did not fit its field.
 	Rejects []Reject
-	// RejectedRows counts rows left out of Record (a row with two bad
-	// values has two Rejects but counts once).
+	// RejectedRows counts rows left out of Record: elements of the rows
+	// that are not objects, and, with WithKeyFields(true, ...), rows
+	// without a value for a key field (a row with two bad values has two
+	// Rejects but counts once).
 	RejectedRows int
+	// NulledValues counts the Rejects of values null in a row that was
+	// kept because they did not fit their field (text in an int field, an
+	// object where a scalar belongs) or, under WithUnknownRejected, were not
+	// in the schema; values too long for WithMaxValueBytes are not counted.
+	NulledValues int
 	// Misfits counts the Rejects of values whose JSON type or text their
 	// column's type cannot hold (not those of missing keys or, under
 	// WithUnknownRejected, of unknown members): a collection's cue to
@@ -84,11 +91,6 @@ func WithAllocator(mem memory.Allocator) Option { return func(d *Decoder) { d.me
 func WithKeyFields(required bool, ids ...string) Option {
 	return func(d *Decoder) { d.keyIDs, d.keyRequired = ids, required }
 }
-
-// WithRowsKept keeps a row whose values do not all fit: the misfits are
-// null in the row and listed as Rejects (collections, whose schema follows
-// their data). Without it such a row is left out of the batch.
-func WithRowsKept() Option { return func(d *Decoder) { d.keepRows = true } }
 
 // WithUnknownRejected lists the value of every member the schema does not
 // know as a Reject ("not in the frozen schema"), instead of only naming
@@ -161,7 +163,6 @@ type Decoder struct {
 	keyCols        []int // columns of keyIDs
 	keyOf          []int // by column: position in keyCols, or -1
 	keyRequired    bool
-	keepRows       bool
 	unknownRejects bool
 	redact         bool
 	defID          string
@@ -315,7 +316,7 @@ type state struct {
 	keyRaw  [][]byte
 	keyBuf  []byte // the page's keys so far, back to back
 	keyEnds []int  // where each row's key ends in keyBuf; -1: the row has none
-	dropRow bool   // the row must be left out even when rows are kept
+	dropRow bool   // the row must be left out: a key field without a value
 	// oversize holds the [start, end) body offsets of the row's values
 	// over the limit (kept out of RawRow), in order.
 	oversize []int
@@ -588,10 +589,13 @@ func (d *Decoder) rowAt(st *state, s *scanner, body []byte, page, row int, res *
 			res.Rejects[i].RawRow = raw
 		}
 	}
-	// A value only too long keeps its row (null in its field).
-	if st.dropRow || (!d.keepRows && len(res.Rejects)-nrej > len(st.oversize)/2) {
+	// A value that does not fit, or is too long, is null in its row: the
+	// row stays (its values' Rejects say what was sent). Only a row that
+	// cannot be placed is left out.
+	if st.dropRow {
 		res.RejectedRows++
 	} else {
+		res.NulledValues += len(res.Rejects) - nrej - len(st.oversize)/2
 		d.commit(st)
 	}
 	return true

@@ -9,12 +9,16 @@
 // builders with no reflection, no per-row maps and no per-value allocations
 // on the common path.
 //
-// A row holding a value that does not fit its field's type (text in an int
-// field, an unparseable date, an object where a scalar belongs) is not
-// written to the batch and not dropped silently either: it is returned as
-// one Reject per offending field, with the whole raw row, and counted. A page
-// that is not valid JSON at all is an error (*DecodeError) naming object,
-// page and byte offset: the caller decides whether to refetch it.
+// A value that does not fit its field's type (text in an int field, an
+// unparseable date, an object where a scalar belongs) is null in its row,
+// and the row is kept: one data path for report objects and collections,
+// and no row lost for one odd value. Nothing is dropped silently either:
+// each such value is a Reject, with the whole raw row, and counted
+// (Result.NulledValues). A row is left out (Result.RejectedRows) only when
+// it cannot be placed: an element of the rows that is not an object, or a
+// row without a value for a required key field. A page that is not valid
+// JSON at all is an error (*DecodeError) naming object, page and byte
+// offset: the caller decides whether to refetch it.
 //
 // A value whose JSON text is longer than WithMaxValueBytes is not copied:
 // its field is null, its row is kept, and its Reject (Oversize) gives the
@@ -33,8 +37,8 @@
 // fields missing from a row (null), keys the schema does not know (counted
 // and named in Result.UnknownFields), a missing totalResults/totalPages, an
 // element of the rows that is not an object (a row rejected whole), and
-// values nested at any depth (past 64 levels a stored one is rejected
-// alone; the scanner's skip walks them without recursion).
+// values nested at any depth (past 64 levels a stored one is null and a
+// Reject; the scanner's skip walks them without recursion).
 //
 // A page may come in any list shape the service sends: Coach reporting's
 // {page, resultsPerPage, totalResults, totalPages, results}, v3's
@@ -47,9 +51,9 @@
 // flattened into parent__child columns, arrays and deeper values as json
 // columns, types as narrow as the values allow). The Decoder reads nested
 // members by their path, stores json columns as compacted, valid JSON
-// text (arrow-go's JSON extension type), and, for collections, keeps a row
-// whose value misfits (WithRowsKept: the value is null and a Reject),
-// lists unknown members as Rejects under a frozen schema
+// text (arrow-go's JSON extension type), and, for collections, counts the
+// misfits that call for a wider schema (Result.Misfits), lists unknown
+// members as Rejects under a frozen schema
 // (WithUnknownRejected) and redacts credentials (WithCredentialsRedacted).
 // With key fields (WithKeyFields) it yields every row's key in the same
 // pass, so the reader checks for repeated rows without parsing the page

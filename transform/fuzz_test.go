@@ -34,6 +34,9 @@ func FuzzDecodePage(f *testing.F) {
 		if got := res.Record.NumRows() + int64(res.RejectedRows); got != int64(res.Info.Rows) {
 			t.Fatalf("rows in batch %d + rejected %d != rows counted %d", res.Record.NumRows(), res.RejectedRows, res.Info.Rows)
 		}
+		if res.NulledValues < 0 || res.NulledValues+res.RejectedRows > len(res.Rejects) {
+			t.Fatalf("%d values nulled and %d rows left out, for %d rejects", res.NulledValues, res.RejectedRows, len(res.Rejects))
+		}
 		for i, c := range res.Record.Columns() {
 			if int64(c.Len()) != res.Record.NumRows() {
 				t.Fatalf("column %d has %d values, batch has %d rows", i, c.Len(), res.Record.NumRows())

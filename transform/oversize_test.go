@@ -31,28 +31,32 @@ func TestValuesOverTheLimitKeepTheirRow(t *testing.T) {
 	body := `{"results":[` +
 		`{"id":1,"name":` + long + `,"score":1.5},` +
 		`{"id":2,"name":"short","score":` + long + `},` + // too long and a misfit: too long wins, the row stays
-		`{"id":3,"name":` + escaped + `,"score":"x"},` + // too long, and a misfit that leaves the row out
+		`{"id":3,"name":` + escaped + `,"score":"x"},` + // too long, and a misfit: both null, the row stays
 		`{"id":4,"name":"fine"}]}`
 	res, err := d.DecodePage(1, []byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Record.Release()
-	if got := res.Record.NumRows(); got != 3 {
-		t.Fatalf("rows %d, want 3 (1, 2 and 4; 3 has a misfit)", got)
+	if got := res.Record.NumRows(); got != 4 {
+		t.Fatalf("rows %d, want 4", got)
 	}
 	ids := res.Record.Column(0).(*array.Int64)
 	names := res.Record.Column(1).(*array.String)
-	for i, want := range []int64{1, 2, 4} {
+	scores := res.Record.Column(2)
+	for i, want := range []int64{1, 2, 3, 4} {
 		if ids.Value(i) != want {
 			t.Errorf("row %d: id %d, want %d", i, ids.Value(i), want)
 		}
 	}
-	if !names.IsNull(0) || names.Value(1) != "short" || names.Value(2) != "fine" {
+	if !names.IsNull(0) || names.Value(1) != "short" || !names.IsNull(2) || names.Value(3) != "fine" {
 		t.Errorf("names: %v", names)
 	}
-	if res.RejectedRows != 1 || res.Misfits != 1 {
-		t.Errorf("rejected rows %d, misfits %d; want 1 and 1", res.RejectedRows, res.Misfits)
+	if scores.IsNull(0) || !scores.IsNull(1) || !scores.IsNull(2) {
+		t.Errorf("scores: %v", scores)
+	}
+	if res.RejectedRows != 0 || res.Misfits != 1 || res.NulledValues != 1 {
+		t.Errorf("rejected rows %d, misfits %d, nulled %d; want 0, 1 and 1", res.RejectedRows, res.Misfits, res.NulledValues)
 	}
 	var over []transform.Reject
 	for _, r := range res.Rejects {

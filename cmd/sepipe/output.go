@@ -34,7 +34,9 @@ func printSummary(w io.Writer, res *pipeline.Result) {
 		if o.Err == nil && o.NewRows >= 0 {
 			fresh = strconv.FormatInt(o.NewRows, 10)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", o.Object, mode, o.Rows, fresh, o.RejectedRows, o.Pages, o.Requests,
+		// REJECTS: what the run put in _sepipe_rejects, less values too
+		// long (a warning of their own): rows left out, values null.
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", o.Object, mode, o.Rows, fresh, o.RejectedRows+o.NulledValues, o.Pages, o.Requests,
 			o.Duration.Round(time.Millisecond), status)
 	}
 	tw.Flush()
