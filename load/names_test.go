@@ -76,3 +76,36 @@ func FuzzNames(f *testing.F) {
 		}
 	})
 }
+
+// TestWatermarkLess: numbers compare as numbers, negatives and integers
+// past 2^53 included (as text -50 came after -10; as floats 2^53+1 was
+// 2^53); dates compare as their fixed-width text.
+func TestWatermarkLess(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{"9", "10", true}, {"10", "9", false},
+		{"-50", "-10", true}, {"-10", "-50", false},
+		{"9007199254740992", "9007199254740993", true},
+		{"1.5", "2", true}, {"-0.5", "-1e-9", true},
+		{"2026-01-02T00:00:00.000000Z", "2026-01-10T00:00:00.000000Z", true},
+		{"2026-01-10T00:00:00.000000Z", "2026-01-02T00:00:00.000000Z", false},
+	} {
+		if got := watermarkLess(c.a, c.b); got != c.want {
+			t.Errorf("watermarkLess(%s, %s) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}
+
+// TestSameRead: a watermark holds for reads with the filters it was saved
+// from; a state saved before they were recorded holds for any.
+func TestSameRead(t *testing.T) {
+	saved := State{ReadFilters: `[{"field":"status","operator":"in","values":["Completed"]}]`, FiltersKnown: true}
+	if !saved.SameRead(saved.ReadFilters) || saved.SameRead("[]") {
+		t.Error("a known state must hold only for its own filters")
+	}
+	if old := (State{}); !old.SameRead("[]") || !old.SameRead(saved.ReadFilters) {
+		t.Error("a state without recorded filters must hold for any read")
+	}
+}

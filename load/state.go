@@ -21,6 +21,20 @@ type State struct {
 	// PriorWatermark, so it replaces the day's partition with a whole one.
 	SnapshotDate   string
 	PriorWatermark string
+	// ReadFilters is what the watermark's reads were filtered by besides
+	// the cursor (Table.ReadFilters); FiltersKnown is false for a state
+	// saved before sepipe recorded them.
+	ReadFilters  string
+	FiltersKnown bool
+}
+
+// SameRead reports whether a read filtered by filters (Table.ReadFilters)
+// continues the reads the watermark was saved from: with other filters
+// the rows older than the watermark that they let through were never
+// read, so the stream must read whole. A state that predates the record
+// is taken as the same read.
+func (s State) SameRead(filters string) bool {
+	return !s.FiltersKnown || s.ReadFilters == filters
 }
 
 type querier interface {
@@ -29,10 +43,14 @@ type querier interface {
 
 func stateOf(ctx context.Context, q querier, stream string) (State, bool, error) {
 	s := State{Stream: stream}
-	var prior sql.NullString
-	err := q.QueryRowContext(ctx, `SELECT cursor_field, watermark, run_id, strftime(snapshot_date, '%Y-%m-%d'), prior_watermark FROM _sepipe_state WHERE stream = ?`, stream).
-		Scan(&s.CursorField, &s.Watermark, &s.RunID, &s.SnapshotDate, &prior)
+	var prior, filters sql.NullString
+	// read_filters through the row as JSON: a warehouse an older sepipe
+	// wrote, opened read-only (sepipe plan), has no such column yet.
+	err := q.QueryRowContext(ctx, `SELECT cursor_field, watermark, run_id, strftime(snapshot_date, '%Y-%m-%d'), prior_watermark,
+		to_json(s) ->> 'read_filters' FROM _sepipe_state s WHERE stream = ?`, stream).
+		Scan(&s.CursorField, &s.Watermark, &s.RunID, &s.SnapshotDate, &prior, &filters)
 	s.PriorWatermark = prior.String
+	s.ReadFilters, s.FiltersKnown = filters.String, filters.Valid
 	if err == sql.ErrNoRows {
 		return s, false, nil
 	}

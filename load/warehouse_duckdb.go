@@ -110,7 +110,8 @@ ALTER TABLE _sepipe_run_objects ADD COLUMN IF NOT EXISTS status VARCHAR DEFAULT 
 ALTER TABLE _sepipe_run_objects ADD COLUMN IF NOT EXISTS reason VARCHAR;
 ALTER TABLE _sepipe_rejects ADD COLUMN IF NOT EXISTS raw_row_bytes BLOB;
 ALTER TABLE _sepipe_rejects ADD COLUMN IF NOT EXISTS raw_value_file VARCHAR;
-ALTER TABLE _sepipe_run_objects ADD COLUMN IF NOT EXISTS nulled_values BIGINT DEFAULT 0;`
+ALTER TABLE _sepipe_run_objects ADD COLUMN IF NOT EXISTS nulled_values BIGINT DEFAULT 0;
+ALTER TABLE _sepipe_state ADD COLUMN IF NOT EXISTS read_filters VARCHAR;`
 
 // OpenWarehouse opens (creating if needed) the DuckDB file at path and
 // makes sure sepipe's bookkeeping tables exist. sepipe's commands open an
@@ -779,10 +780,14 @@ type Table struct {
 	Rejects   []transform.Reject
 	Stats     ObjectStats
 
-	Mode        WriteMode
-	PrimaryKey  []string // Merge only
-	Cursor      string   // incremental cursor field; its max becomes the stream's watermark
-	FullRefresh bool     // rebuild the table from this run's rows whatever the mode
+	Mode       WriteMode
+	PrimaryKey []string // Merge only
+	Cursor     string   // incremental cursor field; its max becomes the stream's watermark
+	// ReadFilters is what the rows were read with besides the cursor (the
+	// stream's configured filters, as text), saved with the watermark: a
+	// watermark holds only for reads with the same filters (State).
+	ReadFilters string
+	FullRefresh bool // rebuild the table from this run's rows whatever the mode
 
 	Describe []service.Field // the live describe, recorded in _sepipe_schemas
 
@@ -1144,9 +1149,18 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, ea
 			}
 		}
 	}
-	if t.Cursor != "" && len(t.Files) > 0 {
+	switch {
+	case t.Cursor != "" && len(t.Files) > 0:
 		if err := moveWatermark(ctx, tx, run, t, src); err != nil {
 			return err
+		}
+	case t.Cursor == "":
+		// Read whole, without a cursor: a watermark saved before says
+		// nothing about this table (a replace stream's view, or a table a
+		// later merge starts afresh), so it goes, and a stream given its
+		// cursor back reads whole once.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM _sepipe_state WHERE stream = ?`, t.Object); err != nil {
+			return &WriteError{Object: t.Object, Step: "drop watermark", Path: "_sepipe_state", Err: err}
 		}
 	}
 	if err := recordSchema(ctx, tx, run, t); err != nil {
@@ -1968,7 +1982,7 @@ func moveWatermark(ctx context.Context, tx *sql.Tx, run Run, t Table, src string
 	// same-day rerun reads from it again, so the day's partition is whole.
 	var prior any
 	switch {
-	case !ok || t.FullRefresh || old.CursorField != t.Cursor:
+	case !ok || t.FullRefresh || old.CursorField != t.Cursor || !old.SameRead(t.ReadFilters):
 	case old.SnapshotDate == run.SnapshotDate:
 		if old.PriorWatermark != "" {
 			prior = old.PriorWatermark
@@ -1977,11 +1991,13 @@ func moveWatermark(ctx context.Context, tx *sql.Tx, run Run, t Table, src string
 		prior = old.Watermark
 	}
 	next := wm.String
-	if ok && !t.FullRefresh && old.CursorField == t.Cursor && watermarkLess(next, old.Watermark) {
+	if ok && !t.FullRefresh && old.CursorField == t.Cursor && old.SameRead(t.ReadFilters) && watermarkLess(next, old.Watermark) {
 		next = old.Watermark
 	}
-	_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO _sepipe_state VALUES (?, ?, ?, ?, ?, CAST(? AS DATE), ?)`,
-		t.Object, t.Cursor, next, run.ID, run.Finished.UTC(), run.SnapshotDate, prior)
+	_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO _sepipe_state
+		(stream, cursor_field, watermark, run_id, updated_at, snapshot_date, prior_watermark, read_filters)
+		VALUES (?, ?, ?, ?, ?, CAST(? AS DATE), ?, ?)`,
+		t.Object, t.Cursor, next, run.ID, run.Finished.UTC(), run.SnapshotDate, prior, t.ReadFilters)
 	if err != nil {
 		return &WriteError{Object: t.Object, Step: "save watermark", Path: "_sepipe_state", Err: err}
 	}
@@ -1991,11 +2007,15 @@ func moveWatermark(ctx context.Context, tx *sql.Tx, run Run, t Table, src string
 // watermarkLess compares two watermarks of the same cursor: numbers as
 // numbers, timestamps (fixed-width ISO strings) as strings.
 func watermarkLess(a, b string) bool {
-	var fa, fb float64
-	if _, err := fmt.Sscan(a, &fa); err == nil {
-		if _, err := fmt.Sscan(b, &fb); err == nil && !strings.Contains(a, "-") {
-			return fa < fb
-		}
+	ia, errA := strconv.ParseInt(a, 10, 64)
+	ib, errB := strconv.ParseInt(b, 10, 64)
+	if errA == nil && errB == nil {
+		return ia < ib // exact past 2^53, where floats are not
+	}
+	fa, errA := strconv.ParseFloat(a, 64)
+	fb, errB := strconv.ParseFloat(b, 64)
+	if errA == nil && errB == nil {
+		return fa < fb // -50 before -10, 9 before 10
 	}
 	return a < b
 }

@@ -114,7 +114,7 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 	for i, o := range objects {
 		ids[i] = o.ID
 	}
-	if err := checkStreams(cfg.Config, ids); err != nil {
+	if err := checkStreams(cfg.Config, ids, len(denied) > 0); err != nil {
 		return nil, err
 	}
 

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -48,7 +49,13 @@ func buildQuery(object string, sc StreamConfig, fields []service.Field, st load.
 	default:
 		return q, "", fmt.Errorf("cursor field %q of %s has type %s; a cursor must be a date or a number", sc.Cursor, object, cf.Type)
 	}
-	if fullRefresh || st.Watermark == "" || st.CursorField != sc.Cursor {
+	if sc.Lookback != 0 && cf.Type != service.TypeDate {
+		return q, "", fmt.Errorf("lookback %s needs a date cursor; cursor field %q of %s has type %s (remove the lookback, or widen the read with a filter)",
+			sc.Lookback, sc.Cursor, object, cf.Type)
+	}
+	// The watermark holds for reads like the ones it was saved from: with
+	// other filters, the rows below it they let through were never read.
+	if fullRefresh || st.Watermark == "" || st.CursorField != sc.Cursor || !st.SameRead(readFilters(sc)) {
 		return q, "", nil
 	}
 	wm := st.Watermark
@@ -85,4 +92,18 @@ func buildQuery(object string, sc StreamConfig, fields []service.Field, st load.
 	}
 	q.Filters = append(q.Filters, extract.Ge(sc.Cursor, from))
 	return q, since, nil
+}
+
+// readFilters is the text of what a stream's reads are filtered by besides
+// the cursor, saved with its watermark (load.Table.ReadFilters) and
+// compared with the next run's (load.State.SameRead).
+func readFilters(sc StreamConfig) string {
+	if len(sc.Filters) == 0 {
+		return "[]"
+	}
+	b, err := json.Marshal(sc.Filters)
+	if err != nil { // values from YAML always marshal; be safe: never the same read
+		return fmt.Sprintf("unencodable %v", sc.Filters)
+	}
+	return string(b)
 }

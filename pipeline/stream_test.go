@@ -267,13 +267,14 @@ func TestStreamConfigErrors(t *testing.T) {
 		sc   pipeline.StreamConfig
 		want string
 	}{
-		"merge without key":   {pipeline.StreamConfig{Mode: load.Merge}, "merge needs a primary key"},
-		"unknown mode":        {pipeline.StreamConfig{Mode: "upsert"}, `unknown write mode "upsert"`},
-		"unknown contract":    {pipeline.StreamConfig{Contract: "melt"}, `unknown schema contract "melt"`},
-		"unknown cursor":      {pipeline.StreamConfig{Cursor: "nope"}, `cursor field "nope" is not a field of course`},
-		"string cursor":       {pipeline.StreamConfig{Cursor: "courseTitle"}, "a cursor must be a date or a number"},
-		"unknown key":         {pipeline.StreamConfig{Mode: load.Merge, PrimaryKey: []string{"id"}}, `primary key field "id" is not a field of course`},
-		"bad filter operator": {pipeline.StreamConfig{Filters: []extract.Filter{extract.Co("courseId", "1")}}, "courseId"},
+		"merge without key":    {pipeline.StreamConfig{Mode: load.Merge}, "merge needs a primary key"},
+		"unknown mode":         {pipeline.StreamConfig{Mode: "upsert"}, `unknown write mode "upsert"`},
+		"unknown contract":     {pipeline.StreamConfig{Contract: "melt"}, `unknown schema contract "melt"`},
+		"unknown cursor":       {pipeline.StreamConfig{Mode: load.Append, Cursor: "nope"}, `cursor field "nope" is not a field of course`},
+		"string cursor":        {pipeline.StreamConfig{Mode: load.Append, Cursor: "courseTitle"}, "a cursor must be a date or a number"},
+		"lookback on a number": {pipeline.StreamConfig{Mode: load.Append, Cursor: "courseId", Lookback: time.Hour}, `lookback 1h0m0s needs a date cursor; cursor field "courseId" of course has type int`},
+		"unknown key":          {pipeline.StreamConfig{Mode: load.Merge, PrimaryKey: []string{"id"}}, `primary key field "id" is not a field of course`},
+		"bad filter operator":  {pipeline.StreamConfig{Filters: []extract.Filter{extract.Co("courseId", "1")}}, "courseId"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -283,5 +284,84 @@ func TestStreamConfigErrors(t *testing.T) {
 				t.Fatalf("err = %v, want it to say %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestReaddedIncrementalStreamReadsWhole: a merge stream taken out of the
+// config for a run (so it ran as a replace stream, its table a view) and
+// then configured again reads whole: the watermark saved before said
+// nothing of the table it then starts afresh (it read only the rows
+// changed since, silently holding a tenth of the object; found by review).
+func TestReaddedIncrementalStreamReadsWhole(t *testing.T) {
+	svc := servicetest.New(servicetest.WithUsers(300))
+	srv := httptest.NewServer(svc)
+	defer srv.Close()
+	defer svc.Close()
+	c := client(t, srv.URL, svc.AccessToken(), extract.WithPageSize(200))
+	ctx := context.Background()
+	merge := map[string]pipeline.StreamConfig{"userCourseProgress": ucpMerge}
+	out := t.TempDir()
+	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out, Streams: merge, Now: clock(day1)}); err != nil {
+		t.Fatal(err)
+	}
+	svc.Advance(24 * time.Hour)
+	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out, Now: clock(day1.Add(24 * time.Hour))}); err != nil {
+		t.Fatal(err)
+	}
+	svc.Advance(24 * time.Hour)
+	res, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out, Streams: merge, Now: clock(day1.Add(48 * time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := objectResult(t, res, "userCourseProgress"); o.Since != "" {
+		t.Errorf("the stream configured again read from %q, want a whole read", o.Since)
+	}
+	ref := t.TempDir()
+	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: ref, Streams: merge, Now: clock(day1.Add(48 * time.Hour))}); err != nil {
+		t.Fatal(err)
+	}
+	sameTable(t, out, ref, "userCourseProgress", fieldIDs(t, c, "userCourseProgress"))
+}
+
+// TestChangedFiltersOfAnIncrementalStream: an incremental stream whose
+// filters change reads whole once: the rows below the watermark that the
+// new filters let through were never read (a filter removed lost them,
+// silently; found by review). With its filters unchanged it reads from
+// the watermark again.
+func TestChangedFiltersOfAnIncrementalStream(t *testing.T) {
+	svc := servicetest.New(servicetest.WithUsers(300))
+	srv := httptest.NewServer(svc)
+	defer srv.Close()
+	defer svc.Close()
+	c := client(t, srv.URL, svc.AccessToken(), extract.WithPageSize(200))
+	ctx := context.Background()
+	filtered := ucpMerge
+	filtered.Filters = []extract.Filter{extract.In("status", "Completed")}
+	only := []string{"userCourseProgress"}
+	out := t.TempDir()
+	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out, Only: only, Streams: map[string]pipeline.StreamConfig{"userCourseProgress": filtered}, Now: clock(day1)}); err != nil {
+		t.Fatal(err)
+	}
+	svc.Advance(24 * time.Hour)
+	all := map[string]pipeline.StreamConfig{"userCourseProgress": ucpMerge}
+	res, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out, Only: only, Streams: all, Now: clock(day1.Add(24 * time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := objectResult(t, res, "userCourseProgress"); o.Since != "" {
+		t.Errorf("the run without the filter read from %q, want a whole read", o.Since)
+	}
+	ref := t.TempDir()
+	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: ref, Only: only, Streams: all, Now: clock(day1.Add(24 * time.Hour))}); err != nil {
+		t.Fatal(err)
+	}
+	sameTable(t, out, ref, "userCourseProgress", fieldIDs(t, c, "userCourseProgress"))
+	svc.Advance(24 * time.Hour)
+	res, err = pipeline.Sync(ctx, c, pipeline.Config{Out: out, Only: only, Streams: all, Now: clock(day1.Add(48 * time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := objectResult(t, res, "userCourseProgress"); o.Since == "" {
+		t.Errorf("the next run with the same filters read whole, want it to read from the watermark")
 	}
 }

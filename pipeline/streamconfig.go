@@ -31,7 +31,9 @@ func (e *StreamConfigError) Unwrap() error { return e.Err }
 // Validate checks the stream configuration of stream name without the
 // network: the write mode and contract are known ones, merge has a
 // primary key (a collection has its own), only a report object reads
-// incrementally, a lookback has a cursor, and each filter passes
+// incrementally and only in mode append or merge, a lookback has a
+// cursor (whose type, a date, is checked when the describe is read), and
+// each filter passes
 // extract.CheckFilter. It returns a *StreamConfigError. Sync calls it for
 // every configured stream; the CLI calls it to name the line of the fault.
 func (s StreamConfig) Validate(name string) error {
@@ -47,6 +49,11 @@ func (s StreamConfig) Validate(name string) error {
 	}
 	if isCollection(name) && s.Cursor != "" {
 		return bad("Cursor", errors.New("a collection cannot be read incrementally (its lists have no cursor filter)"))
+	}
+	if s.Cursor != "" && (s.Mode == "" || s.Mode == load.Replace) {
+		// A replace stream's table is exactly one run's rows: read from a
+		// watermark, it would hold only the rows changed since the last run.
+		return bad("Cursor", errors.New("a replace stream reads every row each run (its table is the latest snapshot); an incremental stream needs mode append or merge"))
 	}
 	if s.Lookback != 0 && s.Cursor == "" {
 		return bad("Lookback", errors.New("needs a cursor: lookback only applies to incremental streams"))

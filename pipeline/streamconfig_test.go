@@ -23,6 +23,9 @@ func TestStreamConfigValidate(t *testing.T) {
 		{"unknown contract", "course", pipeline.StreamConfig{Contract: "melt"}, "Contract"},
 		{"collection cursor", pipeline.StreamThemes, pipeline.StreamConfig{Cursor: "updated"}, "Cursor"},
 		{"lookback without cursor", "course", pipeline.StreamConfig{Lookback: time.Hour}, "Lookback"},
+		{"replace with a cursor", "userCourseProgress", pipeline.StreamConfig{Cursor: "lastModifiedDate"}, "Cursor"},
+		{"explicit replace with a cursor", "userCourseProgress", pipeline.StreamConfig{Mode: load.Replace, Cursor: "lastModifiedDate"}, "Cursor"},
+		{"append with a cursor", "userCourseProgress", pipeline.StreamConfig{Mode: load.Append, Cursor: "lastModifiedDate", Lookback: time.Hour}, ""},
 		{"filter arity", "course", pipeline.StreamConfig{Filters: []extract.Filter{extract.Eq("a", 1), extract.In("b")}}, "Filters"},
 	}
 	for _, tc := range cases {

@@ -368,7 +368,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		ids = append(ids, o.ID)
 	}
 	ids = append(ids, collections...)
-	if err := checkStreams(cfg, ids); err != nil {
+	if err := checkStreams(cfg, ids, reportingDenied != nil); err != nil {
 		return nil, err
 	}
 	lh, err := openLake(ctx, cfg)
@@ -713,14 +713,18 @@ func splitStreams(cfg Config, src Source) (collections, objects []string, err er
 
 // checkStreams rejects configuration that names streams the run does not
 // have, before any data moves.
-func checkStreams(cfg Config, ids []string) error {
+//
+// When the tenant may not use Coach reporting (reportingDenied), a
+// configured report object is not in ids; it is not unknown either, and
+// the run skips it (a licence that lapsed must not fail the collections).
+func checkStreams(cfg Config, ids []string, reportingDenied bool) error {
 	for _, r := range cfg.FullRefresh {
 		if !slices.Contains(ids, r) {
 			return fmt.Errorf("--full-refresh %q: %w in this run (streams: %v)", r, ErrUnknownObject, ids)
 		}
 	}
 	for name, sc := range cfg.Streams {
-		if len(cfg.Only) == 0 && !slices.Contains(ids, name) && !isCollection(name) {
+		if len(cfg.Only) == 0 && !slices.Contains(ids, name) && !isCollection(name) && !reportingDenied {
 			return fmt.Errorf("stream %q: %w (the service has: %v)", name, ErrUnknownObject, ids)
 		}
 		if err := sc.Validate(name); err != nil {
@@ -948,6 +952,7 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, lh *lakehouse.
 		Mode:        mode,
 		PrimaryKey:  columnsOf(schema, tableKey(sc, mode, pk)),
 		Cursor:      columnsOf(schema, []string{sc.Cursor})[0],
+		ReadFilters: readFilters(sc),
 		FullRefresh: fullRefresh,
 		Describe:    describe,
 		Stats: load.ObjectStats{

@@ -271,3 +271,24 @@ func TestQuotaDefersThenNextRunContinues(t *testing.T) {
 	}
 	sameOutput(t, want, got)
 }
+
+// TestLimitedTokenWithAConfiguredReportStream: a licence that lapses must
+// not fail the run when sepipe.yaml configures a report object (as the
+// example does): the report objects are skipped, the collections commit
+// (the configured stream was taken for an unknown object and nothing
+// synced; found by review).
+func TestLimitedTokenWithAConfiguredReportStream(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(20), servicetest.WithSeed(3))
+	defer srv.Close()
+	out := t.TempDir()
+	ctx := context.Background()
+	streams := map[string]pipeline.StreamConfig{"userCourseProgress": ucpMerge}
+	if _, err := pipeline.Sync(ctx, client(t, srv.URL, srv.Service.AccessToken()), pipeline.Config{Out: out, Streams: streams, Now: clock(day1)}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := pipeline.Sync(ctx, client(t, srv.URL, srv.Service.LimitedToken()), pipeline.Config{Out: out, Streams: streams, Now: clock(day1.Add(24 * time.Hour))})
+	var re *pipeline.RunError
+	if !errors.As(err, &re) || !re.Partial || len(re.Skipped) != 5 || len(re.Failed) != 0 {
+		t.Fatalf("limited token with a configured stream: %v; want a partial run that skipped the 5 report objects", err)
+	}
+}
