@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -631,6 +632,98 @@ func TestSchedulerStopsWithAContinuationPending(t *testing.T) {
 	}
 	if len(runs) != 0 {
 		t.Error("the continuation ran after the signal")
+	}
+}
+
+// TestScheduleNightlyRunAcrossDST: the documented nightly schedule
+// `--cron "0 2 * * *" --time-zone Europe/Berlin` runs exactly once on
+// every local day, the days the clocks change included (robfig/cron alone
+// skips 29 March 2026, whose 02:00 does not exist, and runs twice on 25
+// October, whose 02:00 comes twice). The scheduler asks sched.Next(now)
+// after each tick (scheduler.loop); a run takes a few minutes.
+func TestScheduleNightlyRunAcrossDST(t *testing.T) {
+	sched, err := parseCron("0 2 * * *")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, start := range []time.Time{
+		time.Date(2026, 3, 27, 12, 0, 0, 0, loc),  // spring forward on 29 March
+		time.Date(2026, 10, 23, 12, 0, 0, 0, loc), // fall back on 25 October
+	} {
+		runs := map[string]int{}
+		now := start
+		for range 5 {
+			next := sched.Next(now.In(loc))
+			runs[next.In(loc).Format("2006-01-02")]++
+			now = next.Add(5 * time.Minute) // the run took five minutes
+		}
+		for d := start.AddDate(0, 0, 1); d.Before(start.AddDate(0, 0, 4)); d = d.AddDate(0, 0, 1) {
+			if day := d.Format("2006-01-02"); runs[day] != 1 {
+				t.Errorf("%s: %d scheduled runs, want 1 (runs per day: %v)", day, runs[day], runs)
+			}
+		}
+	}
+}
+
+// TestScheduleAcrossDST: the times a schedule runs across both changes of
+// 2026 in Europe/Berlin. A fixed-hour expression runs at the end of the
+// spring gap when its time falls in it, and once, at the first pass, in
+// the repeated autumn hour; one that matches every hour keeps its pace in
+// real time (every 30 minutes through both changes); in UTC, and with a
+// CRON_TZ= prefix, times are as the expression says.
+func TestScheduleAcrossDST(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, spec string
+		loc        *time.Location
+		from       string // RFC 3339
+		want       []string
+	}{
+		{"nightly, spring", "0 2 * * *", berlin, "2026-03-27T12:00:00+01:00",
+			[]string{"2026-03-28T02:00:00+01:00", "2026-03-29T03:00:00+02:00", "2026-03-30T02:00:00+02:00"}},
+		{"nightly, autumn", "0 2 * * *", berlin, "2026-10-23T12:00:00+02:00",
+			[]string{"2026-10-24T02:00:00+02:00", "2026-10-25T02:00:00+02:00", "2026-10-26T02:00:00+01:00"}},
+		{"two times in the gap run once at its end", "15,45 2 * * *", berlin, "2026-03-28T12:00:00+01:00",
+			[]string{"2026-03-29T03:00:00+02:00", "2026-03-30T02:15:00+02:00", "2026-03-30T02:45:00+02:00"}},
+		{"a time at the gap's end runs once", "0 3 * * *", berlin, "2026-03-28T12:00:00+01:00",
+			[]string{"2026-03-29T03:00:00+02:00", "2026-03-30T03:00:00+02:00"}},
+		{"every 30 minutes, spring", "*/30 * * * *", berlin, "2026-03-29T00:45:00+01:00",
+			[]string{"2026-03-29T01:00:00+01:00", "2026-03-29T01:30:00+01:00", "2026-03-29T03:00:00+02:00", "2026-03-29T03:30:00+02:00"}},
+		{"every 30 minutes, autumn", "*/30 * * * *", berlin, "2026-10-25T01:45:00+02:00",
+			[]string{"2026-10-25T02:00:00+02:00", "2026-10-25T02:30:00+02:00", "2026-10-25T02:00:00+01:00", "2026-10-25T02:30:00+01:00", "2026-10-25T03:00:00+01:00"}},
+		{"UTC, spring", "0 2 * * *", time.UTC, "2026-03-27T12:00:00Z",
+			[]string{"2026-03-28T02:00:00Z", "2026-03-29T02:00:00Z", "2026-03-30T02:00:00Z"}},
+		{"UTC, autumn", "0 2 * * *", time.UTC, "2026-10-23T12:00:00Z",
+			[]string{"2026-10-24T02:00:00Z", "2026-10-25T02:00:00Z", "2026-10-26T02:00:00Z"}},
+		{"CRON_TZ, autumn", "CRON_TZ=Europe/Berlin 0 2 * * *", time.UTC, "2026-10-23T12:00:00Z",
+			[]string{"2026-10-24T00:00:00Z", "2026-10-25T00:00:00Z", "2026-10-26T01:00:00Z"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sched, err := parseCron(tc.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now, err := time.Parse(time.RFC3339, tc.from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for range tc.want {
+				next := sched.Next(now.In(tc.loc))
+				got = append(got, next.In(tc.loc).Format(time.RFC3339))
+				now = next.Add(time.Second) // the scheduler asks as the run starts
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("%q in %s from %s:\n got %v\nwant %v", tc.spec, tc.loc, tc.from, got, tc.want)
+			}
+		})
 	}
 }
 

@@ -888,12 +888,14 @@ func sortedKeys[M ~map[string]V, V any](m M) []string {
 // descriptors such as @daily and @every 1h, and a CRON_TZ= prefix.
 var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
+// parseCron parses a schedule's expression; one with fixed hours runs once
+// on each matching local time, daylight-saving changes included (wallClock).
 func parseCron(spec string) (cron.Schedule, error) {
 	s, err := cronParser.Parse(spec)
 	if err != nil {
 		return nil, fmt.Errorf("bad cron expression %q: %v (want 5 fields \"min hour day month weekday\", 6 with seconds first, or @daily, @hourly, @every 1h)", spec, err)
 	}
-	return s, nil
+	return wallClock(s), nil
 }
 
 // streams converts the stream configs for pipeline.Sync.

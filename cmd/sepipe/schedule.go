@@ -38,8 +38,11 @@ window by window while each such run leaves fewer streams unfinished.
 
 Cron expressions: 5 fields "minute hour day-of-month month day-of-week"
 ("0 2 * * *" is 02:00 every day, "30 6 * * 1-5" 06:30 on weekdays), 6 fields
-with seconds first, or @hourly, @daily, @every 6h. Times follow the time zone,
-daylight-saving changes included.
+with seconds first, or @hourly, @daily, @every 6h. Times follow the time zone.
+Where daylight saving starts or ends, an expression with fixed hours ("0 2 * * *",
+@daily) runs once for each time it names: a time the clocks jump over runs at
+the end of the gap, a time they pass twice runs the first time only. One that
+matches every hour ("*/15 * * * *", @hourly) keeps its pace in real time.
 
 SIGTERM or SIGINT (Ctrl-C) stops it cleanly: no new run starts, the current
 one finishes and commits, then it exits 0. A second signal cancels the
@@ -303,4 +306,108 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 			stop("context done")
 		}
 	}
+}
+
+// allHours is a cron hour field that matches every hour.
+const allHours = 1<<24 - 1
+
+// wallClock wraps a cron schedule whose hour field names particular hours
+// ("0 2 * * *", "30 6 * * 1-5", @daily) so that each matching local time
+// runs once, daylight-saving changes included; other schedules are
+// returned as they are. Across a change robfig/cron reads the expression
+// on the wall clock: a time the clocks jump over (02:00 to 03:00 in spring)
+// never matches, so the night's run is skipped, and a time the clocks pass
+// twice (02:00 to 03:00 in autumn) matches both times. Wrapped, a matching
+// time in a gap runs at the first instant after it (several collapse into
+// one run), and a repeated one runs at its first occurrence only. A
+// schedule that matches every hour ("*/15 * * * *", @hourly) is left as
+// it is: it already runs at its real-time pace across either change (02:15
+// does not exist in spring and 03:15 is an hour after 01:15; in autumn the
+// repeated hour runs again, a quarter of an hour apart as ever). @every
+// counts real time and is not a wall-clock schedule at all.
+func wallClock(s cron.Schedule) cron.Schedule {
+	spec, ok := s.(*cron.SpecSchedule)
+	if !ok || spec.Hour&allHours == allHours {
+		return s
+	}
+	return &wallClockSchedule{spec: spec}
+}
+
+// wallClockSchedule is a cron expression with fixed hours, read on the
+// local wall clock with daylight-saving changes resolved (wallClock).
+type wallClockSchedule struct {
+	spec *cron.SpecSchedule
+}
+
+// Next returns the first time after t the expression matches, in t's
+// location: the end of a gap that hid a matching local time, else the
+// expression's next match that is not a second pass of the wall clock.
+func (w *wallClockSchedule) Next(t time.Time) time.Time {
+	loc := w.spec.Location // as robfig/cron: CRON_TZ= wins, else t's zone
+	if loc == time.Local {
+		loc = t.Location()
+	}
+	n := w.spec.Next(t)
+	for !n.IsZero() {
+		end, ok := repeatedUntil(n.In(loc))
+		if !ok {
+			break
+		}
+		// The whole second pass is skipped: Next looks from the second
+		// before its end.
+		n = w.spec.Next(end.Add(-time.Second))
+	}
+	if g, ok := w.gapBefore(t.In(loc), n); ok {
+		return g.In(t.Location())
+	}
+	return n
+}
+
+// gapBefore returns the first end of a gap in the wall clock after t and
+// before or at n (zero n: within five years, as robfig/cron looks) whose
+// skipped local times the expression matches.
+func (w *wallClockSchedule) gapBefore(t, n time.Time) (time.Time, bool) {
+	limit := n
+	if limit.IsZero() {
+		limit = t.AddDate(5, 0, 0)
+	}
+	for p := t; ; {
+		_, end := p.ZoneBounds() // the next change of offset after p
+		if end.IsZero() || end.After(limit) {
+			return time.Time{}, false
+		}
+		_, before := end.Add(-time.Nanosecond).Zone()
+		_, after := end.Zone()
+		if after > before {
+			// The wall clock jumps from end's time at the old offset by
+			// the difference: does the expression match a skipped time?
+			gap := time.Duration(after-before) * time.Second
+			from := wallAsUTC(end.In(time.FixedZone("", before)))
+			onWall := *w.spec
+			onWall.Location = time.UTC
+			if m := onWall.Next(from.Add(-time.Second)); !m.IsZero() && m.Before(from.Add(gap)) {
+				return end, true
+			}
+		}
+		p = end
+	}
+}
+
+// repeatedUntil reports whether t's local time already happened before
+// the clocks went back, and if so until when the second pass lasts.
+func repeatedUntil(t time.Time) (end time.Time, ok bool) {
+	start, _ := t.ZoneBounds()
+	if start.IsZero() {
+		return time.Time{}, false
+	}
+	_, now := t.Zone()
+	_, before := start.Add(-time.Nanosecond).Zone()
+	end = start.Add(time.Duration(before-now) * time.Second)
+	return end, t.Before(end)
+}
+
+// wallAsUTC is t's wall-clock reading as a UTC time: a clock without
+// daylight saving, on which the expression is matched field by field.
+func wallAsUTC(t time.Time) time.Time {
+	return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
 }
