@@ -118,13 +118,18 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 		return nil, err
 	}
 
-	pr := &prior{fields: map[string][]service.Field{}, state: map[string]load.State{}}
+	// The streams are named as the sync names them (recoverAndRead): the
+	// recorded names, and new ones given to the same ids, so that the plan
+	// speaks of the tables and lake folders the sync would write.
+	pr := &prior{fields: map[string][]service.Field{}, state: map[string]load.State{}, names: load.NewNames(nil)}
 	tables := map[string]bool{}
 	unfinished := map[string]bool{} // by stream id
 	withCollections := append(slices.Clone(ids), collections...)
+	named := append(slices.Clone(withCollections), reportObjects...)
 	wh, err := load.OpenReadOnly(ctx, lake.WarehousePath())
 	switch {
 	case errors.Is(err, load.ErrNoWarehouse):
+		pr.names.Assign(named, Collections) // every name is new
 	case err != nil:
 		return nil, err
 	default:
@@ -135,22 +140,23 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 			if err != nil {
 				return err
 			}
-			names.Assign(withCollections, Collections)
+			names.Assign(named, Collections)
+			pr.names = names
 			left, err := wh.Unfinished(ctx, day)
 			if err != nil {
 				return err
 			}
 			for _, id := range withCollections {
-				name, _ := names.Name(id)
+				name := pr.name(id)
 				unfinished[id] = slices.Contains(left, name)
 				if isCollection(id) {
-					has, err := wh.HasTable(ctx, id)
+					has, err := wh.HasTable(ctx, name)
 					if err != nil {
 						return fmt.Errorf("warehouse %s: %w", wh.Path(), err)
 					}
 					tables[id] = has
 					if !slices.Contains(cfg.FullRefresh, id) {
-						if pr.fields[id], err = wh.StoredFields(ctx, id); err != nil {
+						if pr.fields[id], err = wh.StoredFields(ctx, name); err != nil {
 							return err
 						}
 					}
@@ -194,10 +200,7 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 			continue
 		}
 		op := planObject(ctx, src, cfg, id, day, pr, tables[id])
-		op.Partition = lake.PartitionDir(id, day)
-		if _, err := os.Stat(op.Partition); err == nil {
-			op.Replaces = true
-		}
+		planPartition(&op, lake, pr.name(id), day)
 		res.Requests += op.Requests
 		res.Objects = append(res.Objects, op)
 	}
@@ -209,16 +212,30 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 			Fields: max(len(pr.fields[name]), len(seedFields[name])), FullRefresh: slices.Contains(cfg.FullRefresh, name)}
 		op.Mode, _ = load.ParseWriteMode(string(cfg.Streams[name].Mode))
 		op.Contract = schemas.Evolve
-		op.Partition = lake.PartitionDir(name, day)
-		if _, err := os.Stat(op.Partition); err == nil {
-			op.Replaces = true
-		}
+		planPartition(&op, lake, pr.name(name), day)
 		res.Requests += op.Requests
 		res.Objects = append(res.Objects, op)
 	}
 	slices.SortFunc(res.Objects, func(a, b ObjectPlan) int { return strings.Compare(a.Object, b.Object) })
 	res.Objects = append(res.Objects, denied...)
 	return res, nil
+}
+
+// planPartition sets the lake partition the sync would write for the
+// stream named name, and whether it exists (the sync would replace it). A
+// name the sync would refuse (load.CheckName) fails the object, as it
+// would fail the sync's, and builds no path.
+func planPartition(op *ObjectPlan, lake load.Lake, name, day string) {
+	if err := load.CheckName(name); err != nil {
+		if op.Err == nil {
+			op.Err = &ObjectError{Object: op.Object, Step: "name", Err: err}
+		}
+		return
+	}
+	op.Partition = lake.PartitionDir(name, day)
+	if _, err := os.Stat(op.Partition); err == nil {
+		op.Replaces = true
+	}
 }
 
 func planObject(ctx context.Context, src Counter, cfg PlanConfig, id, day string, pr *prior, hasTable bool) ObjectPlan {

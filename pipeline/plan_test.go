@@ -136,3 +136,46 @@ func TestPlanWritesNothingAndCountsRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanPartitionOfSanitisedStream: for a stream whose id is not its
+// table name (User beside user, x[1], q?y=1: the sync names them User_2,
+// x_1__<hash>, q_y_1_<hash>), the plan must name the partition the sync
+// writes, before the first sync (no warehouse: the names are new) and
+// after it, and see that a same-day rerun replaces it.
+func TestPlanPartitionOfSanitisedStream(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(20), servicetest.WithHostile())
+	defer srv.Close()
+	c := client(t, srv.URL, srv.Service.AccessToken())
+	ctx := context.Background()
+	out := t.TempDir()
+	only := []string{"user", "User", "x[1]", "q?y=1"}
+	before, err := pipeline.Plan(ctx, c, pipeline.PlanConfig{Config: pipeline.Config{Out: out, Only: only, Now: clock(day1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out, Only: only, Now: clock(day1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := map[string]string{} // service id -> partition folder the sync wrote
+	for _, o := range res.Objects {
+		written[o.ServiceID] = filepath.Dir(o.Files[0])
+	}
+	for _, o := range before.Objects {
+		if o.Partition != written[o.Object] || o.Replaces {
+			t.Errorf("plan of %q before the sync: partition %q (replaces %v); the sync wrote %q", o.Object, o.Partition, o.Replaces, written[o.Object])
+		}
+	}
+	p, err := pipeline.Plan(ctx, c, pipeline.PlanConfig{Config: pipeline.Config{Out: out, Only: only, Now: clock(day1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range p.Objects {
+		if o.Partition != written[o.Object] || !o.Replaces {
+			t.Errorf("plan of %q: partition %q (replaces %v); the sync wrote %q", o.Object, o.Partition, o.Replaces, written[o.Object])
+		}
+	}
+	if len(p.Objects) != len(only) || len(before.Objects) != len(only) {
+		t.Errorf("plans of %d and %d objects, want %d", len(before.Objects), len(p.Objects), len(only))
+	}
+}
