@@ -584,7 +584,7 @@ func (r *reader) readKnown(ctx context.Context, first service.PageInfo) error {
 				lastRows = int64(info.Rows) // read after fetchRange's Wait
 			}
 			return check(p, info)
-		})
+		}, nil)
 		if err != nil {
 			return err
 		}
@@ -595,16 +595,9 @@ func (r *reader) readKnown(ctx context.Context, first service.PageInfo) error {
 				return err
 			}
 		}
-		err := r.fetchRange(ctx, n+1, n+1, check)
-		var ae *APIError
-		if errors.As(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusNotFound ||
-			ae.Status == http.StatusRequestedRangeNotSatisfiable) {
-			// A service that refuses a page past its total (the interface
-			// shows none) says the same: nothing after it.
-			r.c.log.DebugContext(ctx, "the page after the last was refused: the read ends there", "object", r.object, "page", n+1, "status", ae.Status)
-			err = nil
-		}
-		if err != nil {
+		// A service that refuses a page past its total says the same as
+		// an empty one: nothing after it.
+		if err := r.fetchRange(ctx, n+1, n+1, check, func(int) {}); err != nil {
 			return err
 		}
 	}
@@ -612,6 +605,17 @@ func (r *reader) readKnown(ctx context.Context, first service.PageInfo) error {
 		return r.integrity(total, got, "rows read do not add up to totalResults")
 	}
 	return nil
+}
+
+// pastTheEnd reports whether err is the service refusing a page as past
+// the end of the rows: 400, 404 or 416. The interface shows no answer for
+// such a page; a service may refuse it instead of sending it empty. Only
+// asked of pages the read expects to be past the end, never of one it
+// needs.
+func pastTheEnd(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusNotFound ||
+		ae.Status == http.StatusRequestedRangeNotSatisfiable)
 }
 
 // ReadsPastTheEnd reports whether ReadObject, reading an object whose
@@ -668,6 +672,7 @@ func (r *reader) readWindows(ctx context.Context, first service.PageInfo) error 
 	if first.Rows < r.size {
 		shortAt, shortRows = 1, first.Rows
 	}
+
 	last := 1
 	for shortAt == 0 || (shortAt == last && shortRows > 0) {
 		if last >= r.c.maxPages {
@@ -678,6 +683,9 @@ func (r *reader) readWindows(ctx context.Context, first service.PageInfo) error 
 			w = 1 // only to confirm the end
 		}
 		from, to := last+1, last+w
+		// A page the service refuses as past its end (pastTheEnd) reads as
+		// an empty one: the first such page is the end, and rows after it
+		// are the integrity failure rows after an empty page would be.
 		rows := make([]int, w)
 		err := r.fetchRange(ctx, from, to, func(p int, info service.PageInfo) error {
 			if info.Rows > r.size {
@@ -685,7 +693,7 @@ func (r *reader) readWindows(ctx context.Context, first service.PageInfo) error 
 			}
 			rows[p-from] = info.Rows
 			return nil
-		})
+		}, func(int) {})
 		if err != nil {
 			return err
 		}
@@ -705,8 +713,10 @@ func (r *reader) readWindows(ctx context.Context, first service.PageInfo) error 
 }
 
 // fetchRange fetches pages from..to with at most concurrency workers; the
-// first error cancels the others.
-func (r *reader) fetchRange(ctx context.Context, from, to int, check func(p int, info service.PageInfo) error) error {
+// first error cancels the others. With pastEnd set, a page the service
+// refuses as past its end (pastTheEnd) is no error: pastEnd is told, and
+// check is not called for it.
+func (r *reader) fetchRange(ctx context.Context, from, to int, check func(p int, info service.PageInfo) error, pastEnd func(p int)) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.c.concurrency)
 	for p := from; p <= to; p++ {
@@ -715,6 +725,11 @@ func (r *reader) fetchRange(ctx context.Context, from, to int, check func(p int,
 		}
 		g.Go(func() error {
 			info, err := r.fetch(gctx, p)
+			if err != nil && pastEnd != nil && pastTheEnd(err) {
+				r.c.log.DebugContext(gctx, "a page past the end was refused: read as empty", "object", r.object, "page", p, "error", err)
+				pastEnd(p)
+				return nil
+			}
 			if err != nil {
 				return err
 			}

@@ -442,3 +442,43 @@ func FuzzParsePageInfo(f *testing.F) {
 		}
 	})
 }
+
+// TestReadObjectWithoutTotalsPagesPastTheEndRefused: without totals the
+// reader asks for windows of pages, some past the end; a service that
+// refuses those (400, 404 or 416) ends the read there, as an empty page
+// would (it failed the read); rows after a refused page are still an
+// integrity failure.
+func TestReadObjectWithoutTotalsPagesPastTheEndRefused(t *testing.T) {
+	refuse := func(status, from int) func(w http.ResponseWriter, r *http.Request, p int) bool {
+		return func(w http.ResponseWriter, r *http.Request, p int) bool {
+			if p >= from {
+				writeJSON(w, status, map[string]any{"response": map[string]any{"code": 2001, "name": "ParameterError", "message": "page out of range"}})
+				return true
+			}
+			return false
+		}
+	}
+	for _, status := range []int{http.StatusBadRequest, http.StatusNotFound, http.StatusRequestedRangeNotSatisfiable} {
+		for _, rows := range []int{47, 50} { // a short last page, and a full one
+			f := &fakeReport{rows: rows, totals: totalsNone, fault: refuse(status, 6)}
+			c, _ := newTestClient(t, f, WithPageSize(10), WithConcurrency(4))
+			col := newCollector()
+			if _, err := c.ReadObject(context.Background(), "course", Query{}, col.fn); err != nil {
+				t.Fatalf("%d rows, %d past the end: %v", rows, status, err)
+			}
+			col.checkAll(t, rows)
+		}
+	}
+	// Page 3 refused, pages 4 and 5 hold rows: not an end.
+	f := &fakeReport{rows: 50, totals: totalsNone, fault: func(w http.ResponseWriter, r *http.Request, p int) bool {
+		if p == 3 {
+			writeJSON(w, http.StatusNotFound, map[string]any{"response": map[string]any{"code": 2001, "message": "no such page"}})
+			return true
+		}
+		return false
+	}}
+	c, _ := newTestClient(t, f, WithPageSize(10), WithConcurrency(4))
+	if _, err := c.ReadObject(context.Background(), "course", Query{}, newCollector().fn); err == nil || !strings.Contains(err.Error(), "after page 3") {
+		t.Errorf("rows after a refused page: %v, want an integrity failure", err)
+	}
+}
