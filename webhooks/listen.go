@@ -33,7 +33,8 @@ type ListenConfig struct {
 	// Secrets are the subscriptions' signing secrets; a delivery signed
 	// with any of them is accepted (several allow rotation).
 	Secrets []string
-	// MaxBody bounds a delivery (default DefaultMaxDeliveryBody).
+	// MaxBody bounds a delivery (default DefaultMaxDeliveryBody, at most
+	// MaxDeliveryBodyCeiling: CheckMaxBody).
 	MaxBody int64
 	// Tolerance is the signed timestamp window, either way (default
 	// DefaultSignatureTolerance).
@@ -133,6 +134,9 @@ func Listen(ctx context.Context, cfg ListenConfig) (err error) {
 	log := cfg.Logger
 	if cfg.Out == "" {
 		return errors.New("listen: no output folder")
+	}
+	if err := CheckMaxBody(cfg.MaxBody); err != nil {
+		return fmt.Errorf("listen: %w", err)
 	}
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return fmt.Errorf("listen: output folder %s: %w", cfg.Out, err)

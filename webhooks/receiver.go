@@ -49,7 +49,28 @@ const (
 	DefaultSignatureTolerance = 5 * time.Minute
 	// DefaultMaxDeliveryBody bounds a POST body (and a GET query).
 	DefaultMaxDeliveryBody = 1 << 20
+	// MaxDeliveryBodyCeiling is the largest max body a Receiver takes
+	// (63 MiB): an event is spooled as one record of at most 64 MiB, its
+	// id, type and subscription beside the body, and the megabyte left
+	// holds them (the subscription comes from a request line, which
+	// net/http bounds to 1 MiB by default).
+	MaxDeliveryBodyCeiling = maxSpoolRecord - 1<<20
 )
+
+// CheckMaxBody refuses a max body (WithMaxBody, ListenConfig.MaxBody,
+// `sepipe listen --max-body`) below 1 byte or above
+// MaxDeliveryBodyCeiling, naming the value and the bound; its message
+// reads after the setting's name.
+func CheckMaxBody(n int64) error {
+	switch {
+	case n < 1:
+		return fmt.Errorf("max body %d bytes: want at least 1", n)
+	case n > MaxDeliveryBodyCeiling:
+		return fmt.Errorf("max body %d bytes: more than the ceiling of %d bytes (63 MiB): a delivery is spooled as one record of at most 64 MiB, its id, type and subscription included",
+			n, int64(MaxDeliveryBodyCeiling))
+	}
+	return nil
+}
 
 // Sentinels of delivery verification; Receiver maps them to statuses.
 var (
@@ -67,7 +88,9 @@ var (
 // EventSink takes accepted events. The Receiver answers 2xx only after
 // Accept returned nil, so Accept must not return before ev is durable.
 // duplicate reports that ev.ID was accepted before (nothing new is
-// stored). Accept is called from many goroutines at once.
+// stored). An error wrapping ErrEventTooLarge (an event the sink can never
+// hold) is answered 413; any other error 503, which the service retries.
+// Accept is called from many goroutines at once.
 type EventSink interface {
 	Accept(ctx context.Context, ev *service.Event) (duplicate bool, err error)
 }
@@ -123,7 +146,8 @@ func VerifySignature(secrets []string, raw []byte, ts, sigHeader string, now tim
 // delivery it checks, in order: method (405), size (413), signature (401),
 // timestamp window (400), event shape (400); then hands the event to the
 // sink and answers 200 once the sink has it durably (also for an event id
-// accepted before), or 503 when the sink fails (the service retries 5xx).
+// accepted before), 413 when the sink can never hold it (ErrEventTooLarge),
+// or 503 when the sink fails (the service retries 5xx).
 type Receiver struct {
 	sink      EventSink
 	secrets   []string
@@ -137,7 +161,8 @@ type Receiver struct {
 type ReceiverOption func(*Receiver)
 
 // WithMaxBody bounds a delivery's body (POST) or query (GET) in bytes
-// (default DefaultMaxDeliveryBody); larger deliveries get 413.
+// (default DefaultMaxDeliveryBody, at most MaxDeliveryBodyCeiling: see
+// CheckMaxBody); larger deliveries get 413.
 func WithMaxBody(n int64) ReceiverOption { return func(r *Receiver) { r.maxBody = n } }
 
 // WithSignatureTolerance sets how far a signed timestamp may be from now
@@ -154,7 +179,7 @@ func WithReceiverLogger(l *slog.Logger) ReceiverOption { return func(r *Receiver
 
 // NewReceiver returns a Receiver verifying deliveries with any of secrets
 // (the subscriptions' signatureKeys, as returned) and handing accepted
-// events to sink.
+// events to sink. It refuses a max body CheckMaxBody refuses.
 func NewReceiver(sink EventSink, secrets []string, opts ...ReceiverOption) (*Receiver, error) {
 	r := &Receiver{sink: sink, maxBody: DefaultMaxDeliveryBody, tolerance: DefaultSignatureTolerance,
 		now: time.Now, log: slog.New(slog.DiscardHandler)}
@@ -171,8 +196,8 @@ func NewReceiver(sink EventSink, secrets []string, opts ...ReceiverOption) (*Rec
 		return nil, errors.New("webhooks: receiver: nil sink")
 	case len(r.secrets) == 0:
 		return nil, errors.New("webhooks: receiver: no signing secret")
-	case r.maxBody <= 0:
-		return nil, fmt.Errorf("webhooks: receiver: max body %d: want at least 1", r.maxBody)
+	case CheckMaxBody(r.maxBody) != nil:
+		return nil, fmt.Errorf("webhooks: receiver: %w", CheckMaxBody(r.maxBody))
 	case r.tolerance <= 0:
 		return nil, fmt.Errorf("webhooks: receiver: tolerance %s: want more than 0", r.tolerance)
 	}
@@ -242,6 +267,10 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ev.ReceivedAt = now.UTC()
 	dup, err := rc.sink.Accept(r.Context(), ev)
+	if errors.Is(err, ErrEventTooLarge) {
+		rc.refuse(w, r, http.StatusRequestEntityTooLarge, err.Error())
+		return
+	}
 	if err != nil {
 		rc.log.Error("webhook event not stored", "id", ev.ID, "type", ev.Type, "error", err)
 		http.Error(w, "event not stored, retry later", http.StatusServiceUnavailable)

@@ -49,6 +49,11 @@ import (
 // ErrSpoolClosed is returned by Accept after Close.
 var ErrSpoolClosed = errors.New("webhooks: spool closed")
 
+// ErrEventTooLarge is wrapped by Accept for an event whose record would be
+// longer than a spool record may be (64 MiB): replay would take it for a
+// torn write. The Receiver answers it 413.
+var ErrEventTooLarge = errors.New("webhooks: event too large for the spool")
+
 // Spool defaults.
 const (
 	DefaultSpoolSegmentSize = 4 << 20 // bytes before a segment is rotated
@@ -326,9 +331,13 @@ func (s *Spool) Remember(ids ...string) {
 // fsync that covers an earlier record of the same id is. duplicate is true
 // for an id already in the dedup window. A failed write or fsync fails
 // every Accept from then on: the files can no longer be trusted to say
-// what was acknowledged.
+// what was acknowledged. An event whose record would be longer than 64 MiB
+// is refused (ErrEventTooLarge) and nothing is written.
 func (s *Spool) Accept(ctx context.Context, ev *service.Event) (duplicate bool, err error) {
 	rec := encodeRecord(ev)
+	if n := len(rec) - spoolHeader; n > maxSpoolRecord {
+		return false, fmt.Errorf("%w: event %.64q: a record of %d bytes, more than the limit of %d", ErrEventTooLarge, ev.ID, n, maxSpoolRecord)
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

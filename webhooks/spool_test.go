@@ -1,14 +1,19 @@
 package webhooks_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sepipe/sepipe/internal/webhooktest"
 	"github.com/sepipe/sepipe/service"
@@ -214,4 +219,73 @@ func BenchmarkSpoolAcceptParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestNoEventIsAcknowledgedThatTheSpoolCannotReplay pins the ceiling of a
+// spooled event: a spool record holds at most 64 MiB, and replay takes a
+// longer one for a torn write (dropping it and what follows it in its
+// segment). So NewReceiver refuses a max body above
+// MaxDeliveryBodyCeiling, naming the setting and the ceiling; a delivery
+// at the ceiling, with the longest id and type, is answered 200 and comes
+// back at replay with the event after it; and an event whose record would
+// still be too long (a GET query whose event grows when rebuilt as JSON)
+// is answered 413, never 200, and nothing is spooled.
+func TestNoEventIsAcknowledgedThatTheSpoolCannotReplay(t *testing.T) {
+	dir := t.TempDir()
+	s := openSpool(t, dir)
+	defer func() { s.Close() }()
+	for _, n := range []int64{80 << 20, webhooks.MaxDeliveryBodyCeiling + 1} {
+		_, err := webhooks.NewReceiver(s, []string{webhooktest.Secret}, webhooks.WithMaxBody(n))
+		if err == nil || !strings.Contains(err.Error(), "max body") || !strings.Contains(err.Error(), fmt.Sprint(webhooks.MaxDeliveryBodyCeiling)) {
+			t.Fatalf("max body %d: %v; want an error naming the max body and the ceiling %d", n, err, webhooks.MaxDeliveryBodyCeiling)
+		}
+	}
+	rc, err := webhooks.NewReceiver(s, []string{webhooktest.Secret}, webhooks.WithMaxBody(webhooks.MaxDeliveryBodyCeiling))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliver := func(method string, body []byte) *httptest.ResponseRecorder {
+		ts := time.Now().Unix()
+		target := "/hook?subscription=lms"
+		var req *http.Request
+		if method == http.MethodGet {
+			target = "/hook?" + string(body)
+			req = httptest.NewRequest(method, target, nil)
+		} else {
+			req = httptest.NewRequest(method, target, bytes.NewReader(body))
+		}
+		req.Header.Set(webhooks.SignatureHeader, webhooktest.Sign(webhooktest.Secret, body, ts))
+		req.Header.Set(webhooks.SignatureTimestampHeader, fmt.Sprint(ts))
+		w := httptest.NewRecorder()
+		rc.ServeHTTP(w, req)
+		return w
+	}
+	id, typ := strings.Repeat("i", 256), strings.Repeat("t", 256)
+	head := `{"type":"` + typ + `","specversion":1,"id":"` + id + `","data":{"pad":"`
+	big := []byte(head + strings.Repeat("x", webhooks.MaxDeliveryBodyCeiling-len(head)-3) + `"}}`)
+	if len(big) != webhooks.MaxDeliveryBodyCeiling {
+		t.Fatalf("test body of %d bytes, want %d", len(big), webhooks.MaxDeliveryBodyCeiling)
+	}
+	if w := deliver(http.MethodPost, big); w.Code != http.StatusOK {
+		t.Fatalf("an event at the ceiling: %d %s", w.Code, w.Body)
+	}
+	if w := deliver(http.MethodPost, webhooktest.Event("small-1")); w.Code != http.StatusOK {
+		t.Fatalf("small event: %d %s", w.Code, w.Body)
+	}
+	// 12 MiB of '<' in a GET query become 72 MiB of JSON (\u003c each).
+	query := []byte("type=COURSE_COMPLETED&id=big-get&data=%22" + strings.Repeat("<", 12<<20) + "%22")
+	w := deliver(http.MethodGet, query)
+	if w.Code != http.StatusRequestEntityTooLarge || !strings.Contains(w.Body.String(), "big-get") || !strings.Contains(w.Body.String(), "limit") {
+		t.Fatalf("an event too large for a spool record: %d %.200s; want 413 naming the event and the limit", w.Code, w.Body)
+	}
+	if n := s.Pending(); n != 2 {
+		t.Fatalf("%d pending, want 2 (the event answered 413 is not spooled)", n)
+	}
+	s.Close() // nothing loaded: as after a kill -9 before the batch
+
+	s = openSpool(t, dir)
+	evs, _ := s.Unloaded(10)
+	if len(evs) != 2 || evs[0].ID != id || !bytes.Equal(evs[0].Raw, big) || evs[1].ID != "small-1" {
+		t.Fatalf("replay returned %d events; want the event at the ceiling, whole, then small-1 (both were answered 200)", len(evs))
+	}
 }

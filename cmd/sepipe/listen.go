@@ -29,8 +29,9 @@ Each delivery must carry a valid X-Service-Signature-V1 made with one of the
 signing secrets, and an X-Service-Signature-Timestamp within 5 minutes of
 now. Answers: 200 stored (or already stored: redeliveries are not stored
 twice), 401 bad or missing signature, 400 stale timestamp or malformed
-event, 413 larger than --max-body, 405 another method, 503 not stored
-(the service retries).
+event, 413 larger than --max-body (at most 63 MiB: an event is spooled as
+one record of at most 64 MiB), 405 another method, 503 not stored (the
+service retries).
 
 An event is written to the spool DIR/.sepipe/events and fsynced before the
 200, then loaded into sepipe's working database, table events, in small
@@ -88,8 +89,8 @@ The subscription column holds the ?subscription= value of the delivery URL
 			if cfg.Addr == "" {
 				return usagef("--addr is required (HOST:PORT, e.g. 127.0.0.1:8787)")
 			}
-			if cfg.MaxBody < 1 {
-				return usagef("--max-body %d: want at least 1 byte", cfg.MaxBody)
+			if err := webhooks.CheckMaxBody(cfg.MaxBody); err != nil {
+				return usagef("--max-body: %w", err)
 			}
 			if cfg.BatchSize < 1 || cfg.BatchInterval <= 0 || cfg.PublishInterval <= 0 {
 				return usagef("--batch-size, --batch-interval and --publish-interval (webhooks.publish_interval) must be positive")
@@ -107,7 +108,7 @@ The subscription column holds the ?subscription= value of the delivery URL
 	cmd.Flags().StringVar(&cfg.Out, "out", "./sepipe-data", "output folder holding warehouse.duckdb (and the spool in .sepipe/events); overrides output.dir")
 	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant whose events these are, of the config's tenants (<out>/<tenant>)")
 	cmd.Flags().StringArrayVar(&secrets, "secret", nil, "signing secret (repeatable), besides SEPIPE_WEBHOOK_SECRET and webhooks.secrets")
-	cmd.Flags().Int64Var(&cfg.MaxBody, "max-body", webhooks.DefaultMaxDeliveryBody, "largest delivery accepted, bytes")
+	cmd.Flags().Int64Var(&cfg.MaxBody, "max-body", webhooks.DefaultMaxDeliveryBody, "largest delivery accepted, bytes (at most 63 MiB)")
 	cmd.Flags().IntVar(&cfg.BatchSize, "batch-size", 500, "load as soon as this many events wait")
 	cmd.Flags().DurationVar(&cfg.BatchInterval, "batch-interval", time.Second, "load waiting events at least this often")
 	cmd.Flags().DurationVar(&cfg.PublishInterval, "publish-interval", 10*time.Second, "publish loaded events to warehouse.duckdb at most this often; overrides webhooks.publish_interval")
