@@ -36,12 +36,21 @@ import (
 // waits for the fsync that covers its record. A new segment file is made
 // durable (fsync of the folder) before any record in it is acknowledged.
 //
+// A failed write or fsync (a full disk) fails the Accepts of that commit
+// alone: the service retries them. The segment is truncated back to its
+// last whole record, so the next commit appends after it once there is
+// space again; when that truncate (or its fsync) fails, bytes of the
+// failed commit may stay at the segment's end, and the next commit starts
+// a new segment instead of writing after them (replay cuts them off, or
+// loads a record that was written whole but not acknowledged: the
+// warehouse's primary key drops it if the retry is loaded too).
+//
 // Opening a spool replays it: every whole record becomes an unloaded event
 // again; a torn record (short header, short payload, zero or absurd
-// length, checksum mismatch), which only a crash mid-write leaves at the
-// end of a segment, is cut off with everything after it. After a load
-// commits, MarkLoaded removes the segments whose events are all in the
-// warehouse.
+// length, checksum mismatch), which only a crash mid-write (or a failed
+// commit that could not be cut off) leaves at the end of a segment, is cut
+// off with everything after it. After a load commits, MarkLoaded removes
+// the segments whose events are all in the warehouse.
 //
 // The spool does not lock its folder; its owner makes sure one process
 // uses it (Listen holds a lock file).
@@ -95,7 +104,6 @@ type Spool struct {
 	ring     []string           // ids in the order they entered the window
 	ringPos  int                //
 	unloaded []spooled          // durable, not yet in the warehouse, by seq
-	failed   error              // a write or fsync failed: the spool takes nothing more
 	closed   bool               //
 	wake     chan struct{}      // tells the committer there is work
 	ready    chan struct{}      // tells the loader there are new unloaded events
@@ -103,8 +111,17 @@ type Spool struct {
 	stopped  chan struct{}      // closed when the committer has exited
 	durable  *commit            // the already-closed commit of replayed and seeded ids
 	fmu      sync.Mutex         // the files: held while writing, syncing, rotating, removing
-	f        *os.File           // the active segment
+	f        segFile            // the active segment
+	torn     bool               // the active segment may end in bytes of a failed commit: start a new one
 	segs     []segment          // every segment, the active one last
+}
+
+// segFile is an open segment (an *os.File; tests wrap it to fail).
+type segFile interface {
+	Write(b []byte) (int, error)
+	Sync() error
+	Truncate(size int64) error
+	Close() error
 }
 
 type segment struct {
@@ -286,7 +303,7 @@ func (s *Spool) newSegment(num int64) error {
 	if s.f != nil {
 		s.f.Close()
 	}
-	s.f = f
+	s.f, s.torn = f, false
 	s.segs = append(s.segs, segment{num: num})
 	return nil
 }
@@ -330,9 +347,10 @@ func (s *Spool) Remember(ids ...string) {
 // Accept appends ev and returns once it is on disk (fsynced), or once the
 // fsync that covers an earlier record of the same id is. duplicate is true
 // for an id already in the dedup window. A failed write or fsync fails
-// every Accept from then on: the files can no longer be trusted to say
-// what was acknowledged. An event whose record would be longer than 64 MiB
-// is refused (ErrEventTooLarge) and nothing is written.
+// the Accepts whose records it carried (and lets a redelivery of their ids
+// be stored again); the commits after it are tried afresh. An event whose
+// record would be longer than 64 MiB is refused (ErrEventTooLarge) and
+// nothing is written.
 func (s *Spool) Accept(ctx context.Context, ev *service.Event) (duplicate bool, err error) {
 	rec := encodeRecord(ev)
 	if n := len(rec) - spoolHeader; n > maxSpoolRecord {
@@ -342,10 +360,6 @@ func (s *Spool) Accept(ctx context.Context, ev *service.Event) (duplicate bool, 
 	if s.closed {
 		s.mu.Unlock()
 		return false, ErrSpoolClosed
-	}
-	if s.failed != nil {
-		s.mu.Unlock()
-		return false, s.failed
 	}
 	c, dup := s.ids[ev.ID]
 	if !dup {
@@ -399,9 +413,6 @@ func (s *Spool) committer() {
 			s.mu.Lock()
 			if err != nil {
 				err = fmt.Errorf("webhooks: spool %s: %w", s.dir, err)
-				if s.failed == nil {
-					s.failed = err
-				}
 				for _, r := range c.recs {
 					if s.ids[r.ev.ID] == c {
 						delete(s.ids, r.ev.ID) // not stored: a redelivery must not pass as duplicate
@@ -425,21 +436,49 @@ func (s *Spool) committer() {
 }
 
 // write appends c to the active segment, fsyncs, and rotates a full
-// segment; s.fmu held.
+// segment; s.fmu held. After a failed write or fsync it cuts the segment
+// back to its last whole record (cutBack).
 func (s *Spool) write(c *commit) error {
-	if _, err := s.f.Write(c.buf); err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	if err := s.f.Sync(); err != nil {
-		return fmt.Errorf("fsync: %w", err)
+	if s.torn {
+		if err := s.newSegment(s.segs[len(s.segs)-1].num + 1); err != nil {
+			return fmt.Errorf("start a new segment after a failed commit: %w", err)
+		}
 	}
 	seg := &s.segs[len(s.segs)-1]
+	if _, err := s.f.Write(c.buf); err != nil {
+		s.cutBack(seg)
+		return fmt.Errorf("write segment %s: %w", segName(seg.num), err)
+	}
+	if err := s.f.Sync(); err != nil {
+		s.cutBack(seg)
+		return fmt.Errorf("fsync segment %s: %w", segName(seg.num), err)
+	}
 	seg.size += int64(len(c.buf))
 	seg.lastSeq = c.lastSeq
 	if seg.size >= s.segMax {
-		return s.newSegment(seg.num + 1)
+		// c is durable whatever happens here: a segment that cannot be
+		// rotated grows, and the next commit tries again.
+		if err := s.newSegment(seg.num + 1); err != nil {
+			s.log.Warn("spool: could not start a new segment; appending to the full one", "segment", segName(seg.num), "error", err)
+		}
 	}
 	return nil
+}
+
+// cutBack truncates the active segment seg to its last whole record after
+// a failed write or fsync, and syncs it; when either fails, bytes of the
+// failed commit may remain, and the next write starts a new segment
+// instead (s.torn). s.fmu held.
+func (s *Spool) cutBack(seg *segment) {
+	err := s.f.Truncate(seg.size)
+	if err == nil {
+		err = s.f.Sync()
+	}
+	if err != nil {
+		s.torn = true
+		s.log.Warn("spool: could not cut a failed commit off its segment; the next commit starts a new one",
+			"segment", segName(seg.num), "error", err)
+	}
 }
 
 func (s *Spool) signalReady() {

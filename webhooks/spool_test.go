@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -287,5 +288,148 @@ func TestNoEventIsAcknowledgedThatTheSpoolCannotReplay(t *testing.T) {
 	evs, _ := s.Unloaded(10)
 	if len(evs) != 2 || evs[0].ID != id || !bytes.Equal(evs[0].Raw, big) || evs[1].ID != "small-1" {
 		t.Fatalf("replay returned %d events; want the event at the ceiling, whole, then small-1 (both were answered 200)", len(evs))
+	}
+}
+
+// TestFailedCommitFailsOnlyItsAccepts pins what a failed write or fsync (a
+// full disk) costs: the Accepts of that commit fail (503, the service
+// retries), and the spool takes events again as soon as the disk does.
+// The segment is cut back to its last whole record; when that cut (or its
+// fsync) fails too, the next commit starts a new segment rather than write
+// after torn bytes. Replay then returns every acknowledged event and nothing else
+// (a record written whole before its fsync failed may come back too: it
+// was retried, and the warehouse's primary key keeps one).
+func TestFailedCommitFailsOnlyItsAccepts(t *testing.T) {
+	for name, faults := range map[string]int{
+		"write":                webhooks.FailWrite,
+		"fsync":                webhooks.FailSync,
+		"write, then truncate": webhooks.FailWrite | webhooks.FailTruncate,
+		"fsync, then truncate": webhooks.FailSync | webhooks.FailTruncate,
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openSpool(t, dir)
+			defer func() { s.Close() }()
+			ctx := context.Background()
+			accept := func(i int) error {
+				_, err := s.Accept(ctx, webhooktest.Received(i))
+				return err
+			}
+			acked := []int{0, 1}
+			for _, i := range acked {
+				if err := accept(i); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := len(segments(t, dir))
+			heal := webhooks.BreakSegment(s, faults)
+			if err := accept(2); err == nil {
+				t.Fatal("a failed commit was acknowledged")
+			}
+			heal() // space is back
+			for _, i := range []int{4, 5, 2} {
+				dup, err := s.Accept(ctx, webhooktest.Received(i))
+				if err != nil {
+					t.Fatalf("event %d after the failure: %v (the spool refuses for ever)", i, err)
+				}
+				if dup {
+					t.Fatalf("event %d: answered as a duplicate, but its first commit failed", i)
+				}
+				acked = append(acked, i)
+			}
+			if n := s.Pending(); n != len(acked) {
+				t.Fatalf("%d pending, want %d", n, len(acked))
+			}
+			wantSegs := before
+			if faults&(webhooks.FailTruncate|webhooks.FailSync) != 0 {
+				wantSegs++ // the cut failed, or its fsync did
+			}
+			if n := len(segments(t, dir)); n != wantSegs {
+				t.Fatalf("%d segments, want %d (a new one only when the cut could not be made durable)", n, wantSegs)
+			}
+			s.Close()
+
+			s = openSpool(t, dir)
+			evs, _ := s.Unloaded(100)
+			got := map[string]int{}
+			for _, ev := range evs {
+				got[ev.ID]++
+			}
+			for _, i := range acked {
+				id := webhooktest.Received(i).ID
+				if got[id] == 0 {
+					t.Errorf("acknowledged event %s is not replayed", id)
+				}
+				delete(got, id)
+			}
+			if len(got) > 0 {
+				t.Errorf("replay returned events never acknowledged: %v", got)
+			}
+		})
+	}
+}
+
+// TestSpoolRecoversAfterDiskFull: a moment of a really full disk (a 1 MiB
+// tmpfs; needs root to mount, skipped elsewhere) answers 503, and once
+// space is back deliveries are stored again and replayed, the event of the
+// failed commit only from its retry.
+func TestSpoolRecoversAfterDiskFull(t *testing.T) {
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
+	dir := filepath.Join(mnt, "events")
+	s := openSpool(t, dir)
+	defer func() { s.Close() }()
+	rc, err := webhooks.NewReceiver(s, []string{webhooktest.Secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	if st := webhooktest.Deliver(srv.Client(), srv.URL, webhooktest.Event("before"), webhooktest.Secret, 0); st != http.StatusOK {
+		t.Fatalf("before the disk fills: %d", st)
+	}
+	// Fill the disk.
+	filler := filepath.Join(mnt, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := []byte(strings.Repeat("z", 4096))
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			break
+		}
+	}
+	f.Close()
+	big := []byte(`{"type":"COURSE_COMPLETED","id":"during","data":"` + strings.Repeat("d", 64<<10) + `"}`)
+	if st := webhooktest.Deliver(srv.Client(), srv.URL, big, webhooktest.Secret, 0); st != http.StatusServiceUnavailable {
+		t.Fatalf("disk full: %d, want 503", st)
+	}
+	// Space is back (logs rotated, an operator freed space).
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	var statuses []int
+	for i := range 5 {
+		statuses = append(statuses, webhooktest.Deliver(srv.Client(), srv.URL, webhooktest.Event(fmt.Sprintf("after-%d", i)), webhooktest.Secret, 0))
+	}
+	statuses = append(statuses, webhooktest.Deliver(srv.Client(), srv.URL, big, webhooktest.Secret, 0))
+	for _, st := range statuses {
+		if st != http.StatusOK {
+			t.Fatalf("after space came back, deliveries answered %v; want 200s (the listener keeps running and refuses every event for ever)", statuses)
+		}
+	}
+	s.Close()
+	s = openSpool(t, dir)
+	evs, _ := s.Unloaded(100)
+	var ids []string
+	for _, ev := range evs {
+		ids = append(ids, ev.ID)
+	}
+	if want := "before after-0 after-1 after-2 after-3 after-4 during"; strings.Join(ids, " ") != want {
+		t.Fatalf("replayed %v, want %s", ids, want)
 	}
 }
