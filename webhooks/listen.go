@@ -122,7 +122,9 @@ var ErrListening = errors.New("another sepipe listen is using this output folder
 //     than LockWait) leaves the events in the spool for the next one;
 //  4. at most every PublishInterval, when events were loaded, publish the
 //     working database to Out/warehouse.duckdb (load.PublishState), where
-//     readers see them; readers holding the file never block it.
+//     readers see them; readers holding the file never block it. A publish
+//     that is due follows the load in progress, so traffic that keeps a
+//     batch waiting does not hold it off.
 //
 // When ctx is done, Listen stops accepting connections, waits up to
 // ShutdownTimeout for deliveries in flight, loads everything spooled and
@@ -245,7 +247,9 @@ type eventLoader struct {
 }
 
 // run loads every interval, or as soon as batch events wait, and
-// publishes at most every publishEvery, until ctx is done.
+// publishes at most every publishEvery, until ctx is done. A publish that
+// is due is made after each load, so a backlog that keeps batch events
+// waiting never holds it off.
 func (l *eventLoader) run(ctx context.Context, batch int, interval, publishEvery time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -268,15 +272,23 @@ func (l *eventLoader) run(ctx context.Context, batch int, interval, publishEvery
 				}
 				break
 			}
+			l.publishIfDue(ctx, publishEvery)
 			if l.spool.Pending() < batch {
 				break
 			}
 		}
-		if l.dirty && time.Since(l.lastPublished) >= publishEvery && ctx.Err() == nil {
-			if err := l.publish(ctx); err != nil && ctx.Err() == nil {
-				l.log.Warn("listen: publish failed; the events are loaded and the next publish retries", "error", err)
-			}
-		}
+		l.publishIfDue(ctx, publishEvery)
+	}
+}
+
+// publishIfDue publishes when events were loaded since the last publish
+// and publishEvery has passed since it.
+func (l *eventLoader) publishIfDue(ctx context.Context, publishEvery time.Duration) {
+	if !l.dirty || time.Since(l.lastPublished) < publishEvery || ctx.Err() != nil {
+		return
+	}
+	if err := l.publish(ctx); err != nil && ctx.Err() == nil {
+		l.log.Warn("listen: publish failed; the events are loaded and the next publish retries", "error", err)
 	}
 }
 

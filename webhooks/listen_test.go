@@ -400,3 +400,56 @@ func sumAcks(m map[string]int) int {
 	}
 	return n
 }
+
+// TestListenPublishesUnderSteadyTraffic pins that a backlog cannot starve
+// the publish: the loader used to keep loading while a batch waited and
+// never reached warehouse.duckdb. Here a delivery arrives during every
+// load (from the EventsLoaded point), so a batch always waits after one;
+// the publish must still come, twice (the second once the publish
+// interval has passed again), with the events in it. The minute bounds a
+// hang, not the speed.
+func TestListenPublishesUnderSteadyTraffic(t *testing.T) {
+	out := t.TempDir()
+	var (
+		traffic   atomic.Bool
+		next      atomic.Int64
+		acked     atomic.Int64
+		published = make(chan struct{}, 100)
+	)
+	url, stop := webhooktest.StartListen(t, webhooks.ListenConfig{Out: out, Secrets: []string{webhooktest.Secret},
+		BatchSize: 1, BatchInterval: 50 * time.Millisecond, PublishInterval: 100 * time.Millisecond})
+	// From the first load on, a delivery arrives during every load.
+	traffic.Store(true)
+	faults.Set(func(point string) {
+		switch point {
+		case string(faults.EventsLoaded):
+			if traffic.Load() && webhooktest.Deliver(http.DefaultClient, url, webhooktest.Event(fmt.Sprintf("ev-%06d", next.Add(1))), webhooktest.Secret, 0) == http.StatusOK {
+				acked.Add(1)
+			}
+		case string(faults.PublishRenamed):
+			select {
+			case published <- struct{}{}:
+			default:
+			}
+		}
+	})
+	t.Cleanup(func() { faults.Set(nil) })
+	if webhooktest.Deliver(http.DefaultClient, url, webhooktest.Event("ev-first"), webhooktest.Secret, 0) != http.StatusOK {
+		t.Fatal("the first delivery was refused")
+	}
+	hang := time.After(time.Minute)
+	for range 2 {
+		select {
+		case <-published:
+		case <-hang:
+			t.Fatalf("%d events acknowledged, one during every load, and after a minute warehouse.duckdb was not published twice (publish interval 100 ms)", acked.Load()+1)
+		}
+	}
+	if n := warehousetest.Scalar[int64](t, warehousetest.Open(t, out), `SELECT count(*) FROM events`); n == 0 {
+		t.Fatal("warehouse.duckdb was published without the events loaded before it")
+	}
+	traffic.Store(false)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
