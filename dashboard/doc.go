@@ -7,7 +7,8 @@
 // rebuilding sepipe. The page, its script and its style are embedded too:
 // the dashboard needs no network. Each request opens the warehouse
 // read-only and sandboxed (load.OpenSandboxed: no file access from panel
-// SQL), runs every panel's SQL with the filters (date range, team,
+// SQL but reading the lake), runs every panel's SQL, one query each
+// (load.QuerySandboxed: no COPY, ATTACH, SET or PRAGMA), with the filters (date range, team,
 // region) set as DuckDB variables (getvariable('team'), ...), and closes
 // it again: no lock is held between requests, so a sync or listen never
 // waits for an open dashboard. A panel whose SQL fails carries its error;

@@ -246,7 +246,7 @@ func options(ctx context.Context, wh *load.Warehouse) Options {
 func run(ctx context.Context, wh *load.Warehouse, timeout time.Duration, res *Result) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	rows, err := wh.DB().QueryContext(ctx, res.SQL)
+	rows, err := wh.QuerySandboxed(ctx, res.SQL)
 	if err != nil {
 		return err
 	}

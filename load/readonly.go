@@ -54,10 +54,13 @@ func (w *Warehouse) HasTable(ctx context.Context, object string) (bool, error) {
 }
 
 // OpenSandboxed opens an existing warehouse read-only for SQL that a
-// person or a page supplies (sepipe query): DuckDB's external access is
-// off and the configuration locked, so the SQL cannot read or write files
-// (COPY ... TO, read_text, ATTACH) other than the lake under lakeDir, which
-// the history views read. Like OpenReadOnly it creates nothing.
+// person or a page supplies (sepipe query, the dashboard's panels), to be
+// run with QuerySandboxed: DuckDB's external access is off and the
+// configuration locked, so the SQL cannot read files (read_text) other
+// than the lake under lakeDir, which stays queryable with read_parquet.
+// DuckDB's allowed directories are for writing too, so QuerySandboxed
+// runs only queries: no COPY ... TO, EXPORT or ATTACH into the lake. Like
+// OpenReadOnly it creates nothing.
 func OpenSandboxed(ctx context.Context, path, lakeDir string) (*Warehouse, error) {
 	wh, err := OpenReadOnly(ctx, path)
 	if err != nil {
@@ -79,4 +82,35 @@ func OpenSandboxed(ctx context.Context, path, lakeDir string) (*Warehouse, error
 		}
 	}
 	return wh, nil
+}
+
+// ErrNotAQuery: SQL given to QuerySandboxed is not one query.
+var ErrNotAQuery = errors.New("only one query is allowed (SELECT, FROM, WITH, VALUES, DESCRIBE, SHOW or SUMMARIZE)")
+
+// QuerySandboxed runs SQL a person or a page supplies on a warehouse
+// OpenSandboxed opened, if it is one query; anything else (COPY, EXPORT,
+// ATTACH, SET, CALL, PRAGMA, EXPLAIN, which may ANALYZE a COPY, or several
+// statements) wraps ErrNotAQuery and nothing of it runs. DuckDB's own
+// parser says what the SQL is (json_serialize_sql, which parses and
+// serializes SELECT statements only), not a reading of the text, and only
+// parses: preparing the statement would bind it, and binding EXPORT
+// DATABASE already creates its folder; duckdb-go's PrepareContext and
+// QueryContext run every statement but the last before any check.
+func (w *Warehouse) QuerySandboxed(ctx context.Context, query string) (*sql.Rows, error) {
+	var failed bool
+	var kind, msg sql.NullString
+	var n sql.NullInt64
+	err := w.db.QueryRowContext(ctx, `SELECT j->>'error' = 'true', j->>'error_type', j->>'error_message', json_array_length(j->'statements')
+		FROM (SELECT json_serialize_sql(`+Literal(query)+`)::JSON AS j)`).Scan(&failed, &kind, &msg, &n)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("warehouse %s: parse the query: %w", w.path, err)
+	case failed && kind.String == "parser":
+		return nil, errors.New(msg.String) // a syntax error, as DuckDB words it
+	case failed: // DuckDB says "Only SELECT statements can be serialized"
+		return nil, fmt.Errorf("%w; this is not a query (COPY, ATTACH, SET, PRAGMA and the like are not run here; a pragma's table function is: SELECT * FROM pragma_table_info('course'))", ErrNotAQuery)
+	case n.Int64 != 1:
+		return nil, fmt.Errorf("%w: this is %d statements", ErrNotAQuery, n.Int64)
+	}
+	return w.db.QueryContext(ctx, query)
 }

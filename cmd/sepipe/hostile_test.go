@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,12 +18,33 @@ func TestQueryCannotReachFiles(t *testing.T) {
 		t.Fatalf("history view through the sandbox: %q", n)
 	}
 	target := filepath.Join(t.TempDir(), "evil.csv")
+	parts, _ := filepath.Glob(filepath.Join(out, "lake", "course", "*", "*.parquet"))
+	if len(parts) == 0 {
+		t.Fatal("no course part in the lake")
+	}
+	part := parts[0]
+	before, err := os.ReadFile(part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planted := filepath.Join(filepath.Dir(part), "part-planted.parquet")
+	attached := filepath.Join(out, "lake", "x.duckdb")
 	for _, q := range []string{
 		"COPY (SELECT 1) TO '" + target + "'",
 		"SELECT * FROM read_text('/etc/hostname')",
 		"SET enable_external_access = true",
 		"ATTACH '" + filepath.Join(t.TempDir(), "x.duckdb") + "' AS x",
 		"CREATE TABLE course2 AS SELECT * FROM course",
+		// The lake is readable, and DuckDB's allowed directories are for
+		// writing too: no statement but a query may run (found by review:
+		// these rewrote a lake part, planted one, made a database file).
+		"COPY (SELECT 42 AS x) TO '" + part + "' (FORMAT parquet)",
+		"COPY (SELECT * FROM course LIMIT 1) TO '" + planted + "' (FORMAT parquet)",
+		"ATTACH '" + attached + "' AS x",
+		"EXPORT DATABASE '" + filepath.Join(out, "lake", "export") + "'",
+		"EXPLAIN ANALYZE COPY (SELECT 1) TO '" + planted + "' (FORMAT parquet)",
+		"SELECT 1; COPY (SELECT 1) TO '" + planted + "' (FORMAT parquet)",
+		"PRAGMA table_info('course')",
 	} {
 		code, _, errOut := runCLI(t, "query", "--out", out, q)
 		if code == exitOK {
@@ -32,8 +54,23 @@ func TestQueryCannotReachFiles(t *testing.T) {
 			t.Errorf("%s: %s", q, errOut)
 		}
 	}
-	if _, err := os.Stat(target); err == nil {
-		t.Fatal("COPY wrote a file")
+	for _, p := range []string{target, planted, attached, filepath.Join(out, "lake", "export")} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("a query wrote %s", p)
+		}
+	}
+	if after, _ := os.ReadFile(part); !bytes.Equal(before, after) {
+		t.Errorf("a query rewrote %s", part)
+	}
+	// What a person queries still runs: the lake, and what DuckDB parses
+	// as a query (DESCRIBE, SHOW, SUMMARIZE, a pragma's table function).
+	for _, q := range []string{
+		"SELECT count(*) > 0 FROM read_parquet('" + filepath.Join(out, "lake", "course", "*", "*.parquet") + "')",
+		"DESCRIBE course", "SHOW TABLES", "SUMMARIZE course", "SELECT * FROM pragma_table_info('course')", "FROM course LIMIT 1",
+	} {
+		if code, _, errOut := runCLI(t, "query", "--out", out, q); code != exitOK {
+			t.Errorf("%s: %s", q, errOut)
+		}
 	}
 }
 

@@ -52,7 +52,7 @@ hive_partitioning = true).`,
 				return err
 			}
 			defer wh.Close()
-			rows, err := wh.DB().QueryContext(cmd.Context(), args[0])
+			rows, err := wh.QuerySandboxed(cmd.Context(), args[0])
 			if err != nil {
 				return usagef("query: %v", err)
 			}
