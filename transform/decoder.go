@@ -745,6 +745,9 @@ func (d *Decoder) member(st *state, s *scanner, c *node, page, row int, res *Res
 			}
 			if s.pos-vstart > d.maxValue {
 				st.slots[c.col].st = unset
+				if k := d.keyOf[c.col]; k >= 0 {
+					st.keyRaw[k] = nil
+				}
 				d.tooLong(st, res, page, row, d.names[c.col], vstart, s.pos)
 				return true
 			}
@@ -767,8 +770,15 @@ func (d *Decoder) member(st *state, s *scanner, c *node, page, row int, res *Res
 				RawValue: string(trimSpace(s.buf[vstart:s.pos])),
 				Reason:   reason,
 			})
-		case d.keyOf[c.col] >= 0 && st.slots[c.col].st == hasValue:
-			st.keyRaw[d.keyOf[c.col]] = trimSpace(s.buf[vstart:s.pos])
+		}
+		if k := d.keyOf[c.col]; k >= 0 {
+			// The key is what the row holds now: a member given twice
+			// holds its last value, and a misfit or null one none (the
+			// first value's key would otherwise stay beside a null column).
+			st.keyRaw[k] = nil
+			if st.slots[c.col].st == hasValue {
+				st.keyRaw[k] = trimSpace(s.buf[vstart:s.pos])
+			}
 		}
 		return true
 	}

@@ -373,3 +373,33 @@ func TestRowsThatAreNotObjects(t *testing.T) {
 		t.Errorf("the inferrer: %v", err)
 	}
 }
+
+// TestKeyIsWhatTheRowHolds: a key member given twice keys the row by its
+// last value; when that one misfits (or is null) the row has no key, and
+// a merge stream's row without its key is left out (it was kept with its
+// key column null and the first value's key counted; found by review).
+func TestKeyIsWhatTheRowHolds(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	s, err := schemas.FromDescribe("thing", testFields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := transform.NewDecoder(s, transform.WithAllocator(mem), transform.WithKeyFields(true, "id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Release()
+	res, err := d.DecodePage(1, []byte(`{"results":[{"id":1,"name":"a"},{"id":2,"id":"x","name":"b"},{"id":3,"id":null},{"id":"x","id":4}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Record.Release()
+	ids := res.Record.Column(0).(*array.Int64)
+	if res.RejectedRows != 2 || ids.Len() != 2 || ids.Value(0) != 1 || ids.Value(1) != 4 {
+		t.Errorf("rows %v, %d left out; want ids 1 and 4, two left out", ids, res.RejectedRows)
+	}
+	if want := []string{"1", "", "", "4"}; !slices.Equal(res.Info.Keys, want) {
+		t.Errorf("keys %q, want %q", res.Info.Keys, want)
+	}
+}
