@@ -786,3 +786,83 @@ func TestHelpOfNewCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduleAcrossHalfHourDST: in a zone whose clocks move by half an
+// hour (Australia/Lord_Howe: 02:00 to 02:30 on 4 October 2026, 02:00 back
+// to 01:30 on 5 April 2026) a fixed-hour expression runs once for each
+// time it names, as across whole-hour changes (robfig/cron's arithmetic
+// of whole hours ran 01:30 again at 02:30, and skipped 03:00 and a
+// midnight; found by review).
+func TestScheduleAcrossHalfHourDST(t *testing.T) {
+	loc, err := time.LoadLocation("Australia/Lord_Howe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		spec, from string
+		want       []string
+	}{
+		{"30 1 * * *", "2026-10-03T12:00:00+10:30",
+			[]string{"2026-10-04T01:30:00+10:30", "2026-10-05T01:30:00+11:00"}},
+		{"15 2 * * *", "2026-10-03T12:00:00+10:30", // 02:15 is in the gap: its end
+			[]string{"2026-10-04T02:30:00+11:00", "2026-10-05T02:15:00+11:00"}},
+		{"45 1 * * *", "2026-04-04T12:00:00+11:00", // 01:45 comes twice: the first
+			[]string{"2026-04-05T01:45:00+11:00", "2026-04-06T01:45:00+10:30"}},
+		{"0 3 * * *", "2026-04-04T12:00:00+11:00",
+			[]string{"2026-04-05T03:00:00+10:30", "2026-04-06T03:00:00+10:30"}},
+		{"@midnight", "2026-04-05T00:00:00+11:00",
+			[]string{"2026-04-06T00:00:00+10:30", "2026-04-07T00:00:00+10:30"}},
+	} {
+		sched, err := parseCron(tc.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now, err := time.Parse(time.RFC3339, tc.from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for range tc.want {
+			now = sched.Next(now.In(loc))
+			got = append(got, now.In(loc).Format(time.RFC3339))
+			now = now.Add(time.Second)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%q from %s: runs %v, want %v", tc.spec, tc.from, got, tc.want)
+		}
+	}
+}
+
+// TestScheduleDailyRunsOncePerDay: over a whole year, in zones whose
+// clocks move by an hour, half an hour, at midnight or not at all, a daily
+// expression of any hour and minute runs exactly once a day, each run
+// later than the one before.
+func TestScheduleDailyRunsOncePerDay(t *testing.T) {
+	for _, zone := range []string{"Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "America/Santiago", "Asia/Beirut", "America/Havana", "Asia/Tokyo"} {
+		loc, err := time.LoadLocation(zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for h := range 24 {
+			for _, m := range []int{0, 30} {
+				spec := fmt.Sprintf("%d %d * * *", m, h)
+				sched, err := parseCron(spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				from := time.Date(2026, 1, 1, 0, 0, 0, 0, loc).Add(-time.Second)
+				end := time.Date(2027, 1, 1, 0, 0, 0, 0, loc)
+				runs, last := 0, from
+				for now := sched.Next(from); now.Before(end); now = sched.Next(now) {
+					if !now.After(last) {
+						t.Fatalf("%s %q: run %s not after %s", zone, spec, now, last)
+					}
+					runs, last = runs+1, now
+				}
+				if runs != 365 {
+					t.Errorf("%s %q: %d runs in 2026, want 365", zone, spec, runs)
+				}
+			}
+		}
+	}
+}

@@ -339,71 +339,59 @@ type wallClockSchedule struct {
 	spec *cron.SpecSchedule
 }
 
-// Next returns the first time after t the expression matches, in t's
-// location: the end of a gap that hid a matching local time, else the
-// expression's next match that is not a second pass of the wall clock.
+// Next returns the first instant after t at which the local wall clock
+// shows a time the expression matches, in t's location: the expression
+// is matched on the wall clock alone (a clock without daylight saving),
+// and each match is then placed in the zone (wallInstant). robfig/cron's
+// own Next adds hours to cross a change, which misplaces runs in a zone
+// whose clocks move by half an hour (Australia/Lord_Howe).
 func (w *wallClockSchedule) Next(t time.Time) time.Time {
 	loc := w.spec.Location // as robfig/cron: CRON_TZ= wins, else t's zone
 	if loc == time.Local {
 		loc = t.Location()
 	}
-	n := w.spec.Next(t)
-	for !n.IsZero() {
-		end, ok := repeatedUntil(n.In(loc))
-		if !ok {
-			break
+	onWall := *w.spec
+	onWall.Location = time.UTC
+	wall := wallAsUTC(t.In(loc))
+	// A match whose instant is not after t (a repeated time's second
+	// pass, or a second match in one gap) is passed over; a few hundred
+	// such matches at most, for an expression of every minute of an hour.
+	for range 1 << 12 {
+		m := onWall.Next(wall)
+		if m.IsZero() {
+			return m // no match within robfig/cron's five years
 		}
-		// The whole second pass is skipped: Next looks from the second
-		// before its end.
-		n = w.spec.Next(end.Add(-time.Second))
+		if at := wallInstant(m, loc); at.After(t) {
+			return at.In(t.Location())
+		}
+		wall = m
 	}
-	if g, ok := w.gapBefore(t.In(loc), n); ok {
-		return g.In(t.Location())
-	}
-	return n
+	return time.Time{}
 }
 
-// gapBefore returns the first end of a gap in the wall clock after t and
-// before or at n (zero n: within five years, as robfig/cron looks) whose
-// skipped local times the expression matches.
-func (w *wallClockSchedule) gapBefore(t, n time.Time) (time.Time, bool) {
-	limit := n
-	if limit.IsZero() {
-		limit = t.AddDate(5, 0, 0)
-	}
-	for p := t; ; {
-		_, end := p.ZoneBounds() // the next change of offset after p
-		if end.IsZero() || end.After(limit) {
-			return time.Time{}, false
+// wallInstant is the first instant at which loc's clocks show wall (a
+// wall-clock reading held as UTC): of a time shown twice (clocks set
+// back), the first pass; of a time never shown (clocks set forward), the
+// end of the gap, the first instant after it.
+func wallInstant(wall time.Time, loc *time.Location) time.Time {
+	var first time.Time
+	for _, near := range []time.Duration{-48 * time.Hour, 0, 48 * time.Hour} {
+		// The offsets in force around wall: a change of offset is never
+		// closer to another than two days.
+		_, off := wall.Add(near).In(loc).Zone()
+		at := wall.Add(-time.Duration(off) * time.Second)
+		if wallAsUTC(at.In(loc)).Equal(wall) && (first.IsZero() || at.Before(first)) {
+			first = at
 		}
-		_, before := end.Add(-time.Nanosecond).Zone()
-		_, after := end.Zone()
-		if after > before {
-			// The wall clock jumps from end's time at the old offset by
-			// the difference: does the expression match a skipped time?
-			gap := time.Duration(after-before) * time.Second
-			from := wallAsUTC(end.In(time.FixedZone("", before)))
-			onWall := *w.spec
-			onWall.Location = time.UTC
-			if m := onWall.Next(from.Add(-time.Second)); !m.IsZero() && m.Before(from.Add(gap)) {
-				return end, true
-			}
-		}
-		p = end
 	}
-}
-
-// repeatedUntil reports whether t's local time already happened before
-// the clocks went back, and if so until when the second pass lasts.
-func repeatedUntil(t time.Time) (end time.Time, ok bool) {
-	start, _ := t.ZoneBounds()
-	if start.IsZero() {
-		return time.Time{}, false
+	if !first.IsZero() {
+		return first
 	}
-	_, now := t.Zone()
-	_, before := start.Add(-time.Nanosecond).Zone()
-	end = start.Add(time.Duration(before-now) * time.Second)
-	return end, t.Before(end)
+	// In a gap: read at the offset before it, wall is an instant past the
+	// change, whose start is the gap's end.
+	_, before := wall.Add(-48 * time.Hour).In(loc).Zone()
+	start, _ := wall.Add(-time.Duration(before) * time.Second).In(loc).ZoneBounds()
+	return start
 }
 
 // wallAsUTC is t's wall-clock reading as a UTC time: a clock without
