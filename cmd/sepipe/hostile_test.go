@@ -72,6 +72,14 @@ func TestQueryCannotReachFiles(t *testing.T) {
 			t.Errorf("%s: %s", q, errOut)
 		}
 	}
+	// A PIVOT runs with its values listed; without them DuckDB makes it
+	// several statements, and the error says how to write it.
+	if code, _, errOut := runCLI(t, "query", "--out", out, "PIVOT userCourseProgress ON status IN ('Completed', 'Overdue') USING count(*)"); code != exitOK {
+		t.Errorf("PIVOT with its values: %s", errOut)
+	}
+	if code, _, errOut := runCLI(t, "query", "--out", out, "/* by status */ PIVOT userCourseProgress ON status USING count(*)"); code == exitOK || !strings.Contains(errOut, "with its values listed") {
+		t.Errorf("PIVOT without its values: %d %s", code, errOut)
+	}
 }
 
 func TestTermEscape(t *testing.T) {
