@@ -1053,11 +1053,12 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, ea
 		*t.NewRows = n
 	}
 	switch {
-	case kind == "table" && asView:
+	case !startsAfresh(kind, asView):
+	case asView:
 		if _, err := tx.ExecContext(ctx, "DROP TABLE "+table); err != nil {
 			return fail("replace the table by a view of the history", err)
 		}
-	case kind == "view" && !asView:
+	default:
 		if _, err := tx.ExecContext(ctx, "DROP VIEW "+table); err != nil {
 			return fail("replace the view of the history by a table", err)
 		}
@@ -1194,6 +1195,32 @@ func checkFields(t Table) error {
 // into one table, not two.
 func isView(run Run, t Table) bool {
 	return (t.Mode == Replace || t.Mode == "") && run.SnapshotDate != ""
+}
+
+// startsAfresh reports whether a stream's load drops its table, of kind
+// ("table", "view" or "" for none; relationKind), to start it afresh as
+// the other kind (asView, isView): its mode changed from replace, whose
+// table is a view of its history's day, to append or merge, whose table
+// is one of its own, or back. The new table then holds the run's rows
+// alone (a merge starts from an empty table). The one owner of the rule:
+// loadTable drops by it, and Warehouse.StartsAfresh tells the pipeline
+// before the run, so that its Iceberg table is rebuilt alike.
+func startsAfresh(kind string, asView bool) bool {
+	return (kind == "table" && asView) || (kind == "view" && !asView)
+}
+
+// StartsAfresh reports whether the next run's load of object, a stream
+// in mode, on day (the run's snapshot day), starts its table afresh
+// because the stream's mode changed between replace and append or merge
+// (startsAfresh): the table then holds that run's rows alone. The
+// output folder's lock, held from before the question to the run's
+// commit, keeps the answer true until the load.
+func (w *Warehouse) StartsAfresh(ctx context.Context, object string, mode WriteMode, day string) (bool, error) {
+	kind, err := relationKind(ctx, w.db, object)
+	if err != nil {
+		return false, fmt.Errorf("warehouse %s: inspect table %s: %w", w.path, object, err)
+	}
+	return startsAfresh(kind, isView(Run{SnapshotDate: day}, Table{Mode: mode})), nil
 }
 
 // tablesWritten is how many tables a run inserts t's rows into: its

@@ -721,3 +721,72 @@ func TestFullRefreshRebuildsIcebergTable(t *testing.T) {
 		t.Errorf("userCourseProgress: %d rows after the full refresh, %d before; want fewer", after["userCourseProgress"], before["userCourseProgress"])
 	}
 }
+
+// TestModeChangeRebuildsIcebergTable pins that a stream's Iceberg table
+// holds what its warehouse table holds after the stream's mode changes
+// between replace and append or merge. "user" is synced two days in one
+// mode, then a day in another with fewer users. The warehouse starts the
+// table afresh on the third day (a replace stream's table is a view of its
+// history's day, any other a table of its own: load.Warehouse.StartsAfresh),
+// so it holds that day's rows alone; the Iceberg table must too, each key
+// once, none of the earlier days' rows left (found by review: replace ->
+// merge only removed the run's keys, so the earlier days stayed).
+func TestModeChangeRebuildsIcebergTable(t *testing.T) {
+	merge := pipeline.StreamConfig{Mode: load.Merge, PrimaryKey: []string{"userId"}}
+	for _, tc := range []struct {
+		name         string
+		before, then pipeline.StreamConfig
+	}{
+		{"replace to merge", pipeline.StreamConfig{}, merge},
+		{"replace to append", pipeline.StreamConfig{}, pipeline.StreamConfig{Mode: load.Append}},
+		{"append to replace", pipeline.StreamConfig{Mode: load.Append}, pipeline.StreamConfig{}},
+		{"merge to replace", merge, pipeline.StreamConfig{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, lc := t.TempDir(), fileLake(t.TempDir())
+			for i, step := range []struct {
+				users int
+				sc    pipeline.StreamConfig
+			}{{40, tc.before}, {40, tc.before}, {30, tc.then}} {
+				srv := servicetest.NewServer(servicetest.WithUsers(step.users))
+				defer srv.Close()
+				_, err := pipeline.Sync(context.Background(), client(t, srv.URL, srv.Service.AccessToken()),
+					pipeline.Config{Out: out, Only: []string{"user"}, Streams: map[string]pipeline.StreamConfig{"user": step.sc},
+						Iceberg: lc, Now: clock(day1.Add(time.Duration(i) * 24 * time.Hour))})
+				if err != nil {
+					t.Fatalf("run %d: %v", i+1, err)
+				}
+			}
+			db := warehousetest.Open(t, out)
+			wh := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM warehouse.main."user"`)
+			lh, err := lakehouse.Open(context.Background(), *lc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lh.Close()
+			tbl, err := lh.LoadTable(context.Background(), "", "user")
+			if err != nil {
+				t.Fatal(err)
+			}
+			at, err := tbl.Scan().ToArrowTable(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer at.Release()
+			keys, days := map[string]int{}, map[string]int{}
+			for col, m := range map[string]map[string]int{"userId": keys, lakehouse.DayColumn: days} {
+				for _, ch := range at.Column(at.Schema().FieldIndices(col)[0]).Data().Chunks() {
+					for i := range ch.Len() {
+						m[ch.ValueStr(i)]++
+					}
+				}
+			}
+			if at.NumRows() != wh || int64(len(keys)) != wh {
+				t.Errorf("stream user, %s: the Iceberg table has %d rows (%d distinct userId), the warehouse's table %d", tc.name, at.NumRows(), len(keys), wh)
+			}
+			if day3 := day1.Add(48 * time.Hour).Format("2006-01-02"); len(days) != 1 || days[day3] == 0 {
+				t.Errorf("stream user, %s: the Iceberg table's rows per day %v, want day %s's alone", tc.name, days, day3)
+			}
+		})
+	}
+}

@@ -233,6 +233,11 @@ type prior struct {
 	known      []string // every stream (by name) earlier runs loaded
 	unfinished []string // streams (by name) deferred, or failed beside a deferred one, earlier on the run's snapshot day and not committed since
 	names      *load.Names
+	// afresh: streams (by name) whose table the run's load starts afresh,
+	// their mode having changed between replace and append or merge
+	// (load.Warehouse.StartsAfresh); asked only with an Iceberg lake,
+	// whose table is then rebuilt from the run's rows as well.
+	afresh map[string]bool
 }
 
 // name is the table and folder name of a stream's service id.
@@ -246,7 +251,7 @@ func (p *prior) name(id string) string {
 // recover finishes what a dead run left (a lake partition or a published
 // warehouse it did not finish publishing) and reads the working database's
 // schemas and state. It holds the working database only for that.
-func recoverAndRead(ctx context.Context, lake load.Lake, lh *lakehouse.Lakehouse, objects []string, reset []string, day string, lockWait time.Duration, log *slog.Logger) (pr *prior, err error) {
+func recoverAndRead(ctx context.Context, lake load.Lake, lh *lakehouse.Lakehouse, objects []string, streams map[string]StreamConfig, reset []string, day string, lockWait time.Duration, log *slog.Logger) (pr *prior, err error) {
 	wh, err := load.OpenState(ctx, lake, load.WithLockWait(lockWait))
 	if err != nil {
 		return nil, err
@@ -296,7 +301,7 @@ func recoverAndRead(ctx context.Context, lake load.Lake, lh *lakehouse.Lakehouse
 	if err := settleLakeIntents(ctx, wh, lh, log); err != nil {
 		return nil, err
 	}
-	pr = &prior{fields: map[string][]service.Field{}, state: map[string]load.State{}}
+	pr = &prior{fields: map[string][]service.Field{}, state: map[string]load.State{}, afresh: map[string]bool{}}
 	if pr.names, err = wh.Names(ctx); err != nil {
 		return nil, err
 	}
@@ -308,6 +313,12 @@ func recoverAndRead(ctx context.Context, lake load.Lake, lh *lakehouse.Lakehouse
 		return nil, err
 	}
 	for _, o := range objects {
+		if lh != nil {
+			mode, _ := load.ParseWriteMode(string(streams[o].Mode))
+			if pr.afresh[pr.name(o)], err = wh.StartsAfresh(ctx, pr.name(o), mode, day); err != nil {
+				return nil, err
+			}
+		}
 		if slices.Contains(reset, o) {
 			continue // full refresh: start from nothing
 		}
@@ -378,7 +389,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	if lh != nil {
 		defer lh.Close()
 	}
-	pr, err := recoverAndRead(ctx, lake, lh, append(slices.Clone(ids), reportObjects...), cfg.FullRefresh, res.SnapshotDate, cfg.LockWait, log)
+	pr, err := recoverAndRead(ctx, lake, lh, append(slices.Clone(ids), reportObjects...), cfg.Streams, cfg.FullRefresh, res.SnapshotDate, cfg.LockWait, log)
 	if err != nil {
 		return nil, err
 	}
@@ -960,10 +971,12 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, lh *lakehouse.
 			Pages: stats.Pages, Requests: stats.Requests, Retries: stats.Retries, Duration: dur,
 		},
 	}
-	if sink.intent != nil && fullRefresh && mode != load.Replace {
-		// The warehouse's table is rebuilt from this run's rows; so is the
-		// Iceberg table (a replace stream's other days stay, as its
-		// history does).
+	if sink.intent != nil && ((fullRefresh && mode != load.Replace) || pr.afresh[name]) {
+		// The warehouse's table is rebuilt from this run's rows (a full
+		// refresh of an append or merge stream, or a mode changed between
+		// replace and append or merge: load.Warehouse.StartsAfresh); so is
+		// the Iceberg table. A replace stream's full refresh keeps its
+		// other days, as its history does.
 		sink.intent.Rebuild = true
 	}
 	if sink.intent != nil {
