@@ -435,3 +435,56 @@ func TestTables(t *testing.T) {
 		t.Errorf("tables of a namespace never made: %v, %v", got, err)
 	}
 }
+
+// TestMergeCompositeKeyWithNUL pins that a composite key's rendering
+// (keyOf) is unambiguous: keys ("x\x00y","z") and ("x","y\x00z") are two
+// keys, so merging the second leaves the first's row (joined with a NUL
+// they were one key, and the merge removed the other's row).
+func TestMergeCompositeKeyWithNUL(t *testing.T) {
+	ctx := context.Background()
+	l := open(t, sqliteConfig(t.TempDir()))
+	s := arrow.NewSchema([]arrow.Field{
+		{Name: "a", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "b", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "v", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	}, nil)
+	spec := TableSpec{Stream: "pairs", Schema: s, Mode: Merge, PrimaryKey: []string{"a", "b"}}
+	write := func(run, day string, a, b []string, v []int64) {
+		t.Helper()
+		bld := array.NewRecordBuilder(l.mem, s)
+		defer bld.Release()
+		bld.Field(0).(*array.StringBuilder).AppendValues(a, nil)
+		bld.Field(1).(*array.StringBuilder).AppendValues(b, nil)
+		bld.Field(2).(*array.Int64Builder).AppendValues(v, nil)
+		rec := bld.NewRecordBatch()
+		defer rec.Release()
+		rdr, _ := array.NewRecordReader(s, []arrow.RecordBatch{rec})
+		defer rdr.Release()
+		in, err := l.Stage(ctx, spec, Run{ID: run, Day: day}, rdr)
+		if err != nil {
+			t.Fatalf("%s: %v", run, err)
+		}
+		if _, err := l.Commit(ctx, in); err != nil {
+			t.Fatalf("%s: %v", run, err)
+		}
+	}
+	write("run-1", days[0], []string{"x\x00y", "p"}, []string{"z", "q"}, []int64{1, 2})
+	write("run-2", days[1], []string{"x"}, []string{"y\x00z"}, []int64{3})
+	tbl, err := l.LoadTable(ctx, "", "pairs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := tbl.Scan().ToArrowTable(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer at.Release()
+	var vs []int64
+	for _, ch := range at.Column(at.Schema().FieldIndices("v")[0]).Data().Chunks() {
+		vs = append(vs, ch.(*array.Int64).Int64Values()...)
+	}
+	slices.Sort(vs)
+	if !slices.Equal(vs, []int64{1, 2, 3}) {
+		t.Fatalf("merge table holds the rows of v %v, want [1 2 3] (three distinct keys)", vs)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -374,18 +375,23 @@ func (w *StageWriter) checkKeys(rec arrow.RecordBatch) error {
 }
 
 // keyOf renders row r's key; null reports a null among its columns.
+// Each value is quoted (strconv.Quote) and a null is the bare word null,
+// which no quoted value is, so two keys render alike only when they are
+// the same key: joining the raw values with a separator made
+// ("x\x00y", "z") and ("x", "y\x00z") one key, and a merge removed the
+// other's row.
 func keyOf(cols []arrow.Array, r int) (key string, null bool) {
 	var b strings.Builder
 	for i, c := range cols {
 		if i > 0 {
-			b.WriteByte(0)
+			b.WriteByte(',')
 		}
 		if c.IsNull(r) {
 			null = true
-			b.WriteString("\x01null")
+			b.WriteString("null")
 			continue
 		}
-		b.WriteString(c.ValueStr(r))
+		b.WriteString(strconv.Quote(c.ValueStr(r)))
 	}
 	return b.String(), null
 }
