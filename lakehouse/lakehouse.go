@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -96,7 +97,11 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Lakehouse, error) {
 			// processes) share the file; BEGIN IMMEDIATE takes the write
 			// lock up front, so a writer waits instead of failing midway.
 			driver, dialect = "sqlite", sqlcat.SQLite
-			dsn = "file:" + cfg.Catalog.URI + "?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
+			name, err := sqliteFileURI(cfg.Catalog.URI)
+			if err != nil {
+				return fail(fmt.Errorf("catalog.uri %q: %w", cfg.Catalog.URI, err))
+			}
+			dsn = name + "?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
 		case DriverPostgres:
 			driver, dialect, dsn = "pgx", sqlcat.Postgres, cfg.Catalog.URI
 		}
@@ -239,6 +244,20 @@ func (l *Lakehouse) ensureNamespace(ctx context.Context, ns string) error {
 		return err
 	}
 	return nil
+}
+
+// sqliteFileURI is the file: URI of the SQLite catalog at path, a plain
+// file path (catalog.uri). SQLite reads the URI's path percent-decoded
+// and cut at '?' and '#': the raw path of a file named lake#1/catalog.db
+// or 100%41.db opened another file (lake, 100A.db). The path, made
+// absolute (no "//" authority either), is escaped, so the catalog is
+// exactly the file named.
+func sqliteFileURI(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	return "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath(), nil
 }
 
 // ensureTable loads the table of spec or creates it: the stream's columns

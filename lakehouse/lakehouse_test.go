@@ -3,8 +3,14 @@ package lakehouse
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -155,4 +161,43 @@ func TestThreeDaysS3(t *testing.T) {
 		t.Fatalf("no data files in the bucket: %v", objs)
 	}
 	t.Logf("%d objects in the bucket, %d parquet", len(objs), data)
+}
+
+// TestSQLiteCatalogPathIsTheFileOpened pins that the SQLite catalog is
+// the file catalog.uri names, whatever its path holds: Validate accepts a
+// plain path with '#' or '%', and SQLite's URI reading cut the path at
+// '#' and decoded %XX, so another file was opened silently (sqliteFileURI).
+func TestSQLiteCatalogPathIsTheFileOpened(t *testing.T) {
+	for _, name := range []string{filepath.Join("lake#1", "catalog.db"), filepath.Join("100%41 b", "catalog.db")} {
+		dir := t.TempDir()
+		cfg := sqliteConfig(dir)
+		cfg.Catalog.URI = filepath.Join(dir, name)
+		cfg.SetDefaults()
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("catalog.uri %s: %v", cfg.Catalog.URI, err)
+		}
+		l := open(t, cfg)
+		stageCommit(t, l, TableSpec{Stream: "events", Schema: testSchema(), Mode: Append}, Run{ID: "run-1", Day: days[0]}, makeRows(0, 3, "x"))
+		var files []string
+		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && !strings.Contains(p, "warehouse") {
+				files = append(files, strings.TrimPrefix(p, dir))
+			}
+			return nil
+		})
+		fi, err := os.Stat(cfg.Catalog.URI)
+		if err != nil || fi.Size() == 0 {
+			t.Fatalf("catalog.uri %s is not the catalog (%v); the folder holds %v", cfg.Catalog.URI, err, files)
+		}
+		db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: filepath.ToSlash(cfg.Catalog.URI)}).EscapedPath()+"?mode=ro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		err = db.QueryRow(`SELECT count(*) FROM iceberg_tables WHERE table_name = 'events'`).Scan(&n)
+		db.Close()
+		if err != nil || n != 1 {
+			t.Errorf("catalog.uri %s: its iceberg_tables lists events %d times (%v); the folder holds %v", cfg.Catalog.URI, n, err, files)
+		}
+	}
 }
