@@ -27,7 +27,7 @@ const (
 // Partition transforms of the day column.
 const (
 	PartitionIdentity = "identity" // snapshot_date=2024-05-01 (default)
-	PartitionDay      = "day"      // snapshot_date_day=2024-05-01
+	PartitionDay      = "day"      // snapshot_date_day=2024-05-01 (a name no column has: dayPartitionFor)
 )
 
 // DefaultNamespace is where tables live when the caller names none.

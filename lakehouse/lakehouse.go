@@ -285,7 +285,7 @@ func (l *Lakehouse) ensureTable(ctx context.Context, ident table.Identifier, spe
 	var pf iceberg.PartitionField
 	switch l.cfg.Partition {
 	case PartitionDay:
-		pf = iceberg.PartitionField{SourceIDs: []int{dayField.ID}, FieldID: 1000, Name: dayCol + "_day", Transform: iceberg.DayTransform{}}
+		pf = iceberg.PartitionField{SourceIDs: []int{dayField.ID}, FieldID: 1000, Name: dayPartitionFor(sc, dayCol), Transform: iceberg.DayTransform{}}
 	default:
 		pf = iceberg.PartitionField{SourceIDs: []int{dayField.ID}, FieldID: 1000, Name: dayCol, Transform: iceberg.IdentityTransform{}}
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/sepipe/sepipe/internal/lakeservers"
@@ -199,5 +201,56 @@ func TestSQLiteCatalogPathIsTheFileOpened(t *testing.T) {
 		if err != nil || n != 1 {
 			t.Errorf("catalog.uri %s: its iceberg_tables lists events %d times (%v); the folder holds %v", cfg.Catalog.URI, n, err, files)
 		}
+	}
+}
+
+// TestDayPartitionWithAColumnNamedLikeIt pins that with partition: day
+// the partition field's name is no column's (dayPartitionFor): it was
+// <day column>_day, which Iceberg refused for a stream with a field of
+// that name, so the stream never got a table. The table takes a run and
+// reads back.
+func TestDayPartitionWithAColumnNamedLikeIt(t *testing.T) {
+	cfg := sqliteConfig(t.TempDir())
+	cfg.Partition = PartitionDay
+	l := open(t, cfg)
+	s := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "snapshot_date_day", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil)
+	ctx := context.Background()
+	w, err := l.NewStageWriter(ctx, TableSpec{Stream: "t", Schema: s, Mode: Append}, Run{ID: "run-1", Day: days[0]})
+	if err != nil {
+		t.Fatalf("stage a stream with a field snapshot_date_day: %v", err)
+	}
+	bld := array.NewRecordBuilder(l.mem, s)
+	defer bld.Release()
+	bld.Field(0).(*array.Int64Builder).AppendValues([]int64{1, 2}, nil)
+	bld.Field(1).(*array.StringBuilder).AppendValues([]string{"a", "b"}, nil)
+	rec := bld.NewRecordBatch()
+	defer rec.Release()
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Commit(ctx, w.Intent()); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := l.LoadTable(ctx, "", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec := tbl.Spec(); spec.Field(0).Name != "_snapshot_date_day" {
+		f := spec.Field(0)
+		t.Errorf("partition field %q, want _snapshot_date_day", f.Name)
+	}
+	at, err := tbl.Scan().ToArrowTable(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer at.Release()
+	if at.NumRows() != 2 {
+		t.Errorf("the table holds %d rows, want 2", at.NumRows())
 	}
 }

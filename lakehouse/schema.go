@@ -47,6 +47,22 @@ func dayColumnFor(s *arrow.Schema) string {
 	return DayColumn
 }
 
+// dayPartitionFor picks the name of the day transform's partition field
+// of a new table of schema sc, whose day column is dayCol: <dayCol>_day,
+// or, when a column has that name (in any case), the name with "_"
+// before it until none has. Iceberg refuses a partition field that is
+// named like a column it is not the identity of: a stream with a field
+// snapshot_date_day could never get its table.
+func dayPartitionFor(sc *iceberg.Schema, dayCol string) string {
+	name := dayCol + "_day"
+	for {
+		if _, taken := sc.FindFieldByNameCaseInsensitive(name); !taken {
+			return name
+		}
+		name = "_" + name
+	}
+}
+
 // icebergTypeOf maps an Arrow type of a sepipe stream to an Iceberg type.
 //
 //	int64 -> long, int32/16/8 -> int, float64 -> double, float32 -> float,
