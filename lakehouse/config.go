@@ -3,6 +3,7 @@ package lakehouse
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net/url"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Catalog types.
@@ -195,8 +198,12 @@ func (c *Config) Validate() error {
 			if c.Catalog.URI == "" {
 				return bad("catalog.uri", "the PostgreSQL catalog needs a postgres:// URL or key=value connection string")
 			}
-			if hasPassword(c.Catalog.URI) {
-				return &ConfigError{Key: "catalog.uri", Err: fmt.Errorf("%w: the connection string holds a password (%s)", ErrCredentialInConfig, credentialHelp)}
+			key, err := pgCredential(c.Catalog.URI)
+			if err != nil {
+				return &ConfigError{Key: "catalog.uri", Err: err}
+			}
+			if key != "" {
+				return &ConfigError{Key: "catalog.uri", Err: fmt.Errorf("%w: the connection string sets %s (%s)", ErrCredentialInConfig, key, credentialHelp)}
 			}
 		default:
 			return bad("catalog.driver", "unknown driver %q (want %s or %s)", c.Catalog.Driver, DriverSQLite, DriverPostgres)
@@ -285,29 +292,57 @@ var reserved = map[string]bool{
 	"s3.endpoint": true, "s3.region": true, "s3.force-virtual-addressing": true,
 }
 
-// hasPassword reports whether a PostgreSQL connection string carries a
-// password, as a URL's user information or a password= key (in the URL
-// query or a key=value DSN).
-func hasPassword(dsn string) bool {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return true // unparseable: do not guess it is clean
+// pgPlainKeys are the connection-string keys pgx reads itself
+// (pgconn.ParseConfig) that carry no credential. Of the others it reads,
+// password and sslpassword are credentials; any key it does not know is
+// a run-time parameter sent to the server.
+var pgPlainKeys = []string{"host", "port", "dbname", "user", "passfile", "connect_timeout", "sslmode", "ssl",
+	"sslkey", "sslcert", "sslcertmode", "sslrootcert", "sslnegotiation", "sslsni", "krbspn", "krbsrvname",
+	"target_session_attrs", "service", "servicefile", "min_protocol_version", "max_protocol_version",
+	"channel_binding", "require_auth"}
+
+// pgCredential returns the key of a PostgreSQL connection string (a
+// postgres:// URL or key=value DSN) that carries a credential, "" for
+// none, as pgx reads the string: in any of its spellings (password =
+// x, password =x, a quoted value, a URL's user information or query),
+// password or sslpassword, or a run-time parameter whose name looks like
+// a credential (secretWord, the rule of every other key). A string pgx
+// cannot read is an error.
+//
+// pgx merges PGPASSWORD and ~/.pgpass into the password it parses, and
+// they are where the password belongs, so the parsed password does not
+// say whether the string holds one. Which keys the string itself sets
+// comes from ParseConfigWithOptions: a key not in ConnStringAllowedKeys
+// is refused, and only the string's keys are checked.
+func pgCredential(dsn string) (string, error) {
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		// pgx's message may quote the string; say only which file it
+		// could not read, if that was it.
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			return "", fmt.Errorf("pgx cannot read the connection string: %w", pe)
 		}
-		if _, ok := u.User.Password(); ok {
-			return true
-		}
-		for k := range u.Query() {
-			if strings.EqualFold(k, "password") {
-				return true
-			}
-		}
-		return false
+		return "", errors.New("pgx cannot read it as a postgres:// URL or key=value connection string")
 	}
-	for _, f := range strings.Fields(dsn) {
-		if k, _, ok := strings.Cut(f, "="); ok && strings.EqualFold(strings.TrimSpace(k), "password") {
-			return true
+	params := slices.Sorted(maps.Keys(cfg.RuntimeParams))
+	for _, k := range params {
+		if secretWord.MatchString(k) {
+			return k, nil
 		}
 	}
-	return false
+	sets := func(keys ...string) bool { // the string sets a key outside keys
+		allowed := slices.Concat(pgPlainKeys, params, keys)
+		_, err := pgconn.ParseConfigWithOptions(dsn, pgconn.ParseConfigOptions{ConnStringAllowedKeys: allowed})
+		return err != nil
+	}
+	switch {
+	case sets("password", "sslpassword"):
+		// pgx reads a key sepipe does not know: fail closed.
+		return "", errors.New("the connection string sets a key sepipe cannot tell is no credential")
+	case sets("sslpassword"):
+		return "password", nil
+	case sets("password"):
+		return "sslpassword", nil
+	}
+	return "", nil
 }

@@ -87,3 +87,53 @@ func TestConfigProperties(t *testing.T) {
 		}
 	}
 }
+
+// TestPasswordInDSNWithSpaces pins that Validate refuses a PostgreSQL
+// connection string that carries a credential in any form pgx reads
+// (pgCredential): "password = x" and "password =x" (spaces around '=',
+// as libpq allows), a quoted password, sslpassword, a password in a URL's
+// query, and a run-time parameter named like a credential; the error
+// names catalog.uri and the key, never the secret. A clean string is
+// accepted with PGPASSWORD set, where the password belongs (pgx merges
+// it into what it parses).
+func TestPasswordInDSNWithSpaces(t *testing.T) {
+	t.Setenv("PGPASSWORD", "from-the-environment")
+	validate := func(dsn string) error {
+		cfg := Config{Catalog: CatalogConfig{Type: CatalogSQL, Driver: DriverPostgres, URI: dsn}, Warehouse: "s3://b/p"}
+		cfg.SetDefaults()
+		return cfg.Validate()
+	}
+	for _, c := range []struct{ dsn, key string }{
+		{"host=db user=sepipe password = hunter2 dbname=lake", "password"},
+		{"host=db user=sepipe password =hunter2 dbname=lake", "password"},
+		{"host=db user=sepipe password= hunter2 dbname=lake", "password"},
+		{"host=db user=sepipe password='hunter2 x' dbname=lake", "password"},
+		{"host=db user=sepipe sslpassword=hunter2 dbname=lake", "sslpassword"},
+		{"host=db user=sepipe dbname=lake api_token=hunter2", "api_token"},
+		{"postgres://sepipe@db/lake?password=hunter2", "password"},
+		{"postgres://sepipe@db/lake?sslmode=require&sslpassword=hunter2", "sslpassword"},
+		{"postgresql://sepipe@db/lake?X-Auth-Token=hunter2", "X-Auth-Token"},
+	} {
+		err := validate(c.dsn)
+		var ce *ConfigError
+		if !errors.Is(err, ErrCredentialInConfig) || !errors.As(err, &ce) || ce.Key != "catalog.uri" || !strings.Contains(err.Error(), "sets "+c.key+" ") {
+			t.Errorf("catalog.uri %q: Validate = %v, want ErrCredentialInConfig naming catalog.uri and %s", c.dsn, err, c.key)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("catalog.uri %q: the error repeats the secret: %v", c.dsn, err)
+		}
+	}
+	for _, dsn := range []string{
+		"host=db user=sepipe dbname=lake sslmode=require application_name=sepipe",
+		"host = db user = sepipe dbname = lake",
+		"postgres://sepipe@db:5432/lake?sslmode=require&target_session_attrs=read-write",
+	} {
+		if err := validate(dsn); err != nil {
+			t.Errorf("catalog.uri %q: clean, with PGPASSWORD set, refused: %v", dsn, err)
+		}
+	}
+	var ce *ConfigError
+	if err := validate("host=db password='hunter2"); !errors.As(err, &ce) || ce.Key != "catalog.uri" || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("a connection string pgx cannot read: Validate = %v, want an error naming catalog.uri without its text", err)
+	}
+}
