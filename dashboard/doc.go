@@ -12,7 +12,10 @@
 // region) set as DuckDB variables (getvariable('team'), ...), and closes
 // it again: no lock is held between requests, so a sync or listen never
 // waits for an open dashboard. A panel whose SQL fails carries its error;
-// the others are unaffected.
+// the others are unaffected. There is no login; requests must name the
+// dashboard in their Host header (localhost, an IP address, the listen
+// address's host or an allowed host), so a page that rebinds its own name
+// to 127.0.0.1 cannot read it.
 //
 // What the package does not do: write anything, or compute a number
 // outside SQL (the page draws the SQL's numbers as they are).

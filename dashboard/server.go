@@ -33,6 +33,13 @@ type Config struct {
 	QueryTimeout time.Duration
 	// Logger receives one line per failed panel (default: discard).
 	Logger *slog.Logger
+	// Addr is the address the dashboard listens on (HOST:PORT); requests
+	// naming its host are accepted (see Handler).
+	Addr string
+	// AllowedHosts are further host names requests may name, without a
+	// port, such as the name a proxy serves the dashboard under
+	// (ParseAllowedHosts reads them from a list).
+	AllowedHosts []string
 }
 
 // maxRows bounds the rows one panel sends to the page.
@@ -114,7 +121,12 @@ type Answer struct {
 	Panels      []Result  `json:"panels"`
 }
 
-// Handler serves the page (/), its assets, and /api/panels.
+// Handler serves the page (/), its assets, and /api/panels, to requests
+// whose Host header names this dashboard: localhost, an IP address, the
+// host of cfg.Addr or one of cfg.AllowedHosts, at any port. Any other
+// host is answered 421 Misdirected Request: the dashboard has no login,
+// and a page on another site that rebinds its name to 127.0.0.1 (DNS
+// rebinding) sends that name.
 func Handler(cfg Config) http.Handler {
 	if cfg.QueryTimeout <= 0 {
 		cfg.QueryTimeout = 30 * time.Second
@@ -146,7 +158,7 @@ func Handler(cfg Config) http.Handler {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Write(b)
 	})
-	return mux
+	return newHostGuard(cfg.Addr, cfg.AllowedHosts, mux)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

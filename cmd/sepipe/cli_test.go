@@ -277,6 +277,10 @@ func TestBadInputTable(t *testing.T) {
 			msg: "some credentials failed: 4 of 5 checks"},
 		{name: "unwritable output", args: []string{"sync", "--out", filepath.Join(notDir, "data")}, code: exitFailed,
 			msg: notDir, hint: "output folder"},
+		{name: "bad allowed host flag", args: []string{"dashboard", "--allowed-hosts", "ok.example,dash.example.com:8787"}, code: exitUsage,
+			msg: `--allowed-hosts: allowed host "dash.example.com:8787": want a host name or address without a port`},
+		{name: "bad allowed host in file", extra: "dashboard:\n  allowed_hosts: [https://dash.example.com]\n", args: []string{"dashboard"}, code: exitUsage,
+			msg: `sepipe.yaml:26: dashboard.allowed_hosts[0]: allowed host "https://dash.example.com": want a host name or address, not a URL`},
 		{name: "merge without key", config: "streams:\n  course:\n    mode: merge\n", args: []string{"sync"}, code: exitUsage,
 			msg: "sepipe.yaml:12: streams.course.primary_key: write mode merge needs a primary key"},
 	}

@@ -173,6 +173,9 @@ type WebhooksConfig struct {
 type DashboardConfig struct {
 	Addr      string `yaml:"addr"`
 	PanelsDir string `yaml:"panels_dir"`
+	// AllowedHosts: host names the dashboard answers besides localhost,
+	// IP addresses and the host of Addr (dashboard.ParseAllowedHosts).
+	AllowedHosts []string `yaml:"allowed_hosts"`
 }
 
 // Secret is a credential: Ref is what the file says (normally

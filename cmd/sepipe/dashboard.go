@@ -14,7 +14,7 @@ import (
 func init() { register(newDashboardCmd) }
 
 func newDashboardCmd(g *globals) *cobra.Command {
-	var out, addr, panelsDir, configPath, tenant string
+	var out, addr, panelsDir, configPath, tenant, allowedHosts string
 	cmd := &cobra.Command{
 		Use:   "dashboard [--out DIR] [--addr 127.0.0.1:8787]",
 		Short: "Serve the enablement numbers as a web page over the warehouse",
@@ -29,7 +29,13 @@ table; x and y columns for charts). The built-in panels ship with sepipe; the
 files of --panels-dir (dashboard.panels_dir) are read on every page load, and one
 with a built-in's name replaces it. A panel whose SQL fails shows its error in
 place. Each request opens the warehouse read-only and closes it again, so an
-open dashboard never blocks a sync or listen. See docs/dashboard.md.`,
+open dashboard never blocks a sync or listen.
+
+There is no login. The dashboard answers only requests addressed to localhost,
+an IP address or the host of --addr: a web page that points its own name at
+127.0.0.1 (DNS rebinding) is refused (421). Behind a proxy that serves it under
+another name, list that name in --allowed-hosts (dashboard.allowed_hosts). See
+docs/dashboard.md.`,
 		Example: `  sepipe dashboard --out ./sepipe-demo
   sepipe dashboard --out ./sepipe-data --addr 0.0.0.0:8787 --panels-dir ./panels`,
 		Args: cobra.NoArgs,
@@ -48,6 +54,19 @@ open dashboard never blocks a sync or listen. See docs/dashboard.md.`,
 			if !fl.Changed("panels-dir") && conf.Dashboard.PanelsDir != "" {
 				panelsDir = conf.Dashboard.PanelsDir
 			}
+			hosts, err := dashboard.ParseAllowedHosts(allowedHosts)
+			if err != nil {
+				return usagef("--allowed-hosts: %v", err)
+			}
+			if !fl.Changed("allowed-hosts") {
+				for i, h := range conf.Dashboard.AllowedHosts {
+					n, err := dashboard.ParseAllowedHosts(h)
+					if err != nil {
+						return conf.errf(fmt.Sprintf("dashboard.allowed_hosts[%d]", i), "%v", err)
+					}
+					hosts = append(hosts, n...)
+				}
+			}
 			if _, err := dashboard.Panels(panelsDir); err != nil {
 				return usagef("%v", err)
 			}
@@ -59,7 +78,8 @@ open dashboard never blocks a sync or listen. See docs/dashboard.md.`,
 			if err != nil {
 				return usagef("--addr %s: %v", addr, err)
 			}
-			srv := &http.Server{Handler: dashboard.Handler(dashboard.Config{Out: out, PanelsDir: panelsDir, Logger: log}),
+			srv := &http.Server{Handler: dashboard.Handler(dashboard.Config{Out: out, PanelsDir: panelsDir, Logger: log,
+				Addr: addr, AllowedHosts: hosts}),
 				ReadHeaderTimeout: 10 * time.Second}
 			fmt.Fprintf(g.stdout, "dashboard of %s on http://%s/ (Ctrl-C stops it)\n", out, ln.Addr())
 			return serve(cmd.Context(), srv, ln)
@@ -70,5 +90,6 @@ open dashboard never blocks a sync or listen. See docs/dashboard.md.`,
 	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant whose warehouse to show, of the config's tenants (<out>/<tenant>)")
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8787", "HOST:PORT to serve on; overrides dashboard.addr")
 	cmd.Flags().StringVar(&panelsDir, "panels-dir", "", "folder of your own panel files (*.yaml); overrides dashboard.panels_dir")
+	cmd.Flags().StringVar(&allowedHosts, "allowed-hosts", "", "host names to answer besides localhost, IP addresses and the --addr host, comma-separated (a proxy's name); overrides dashboard.allowed_hosts")
 	return cmd
 }
