@@ -266,6 +266,10 @@ func run(ctx context.Context, wh *load.Warehouse, timeout time.Duration, res *Re
 	if res.Columns, err = rows.Columns(); err != nil {
 		return err
 	}
+	cts, err := rows.ColumnTypes()
+	if err != nil {
+		return err
+	}
 	for rows.Next() {
 		if len(res.Rows) == maxRows {
 			res.Truncated = true
@@ -280,7 +284,7 @@ func run(ctx context.Context, wh *load.Warehouse, timeout time.Duration, res *Re
 			return err
 		}
 		for i, v := range vals {
-			vals[i] = jsonValue(v)
+			vals[i] = jsonValue(v, cts[i].DatabaseTypeName())
 		}
 		res.Rows = append(res.Rows, vals)
 	}
@@ -304,9 +308,13 @@ func containsFold(cols []string, c string) bool {
 	return false
 }
 
-// jsonValue turns a scanned value into what the page shows: numbers as
-// numbers, days as YYYY-MM-DD, instants as RFC 3339, the rest as text.
-func jsonValue(v any) any {
+// jsonValue turns a scanned value, of the DuckDB type dbType, into what
+// the page shows: numbers (DECIMAL and a UNION's number included) as
+// numbers, NaN and infinities as null, days as YYYY-MM-DD (a timestamp at
+// midnight UTC too), other timestamps as RFC 3339; everything else as
+// load.ValueText writes it (INTERVAL, UUID, TIME, and LIST, STRUCT, MAP
+// or JSON values as JSON text).
+func jsonValue(v any, dbType string) any {
 	switch x := v.(type) {
 	case nil, bool, string, int64, int32, int16, int8, uint64, uint32, uint16, uint8:
 		return x
@@ -316,15 +324,15 @@ func jsonValue(v any) any {
 		}
 		return x
 	case float32:
-		return jsonValue(float64(x))
+		return jsonValue(float64(x), dbType)
 	case time.Time:
-		u := x.UTC()
-		if u.Hour() == 0 && u.Minute() == 0 && u.Second() == 0 && u.Nanosecond() == 0 {
-			return u.Format("2006-01-02")
+		if strings.HasPrefix(dbType, "TIMESTAMP") {
+			u := x.UTC()
+			if u.Hour() == 0 && u.Minute() == 0 && u.Second() == 0 && u.Nanosecond() == 0 {
+				return u.Format("2006-01-02")
+			}
+			return u.Format(time.RFC3339)
 		}
-		return u.Format(time.RFC3339)
-	case []byte:
-		return string(x)
 	case *big.Int: // HUGEINT: sum() of BIGINT
 		if x.IsInt64() {
 			return x.Int64()
@@ -332,5 +340,8 @@ func jsonValue(v any) any {
 		f, _ := new(big.Float).SetInt(x).Float64()
 		return f
 	}
-	return fmt.Sprint(v)
+	if j := load.ValueJSON(v, dbType); len(j) > 0 && (j[0] == '-' || j[0] >= '0' && j[0] <= '9') {
+		return json.Number(j)
+	}
+	return load.ValueText(v, dbType)
 }

@@ -2,10 +2,13 @@ package dashboard
 
 import (
 	"database/sql"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -89,6 +92,72 @@ func TestParseAllowedHosts(t *testing.T) {
 	for _, bad := range []string{"https://dash.example.com", "dash.example.com:8787", "*.example.com", "dash example", "dash/x", "a..b", "-"} {
 		if _, err := ParseAllowedHosts("ok.example," + bad); err == nil || !strings.Contains(err.Error(), bad) {
 			t.Errorf("%q: %v, want an error naming it", bad, err)
+		}
+	}
+}
+
+// TestPanelValuesOfEveryType pins what the page receives of each DuckDB
+// type a panel's SQL may return: numbers as numbers (DECIMAL too), NaN as
+// null, days and timestamps as before, and INTERVAL, UUID, TIME and the
+// nested types as load.ValueText writes them (a duration such as
+// finished_at - started_at as "01:30:00"), never Go's own syntax or raw
+// bytes (found by review).
+func TestPanelValuesOfEveryType(t *testing.T) {
+	cases := []struct{ expr, want string }{
+		{"true", "true"},
+		{"-1::TINYINT", "-1"},
+		{"42::INTEGER", "42"},
+		{"(-9223372036854775808)::BIGINT", "-9223372036854775808"},
+		{"sum(x) FILTER (WHERE true)", "6"},                                            // HUGEINT
+		{"170141183460469231731687303715884105727::HUGEINT", "1.7014118346046923e+38"}, // a JavaScript number
+		{"18446744073709551615::UBIGINT", "18446744073709551615"},
+		{"1.5::FLOAT", "1.5"},
+		{"0.1::DOUBLE", "0.1"},
+		{"'NaN'::DOUBLE", "null"},
+		{"1.25::DECIMAL(18,3)", "1.25"},
+		{"'Secret Team'", `"Secret Team"`},
+		{"'x'::ENUM('x', 'y')", `"x"`},
+		{"'x'::BLOB", `"x"`},
+		{"'101'::BIT", `"101"`},
+		{"DATE '2026-01-02'", `"2026-01-02"`},
+		{"TIME '00:00:00'", `"00:00:00"`},
+		{"TIME '10:30:00'", `"10:30:00"`},
+		{"TIMETZ '10:30:00+05:30'", `"10:30:00+05:30"`},
+		{"TIMESTAMP '2026-01-02 03:04:05'", `"2026-01-02T03:04:05Z"`},
+		{"TIMESTAMPTZ '2026-01-02 00:00:00+00'", `"2026-01-02"`},
+		{"TIMESTAMPTZ '2026-01-01 10:30:00+00' - TIMESTAMPTZ '2026-01-01 09:00:00+00'", `"01:30:00"`},
+		{"INTERVAL '1 day 2 hours'", `"1 day 02:00:00"`},
+		{"INTERVAL 3 MONTH", `"3 months"`},
+		{"'00000000-0000-0000-0000-000000000001'::UUID", `"00000000-0000-0000-0000-000000000001"`},
+		{`'{"a": [1, 2]}'::JSON`, `"{\"a\":[1,2]}"`},
+		{"['a', 'b']", `"[\"a\",\"b\"]"`},
+		{"[INTERVAL 90 MINUTE]::INTERVAL[1]", `"[\"01:30:00\"]"`},
+		{"{'t': TIME '10:30:00', 'n': 1}", `"{\"t\":\"10:30:00\",\"n\":1}"`},
+		{"MAP {'k': '00000000-0000-0000-0000-000000000001'::UUID}", `"{\"k\":\"00000000-0000-0000-0000-000000000001\"}"`},
+		{"union_value(k := INTERVAL 90 MINUTE)::UNION(k INTERVAL, s VARCHAR)", `"01:30:00"`},
+		{"NULL::INTEGER", "null"},
+	}
+	out, dir := testWarehouse(t), t.TempDir()
+	var cols []string
+	for i, c := range cases {
+		cols = append(cols, fmt.Sprintf("%s AS c%d", c.expr, i))
+	}
+	writePanel(t, dir, "types.yaml", "name: types\ntitle: Values of every type\nkind: table\nsql: |\n  SELECT "+
+		strings.Join(cols, ",\n    ")+"\n  FROM (VALUES (1), (2), (3)) t(x)\n")
+	rec := get(Handler(Config{Out: out, PanelsDir: dir}), "127.0.0.1:8787", "/api/panels")
+	var ans Answer
+	dec := json.NewDecoder(rec.Body)
+	dec.UseNumber()
+	if err := dec.Decode(&ans); err != nil {
+		t.Fatalf("%d: %v", rec.Code, err)
+	}
+	i := slices.IndexFunc(ans.Panels, func(p Result) bool { return p.Name == "types" })
+	if i < 0 || ans.Panels[i].Err != "" || len(ans.Panels[i].Rows) != 1 {
+		t.Fatalf("panel types: %+v", ans.Panels)
+	}
+	for j, c := range cases {
+		if got, _ := json.Marshal(ans.Panels[i].Rows[0][j]); string(got) != c.want {
+			t.Errorf("%s: the page gets %s, want %s", c.expr, got, c.want)
 		}
 	}
 }

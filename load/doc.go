@@ -98,6 +98,11 @@
 // value too long for the warehouse is kept in a file of its partition
 // (Lake.WriteRawValue, raw_value_file).
 //
+// ValueText and ValueJSON (values.go) are the one owner of a DuckDB value
+// as text, for what people read (sepipe query, the dashboard): by the
+// column's type name, INTERVAL, UUID and TIME as DuckDB writes them and
+// nested values as JSON.
+//
 // What the package does not do: fetch, decode, or decide when a run is
 // good; that is the pipeline's job.
 package load

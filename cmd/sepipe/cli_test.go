@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"encoding/csv"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -866,6 +868,93 @@ func TestScheduleDailyRunsOncePerDay(t *testing.T) {
 				if runs != 365 {
 					t.Errorf("%s %q: %d runs in 2026, want 365", zone, spec, runs)
 				}
+			}
+		}
+	}
+}
+
+// TestQueryOutputOfEveryType pins what `sepipe query --format csv` and
+// `--format json` write of each DuckDB type a query may return: the text
+// of load.ValueText (INTERVAL, UUID and TIME as DuckDB writes them, the
+// nested types as JSON) in CSV, and JSON's own numbers, arrays and objects
+// in JSON, never Go's struct syntax or raw bytes (found by review).
+func TestQueryOutputOfEveryType(t *testing.T) {
+	cases := []struct{ expr, csv, json string }{
+		{"true", "true", "true"},
+		{"42::INTEGER", "42", "42"},
+		{"170141183460469231731687303715884105727::HUGEINT", "170141183460469231731687303715884105727", "170141183460469231731687303715884105727"},
+		{"18446744073709551615::UBIGINT", "18446744073709551615", "18446744073709551615"},
+		{"0.1::DOUBLE", "0.1", "0.1"},
+		{"'NaN'::DOUBLE", "NaN", `"NaN"`},
+		{"1.25::DECIMAL(18,3)", "1.25", "1.25"},
+		{"'a,b'", "a,b", `"a,b"`},
+		{"'x'::ENUM('x', 'y')", "x", `"x"`},
+		{"'101'::BIT", "101", `"101"`},
+		{"DATE '2026-01-02'", "2026-01-02", `"2026-01-02"`},
+		{"TIME '10:30:00'", "10:30:00", `"10:30:00"`},
+		{"TIMETZ '10:30:00+05:30'", "10:30:00+05:30", `"10:30:00+05:30"`},
+		{"TIMESTAMPTZ '2026-01-02 03:04:05.5+00'", "2026-01-02T03:04:05.5Z", `"2026-01-02T03:04:05.5Z"`},
+		{"INTERVAL 90 MINUTE", "01:30:00", `"01:30:00"`},
+		{"INTERVAL '1 day 2 hours'", "1 day 02:00:00", `"1 day 02:00:00"`},
+		{"INTERVAL 3 MONTH", "3 months", `"3 months"`},
+		{"'00000000-0000-0000-0000-000000000001'::UUID", "00000000-0000-0000-0000-000000000001", `"00000000-0000-0000-0000-000000000001"`},
+		{`'{"a": [1, 2]}'::JSON`, `{"a":[1,2]}`, `{"a":[1,2]}`},
+		{"['a', 'b']", `["a","b"]`, `["a","b"]`},
+		{"[1, 2]::INTEGER[2]", `[1,2]`, `[1,2]`},
+		{"{'took': INTERVAL 90 MINUTE, 'id': '00000000-0000-0000-0000-000000000001'::UUID}", `{"took":"01:30:00","id":"00000000-0000-0000-0000-000000000001"}`, `{"took":"01:30:00","id":"00000000-0000-0000-0000-000000000001"}`},
+		{"MAP {'at': [TIME '10:30:00']}", `{"at":["10:30:00"]}`, `{"at":["10:30:00"]}`},
+		{"union_value(k := INTERVAL 90 MINUTE)::UNION(k INTERVAL, s VARCHAR)", "01:30:00", `"01:30:00"`},
+		{"NULL::INTEGER", "", "null"},
+	}
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var cols []string
+	for i, c := range cases {
+		cols = append(cols, fmt.Sprintf("%s AS c%d", c.expr, i))
+	}
+	query := "SELECT " + strings.Join(cols, ", ")
+	for _, format := range []string{"csv", "json"} {
+		rows, err := db.Query(query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		write := writeCSV
+		if format == "json" {
+			write = writeJSON
+		}
+		if err := write(&b, rows); err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+		got := map[string]string{}
+		if format == "csv" {
+			recs, err := csv.NewReader(strings.NewReader(b.String())).ReadAll()
+			if err != nil || len(recs) != 2 {
+				t.Fatalf("csv: %v\n%s", err, b.String())
+			}
+			for i, c := range recs[0] {
+				got[c] = recs[1][i]
+			}
+		} else {
+			var line map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(b.String()), &line); err != nil {
+				t.Fatalf("json: %v\n%s", err, b.String())
+			}
+			for c, v := range line {
+				got[c] = string(v)
+			}
+		}
+		for i, c := range cases {
+			want := c.csv
+			if format == "json" {
+				want = c.json
+			}
+			if g := got[fmt.Sprintf("c%d", i)]; g != want {
+				t.Errorf("--format %s: %s gives %s, want %s", format, c.expr, g, want)
 			}
 		}
 	}

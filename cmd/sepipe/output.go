@@ -2,7 +2,6 @@ package main
 
 import (
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
 )
 
@@ -90,30 +90,5 @@ func formatValue(v any, dbType string) string {
 	if f, ok := v.(float64); ok {
 		return fmt.Sprintf("%.2f", f)
 	}
-	return exactValue(v, dbType)
-}
-
-// exactValue formats v without losing precision, for machine-readable output.
-func exactValue(v any, dbType string) string {
-	switch x := v.(type) {
-	case nil:
-		return "NULL"
-	case []byte:
-		return string(x)
-	case string:
-		return x
-	case float64:
-		return strconv.FormatFloat(x, 'g', -1, 64)
-	case time.Time:
-		if dbType == "DATE" {
-			return x.Format("2006-01-02")
-		}
-		return x.UTC().Format(time.RFC3339Nano)
-	case map[string]any, []any:
-		b, err := json.Marshal(x)
-		if err == nil {
-			return string(b)
-		}
-	}
-	return fmt.Sprint(v)
+	return load.ValueText(v, dbType)
 }

@@ -4,11 +4,9 @@ import (
 	"database/sql"
 	"encoding/csv"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -108,7 +106,7 @@ func writeCSV(w io.Writer, rows *sql.Rows) error {
 			if v == nil {
 				continue
 			}
-			rec[i] = exactValue(v, types[i])
+			rec[i] = load.ValueText(v, types[i])
 		}
 		return cw.Write(rec)
 	})
@@ -131,15 +129,7 @@ func writeJSON(w io.Writer, rows *sql.Rows) error {
 				line = append(line, ',')
 			}
 			k, _ := json.Marshal(c)
-			v := vals[i]
-			if t, ok := v.(time.Time); ok {
-				v = exactValue(t, types[i])
-			}
-			b, err := json.Marshal(v)
-			if err != nil {
-				b, _ = json.Marshal(fmt.Sprint(v))
-			}
-			line = append(append(append(line, k...), ':'), b...)
+			line = append(append(append(line, k...), ':'), load.ValueJSON(vals[i], types[i])...)
 		}
 		line = append(line, '}', '\n')
 		_, err := w.Write(line)
