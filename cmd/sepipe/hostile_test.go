@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,6 +114,44 @@ func TestOutputFolderWithDuckDBSyntaxIsRefused(t *testing.T) {
 		}
 		if _, err := os.Stat(out); err == nil {
 			t.Errorf("%s was created", out)
+		}
+	}
+}
+
+// TestQueryTableCannotFakeRows pins printRows' escaping: a value or a
+// column name holding a newline or a tab (the service's data) shows them
+// as \x0a and \x09, so the table printed on a terminal never shows a row
+// or a column that is not in the result (found by review).
+func TestQueryTableCannotFakeRows(t *testing.T) {
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT * FROM (VALUES ('alice', 'viewer'), ('bob' || chr(10) || 'mallory', 'admin' || chr(9) || 'x')) t(name, "role` + "\n" + `fake")`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	if err := printRows(&b, rows); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+	if len(lines) != 3 {
+		t.Errorf("2 rows printed as %d lines:\n%s", len(lines)-1, b.String())
+	}
+	for _, l := range lines {
+		if strings.HasPrefix(l, "mallory") || strings.HasPrefix(l, "fake") {
+			t.Errorf("a line that looks like a row of its own: %q", l)
+		}
+		if strings.ContainsAny(l, "\t\r") {
+			t.Errorf("a tab or carriage return left in %q", l)
+		}
+	}
+	for _, want := range []string{`role\x0afake`, `bob\x0amallory`, `admin\x09x`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no %s in:\n%s", want, b.String())
 		}
 	}
 }

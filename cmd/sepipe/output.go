@@ -42,15 +42,22 @@ func printSummary(w io.Writer, res *pipeline.Result) {
 	tw.Flush()
 }
 
-// printRows writes a query result as an aligned table.
+// printRows writes a query result as an aligned table. Each column name
+// and cell is escaped whole (termEscape without layout: a newline shows as
+// \x0a, a tab as \x09), so a value cannot print a row or a column that is
+// not in the result; only the tabs and newlines printRows adds lay it out.
 func printRows(w io.Writer, rows *sql.Rows) error {
 	cols, err := rows.Columns()
 	if err != nil {
 		return err
 	}
 	types := dbTypes(rows)
-	tw := tabwriter.NewWriter(termSafe(w), 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(cols, "\t"))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	head := make([]string, len(cols))
+	for i, c := range cols {
+		head[i] = termEscape(c, false)
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	vals := make([]any, len(cols))
 	ptrs := make([]any, len(cols))
 	for i := range vals {
@@ -62,7 +69,7 @@ func printRows(w io.Writer, rows *sql.Rows) error {
 		}
 		cells := make([]string, len(cols))
 		for i, v := range vals {
-			cells[i] = formatValue(v, types[i])
+			cells[i] = termEscape(formatValue(v, types[i]), false)
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
