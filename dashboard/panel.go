@@ -70,6 +70,13 @@ func (p *Panel) check() error {
 	default:
 		return fmt.Errorf("kind %q: want number, line, bar or table", p.Kind)
 	}
+	switch {
+	case p.Series != "" && p.Kind != KindLine:
+		return fmt.Errorf("series %q: only a line chart draws a series (a line per value), not kind %s", p.Series, p.Kind)
+	case p.Series != "" && len(p.Y) != 1:
+		return fmt.Errorf("series %q needs exactly one y (a line per value of the series draws that one column), y has %d: %s",
+			p.Series, len(p.Y), strings.Join(p.Y, ", "))
+	}
 	return nil
 }
 
@@ -98,8 +105,10 @@ func parsePanel(source string, b []byte) Panel {
 
 // Panels returns the built-in panels and those of dir (if not empty), in
 // file-name order, built-in first. A user panel with a built-in's name
-// replaces it. A file that cannot be read or parsed is a panel that shows
-// its error. A missing dir is an error; it is read anew on every call.
+// replaces it; two user files with one name are both kept, each showing
+// an error that names the other file. A file that cannot be read or parsed
+// is a panel that shows its error. A missing dir is an error; it is read
+// anew on every call.
 func Panels(dir string) ([]Panel, error) {
 	var out []Panel
 	ents, _ := fs.ReadDir(builtin, "panels")
@@ -132,11 +141,25 @@ func Panels(dir string) ([]Panel, error) {
 		} else {
 			p = parsePanel(path, b)
 		}
-		if i := slices.IndexFunc(out, func(q Panel) bool { return q.Name == p.Name }); i >= 0 {
+		i := slices.IndexFunc(out, func(q Panel) bool { return q.Name == p.Name })
+		switch {
+		case i >= 0 && strings.HasPrefix(out[i].Source, "builtin:"):
 			out[i] = p
-		} else {
+		case i >= 0:
+			out[i].Err = withErr(out[i].Err, fmt.Sprintf("panel %s: name %q is also the name of %s (names must be unique; rename one)", out[i].Source, p.Name, path))
+			p.Err = withErr(p.Err, fmt.Sprintf("panel %s: name %q is also the name of %s (names must be unique; rename one)", path, p.Name, out[i].Source))
+			out = append(out, p)
+		default:
 			out = append(out, p)
 		}
 	}
 	return out, nil
+}
+
+// withErr adds msg to a panel's error.
+func withErr(err, msg string) string {
+	if err == "" {
+		return msg
+	}
+	return err + "; " + msg
 }

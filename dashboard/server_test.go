@@ -161,3 +161,69 @@ func TestPanelValuesOfEveryType(t *testing.T) {
 		}
 	}
 }
+
+// TestPanelFileMistakesAreErrors pins check() and Panels on settings the
+// page would drop silently (found by review): a series with more than one
+// y (a line per value of the series draws one y), a series on a bar
+// chart, and two user files with one name (the first vanished); each is
+// an error naming the file and the key, the duplicate both files. A user
+// file still replaces a built-in panel by its name.
+func TestPanelFileMistakesAreErrors(t *testing.T) {
+	dir := t.TempDir()
+	writePanel(t, dir, "a_series_two_y.yaml", `name: series_two_y
+title: Two y with a series
+kind: line
+x: day
+y: [views, shares]
+series: type
+sql: SELECT 1 AS day, 'a' AS type, 1 AS views, 2 AS shares
+`)
+	writePanel(t, dir, "b_series_bar.yaml", `name: series_bar
+title: A bar chart with a series
+kind: bar
+x: team
+y: [n]
+series: region
+sql: SELECT 'a' AS team, 'b' AS region, 1 AS n
+`)
+	writePanel(t, dir, "c_first.yaml", "name: twice\ntitle: First\nkind: table\nsql: SELECT 1 AS one\n")
+	writePanel(t, dir, "d_second.yaml", "name: twice\ntitle: Second\nkind: table\nsql: SELECT 2 AS two\n")
+	writePanel(t, dir, "e_headline.yaml", "name: headline\ntitle: Mine\nkind: table\nsql: SELECT 1 AS one\n")
+	writePanel(t, dir, "f_series_line.yaml", "name: series_line\ntitle: Fine\nkind: line\nx: day\ny: [n]\nseries: type\nsql: SELECT 1 AS day, 'a' AS type, 1 AS n\n")
+	panels, err := Panels(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"a_series_two_y.yaml": {"a_series_two_y.yaml", `series "type" needs exactly one y`, "views, shares"},
+		"b_series_bar.yaml":   {"b_series_bar.yaml", `series "region": only a line chart`, "kind bar"},
+		"c_first.yaml":        {"c_first.yaml", `name "twice" is also the name of ` + filepath.Join(dir, "d_second.yaml")},
+		"d_second.yaml":       {"d_second.yaml", `name "twice" is also the name of ` + filepath.Join(dir, "c_first.yaml")},
+		"e_headline.yaml":     nil,
+		"f_series_line.yaml":  nil,
+	}
+	seen := map[string]bool{}
+	for _, p := range panels {
+		if p.Name == "headline" && p.Source != filepath.Join(dir, "e_headline.yaml") {
+			t.Errorf("panel headline from %s: the user's file did not replace the built-in", p.Source)
+		}
+		if !strings.HasPrefix(p.Source, dir) {
+			continue
+		}
+		file := filepath.Base(p.Source)
+		seen[file] = true
+		if want[file] == nil && p.Err != "" {
+			t.Errorf("%s: %s", file, p.Err)
+		}
+		for _, w := range want[file] {
+			if !strings.Contains(p.Err, w) {
+				t.Errorf("%s: error %q lacks %q", file, p.Err, w)
+			}
+		}
+	}
+	for file := range want {
+		if !seen[file] {
+			t.Errorf("%s vanished: panels from %v", file, seen)
+		}
+	}
+}

@@ -27,7 +27,7 @@ range, team and region. It needs no network: the page is in the binary.
 Each panel is a YAML file (name, title, question, sql, kind: number, line, bar or
 table; x and y columns for charts). The built-in panels ship with sepipe; the
 files of --panels-dir (dashboard.panels_dir) are read on every page load, and one
-with a built-in's name replaces it. A panel whose SQL fails shows its error in
+with a built-in's name replaces it (two of them with one name are an error). A panel whose SQL fails shows its error in
 place. Each request opens the warehouse read-only and closes it again, so an
 open dashboard never blocks a sync or listen.
 
