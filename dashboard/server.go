@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"math/big"
@@ -121,6 +120,19 @@ type Answer struct {
 	Panels      []Result  `json:"panels"`
 }
 
+// withDefaults is cfg with the defaults Config documents in place of zero
+// values: QueryTimeout 30 s, a Logger that discards. Handler and Query
+// both start from it.
+func (cfg Config) withDefaults() Config {
+	if cfg.QueryTimeout <= 0 {
+		cfg.QueryTimeout = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return cfg
+}
+
 // Handler serves the page (/), its assets, and /api/panels, to requests
 // whose Host header names this dashboard: localhost, an IP address, the
 // host of cfg.Addr or one of cfg.AllowedHosts, at any port. Any other
@@ -128,12 +140,7 @@ type Answer struct {
 // and a page on another site that rebinds its name to 127.0.0.1 (DNS
 // rebinding) sends that name.
 func Handler(cfg Config) http.Handler {
-	if cfg.QueryTimeout <= 0 {
-		cfg.QueryTimeout = 30 * time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	cfg = cfg.withDefaults()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/panels", func(w http.ResponseWriter, r *http.Request) { serveAnswer(w, r, cfg) })
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
@@ -187,8 +194,10 @@ func serveAnswer(w http.ResponseWriter, r *http.Request, cfg Config) {
 }
 
 // Query answers every panel under f: it opens the published warehouse
-// read-only and sandboxed, runs each panel's SQL, and closes it.
+// read-only and sandboxed, runs each panel's SQL, and closes it. Zero
+// fields of cfg take Config's defaults, as in Handler.
 func Query(ctx context.Context, cfg Config, f Filters) (*Answer, error) {
+	cfg = cfg.withDefaults()
 	panels, err := Panels(cfg.PanelsDir)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -225,5 +226,35 @@ sql: SELECT 'a' AS team, 'b' AS region, 1 AS n
 		if !seen[file] {
 			t.Errorf("%s vanished: panels from %v", file, seen)
 		}
+	}
+}
+
+// TestQueryAppliesConfigDefaults pins Query, exported, to the defaults
+// Config documents, as Handler applies them (withDefaults): with a zero
+// Config, QueryTimeout 30 s (not a zero timeout failing every panel at
+// once) and a Logger that discards (not a panic on the first panel that
+// fails; found by review).
+func TestQueryAppliesConfigDefaults(t *testing.T) {
+	out, dir := testWarehouse(t), t.TempDir()
+	writePanel(t, dir, "ok.yaml", "name: ok\ntitle: Fine\nkind: table\nsql: SELECT team FROM \"user\"\n")
+	writePanel(t, dir, "broken.yaml", "name: broken\ntitle: Broken\nkind: table\nsql: SELECT * FROM no_such_table\n")
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("Query panicked on a failed panel: %v", r)
+		}
+	}()
+	ans, err := Query(context.Background(), Config{Out: out, PanelsDir: dir}, Filters{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Result{}
+	for _, p := range ans.Panels {
+		got[p.Name] = p
+	}
+	if p := got["ok"]; p.Err != "" || len(p.Rows) != 1 {
+		t.Errorf("panel ok: %q, rows %v", p.Err, p.Rows)
+	}
+	if p := got["broken"]; !strings.Contains(p.Err, "no_such_table") {
+		t.Errorf("panel broken: error %q, want one naming no_such_table", p.Err)
 	}
 }
