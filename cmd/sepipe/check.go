@@ -64,7 +64,7 @@ or a monitoring probe.`,
 				if r.status == "failed" {
 					failed++
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.iface, r.cred, r.status, r.detail)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cell(r.iface), cell(r.cred), cell(r.status), cell(r.detail))
 			}
 			tw.Flush()
 			if failed > 0 {

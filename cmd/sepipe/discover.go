@@ -54,7 +54,7 @@ Use the object ids in sepipe.yaml (include, exclude, streams.<id>) and
 			if denied {
 				// The tenant may not use Coach reporting; the other
 				// interfaces are listed all the same.
-				fmt.Fprintf(tw, "(not entitled)\t%v\t-\t-\n", err)
+				fmt.Fprintf(tw, "(not entitled)\t%s\t-\t-\n", cell(err))
 			}
 			for _, o := range objs {
 				fields, rows := "?", "?"
@@ -64,14 +64,14 @@ Use the object ids in sepipe.yaml (include, exclude, streams.<id>) and
 				if n, err := countRows(ctx, client, o.ID); err == nil && n >= 0 {
 					rows = fmt.Sprint(n)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", o.ID, o.DisplayName, fields, rows)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cell(o.ID), cell(o.DisplayName), cell(fields), cell(rows))
 			}
 			tw.Flush()
 			fmt.Fprintln(g.stdout)
 			tw = tabwriter.NewWriter(termSafe(g.stdout), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "COLLECTION\tINTERFACE\tITEMS")
 			for _, col := range collections(ctx, c, client) {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", col.name, col.iface, col.items)
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", cell(col.name), cell(col.iface), cell(col.items))
 			}
 			return tw.Flush()
 		},
@@ -174,7 +174,7 @@ lt/le/gt/ge/be/nb for numbers and dates).`,
 						duck = t
 					}
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", fd.ID, fd.Type, duck, fd.DisplayName, strings.Join(fd.Options, ", "))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(fd.ID), cell(fd.Type), cell(duck), cell(fd.DisplayName), cell(strings.Join(fd.Options, ", ")))
 			}
 			return tw.Flush()
 		},

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/pipeline"
 )
 
 // TestQueryCannotReachFiles: sepipe query runs read-only with DuckDB's
@@ -153,5 +156,28 @@ func TestQueryTableCannotFakeRows(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("no %s in:\n%s", want, b.String())
 		}
+	}
+}
+
+// TestTablesCannotFakeRows: every table printed on a terminal escapes the
+// service's text cell by cell, so a subscription's name or a stream's id
+// holding a newline or a tab cannot print a row or a column of its own
+// (the tables kept both; only sepipe query's was fixed first).
+func TestTablesCannotFakeRows(t *testing.T) {
+	var b strings.Builder
+	printSubscriptions(&b, []extract.Subscription{
+		{ID: "01A", Name: "nightly\n01Z\tfake\tPOST", Method: "POST", URL: "https://example.com/hook", Types: []string{"a\tb"}},
+		{ID: "01B", Name: "ok", Method: "GET", URL: "https://example.com/other"},
+	})
+	if lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n"); len(lines) != 3 {
+		t.Errorf("2 subscriptions printed as %d lines:\n%s", len(lines)-1, b.String())
+	}
+	if !strings.Contains(b.String(), `nightly\x0a01Z\x09fake\x09POST`) {
+		t.Errorf("the name is not escaped whole:\n%s", b.String())
+	}
+	b.Reset()
+	printSummary(&b, &pipeline.Result{Objects: []pipeline.ObjectResult{{Object: "odd\nstream\tx", Mode: "replace", Rows: 1}}})
+	if lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n"); len(lines) != 2 {
+		t.Errorf("one stream printed as %d lines:\n%s", len(lines)-1, b.String())
 	}
 }

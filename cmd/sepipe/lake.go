@@ -92,7 +92,7 @@ tables, or only those of --tenant.`,
 			tw := tabwriter.NewWriter(termSafe(g.stdout), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "TABLE\tSNAPSHOTS BEFORE\tAFTER\tORPHAN FILES REMOVED")
 			for _, e := range expired {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", e.Table, e.SnapshotsBefore, e.SnapshotsAfter, e.OrphansRemoved)
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", cell(e.Table), e.SnapshotsBefore, e.SnapshotsAfter, e.OrphansRemoved)
 			}
 			tw.Flush()
 			return err

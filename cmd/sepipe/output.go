@@ -36,7 +36,7 @@ func printSummary(w io.Writer, res *pipeline.Result) {
 		}
 		// REJECTS: what the run put in _sepipe_rejects, less values too
 		// long (a warning of their own): rows left out, values null.
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", o.Object, mode, o.Rows, fresh, o.RejectedRows+o.NulledValues, o.Pages, o.Requests,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", cell(o.Object), cell(mode), o.Rows, fresh, o.RejectedRows+o.NulledValues, o.Pages, o.Requests,
 			o.Duration.Round(time.Millisecond), status)
 	}
 	tw.Flush()
@@ -55,7 +55,7 @@ func printRows(w io.Writer, rows *sql.Rows) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := make([]string, len(cols))
 	for i, c := range cols {
-		head[i] = termEscape(c, false)
+		head[i] = cell(c)
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	vals := make([]any, len(cols))
@@ -69,7 +69,7 @@ func printRows(w io.Writer, rows *sql.Rows) error {
 		}
 		cells := make([]string, len(cols))
 		for i, v := range vals {
-			cells[i] = termEscape(formatValue(v, types[i]), false)
+			cells[i] = cell(formatValue(v, types[i]))
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}

@@ -91,23 +91,23 @@ contract, describe refused) is shown with the reason, and plan exits 1.`,
 					rows = "?"
 				}
 				if o.Skipped {
-					fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t0\t-\tSKIPPED (not entitled)\n", o.Object)
+					fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t0\t-\tSKIPPED (not entitled)\n", cell(o.Object))
 					continue
 				}
 				if o.NotContinued {
-					fmt.Fprintf(tw, "%s\t-\tnone (not continued)\t-\t-\t0\t-\t-\n", o.Object)
+					fmt.Fprintf(tw, "%s\t-\tnone (not continued)\t-\t-\t0\t-\t-\n", cell(o.Object))
 					continue
 				}
 				if o.Err != nil {
 					failed++
-					fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t%d\t%s\tWOULD FAIL\n", o.Object, o.Mode, read, o.Requests, schema)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t%d\t%s\tWOULD FAIL\n", cell(o.Object), cell(o.Mode), cell(read), o.Requests, cell(schema))
 					continue
 				}
 				pages, requests := fmt.Sprint(o.Pages), fmt.Sprint(o.Requests)
 				if o.Collection {
 					pages, requests = "?", fmt.Sprintf(">=%d", o.Requests)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.Object, o.Mode, read, rows, pages, requests, schema, part)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(o.Object), cell(o.Mode), cell(read), cell(rows), cell(pages), cell(requests), cell(schema), cell(part))
 			}
 			tw.Flush()
 			fmt.Fprintf(w, "\nestimated requests: %d (without retries; collections count 1 each, they take one per page)\n", p.Requests)

@@ -43,6 +43,12 @@ func termEscape(s string, keepLayout bool) string {
 	return b.String()
 }
 
+// cell is v as one cell of a table printed on a terminal: escaped whole
+// (termEscape without layout), so text from the service holding a newline
+// or a tab cannot print a row or a column of its own; the tables' own
+// tabs and newlines lay them out.
+func cell(v any) string { return termEscape(fmt.Sprint(v), false) }
+
 // termWriter escapes what it writes with termEscape (layout kept), for the
 // tables printed on a terminal.
 type termWriter struct{ w io.Writer }

@@ -331,8 +331,8 @@ values REDACTED (they may hold the destination's credentials).`,
 			tw := tabwriter.NewWriter(termSafe(g.stdout), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "DELIVERED_AT\tEVENT\tTYPE\tATTEMPT\tSTATUS\tDURATION\tOUTCOME\tERROR")
 			for _, l := range logs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%dms\t%s\t%s\n", l.DeliveredAt.UTC().Format(time.RFC3339Nano), l.EventID,
-					l.EventType, l.Attempt, l.Response.Status, l.DurationMs, l.Outcome, l.Error)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%dms\t%s\t%s\n", l.DeliveredAt.UTC().Format(time.RFC3339Nano), cell(l.EventID),
+					cell(l.EventType), l.Attempt, l.Response.Status, l.DurationMs, cell(l.Outcome), cell(l.Error))
 			}
 			return tw.Flush()
 		},
@@ -379,7 +379,7 @@ func printSubscriptions(w io.Writer, subs []extract.Subscription) {
 	tw := tabwriter.NewWriter(termSafe(w), 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tMETHOD\tURL\tTYPES\tHEADERS\tREQUESTS\tCREATED")
 	for _, s := range subs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", s.ID, s.Name, s.Method, s.URL, strings.Join(s.Types, ","),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", cell(s.ID), cell(s.Name), cell(s.Method), cell(s.URL), cell(strings.Join(s.Types, ",")),
 			len(s.Headers), s.RequestCount, s.CreatedAt.UTC().Format(time.RFC3339))
 	}
 	tw.Flush()
