@@ -294,7 +294,9 @@ func (l Lake) publish(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := copyFile(state, next); err != nil {
+	if err := rewrite(ctx, state, next); err != nil {
+		os.Remove(next)
+		os.Remove(next + ".wal")
 		return fmt.Errorf("publish: copy %s: %w", state, err)
 	}
 	if err := verifyCopy(ctx, next); err != nil {
@@ -338,6 +340,59 @@ func verifyCopy(ctx context.Context, path string) error {
 // copyFile copies src to dst (truncating it) and syncs dst. On Linux
 // io.Copy between files uses copy_file_range, which copy-on-write file
 // systems (btrfs, XFS) turn into a reflink.
+// rewrite writes the (closed, checkpointed) working database at state
+// as a new database file at next, in StorageVersion's format: every
+// table, view, constraint and comment, table by table (DuckDB's COPY FROM
+// DATABASE), then fsynced. Not a copy of its bytes: the working database
+// is rewritten in place night after night, and DuckDB 1.5 checkpoints
+// such a file in a way DuckDB 1.1 cannot read (a table's row groups point
+// at a metadata block the older reader does not know of: "Failed to load
+// metadata pointer"), whatever storage version it is told to keep; a file
+// written whole in one go reads in every DuckDB from 1.0 on, and holds no
+// space freed by earlier runs (a demo's warehouse: 13 MB copied, 7 MB
+// rewritten).
+func rewrite(ctx context.Context, state, next string) error {
+	for _, p := range []string{next, next + ".wal"} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		return err
+	}
+	db.SetMaxOpenConns(1)
+	tmp := filepath.Join(filepath.Dir(next), "publish.tmp") // spills stay in .sepipe, not the working directory
+	for _, q := range []string{
+		"SET temp_directory = " + Literal(tmp),
+		"ATTACH " + Literal(state) + " AS src (READ_ONLY)",
+		"ATTACH " + Literal(next) + " AS dst (STORAGE_VERSION " + Literal(StorageVersion) + ")",
+		"COPY FROM DATABASE src TO dst",
+		"DETACH dst",
+	} {
+		if _, err = db.ExecContext(ctx, q); err != nil {
+			err = fmt.Errorf("%s: %w", strings.SplitN(q, " ", 2)[0], err)
+			break
+		}
+	}
+	if cerr := closeDuckDB(db); err == nil {
+		err = cerr
+	}
+	os.RemoveAll(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(next + ".wal"); err == nil {
+		return fmt.Errorf("the copy %s kept a write-ahead log", next)
+	}
+	f, err := os.Open(next)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
 func copyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
