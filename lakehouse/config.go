@@ -148,6 +148,13 @@ func (c *Config) SetDefaults() {
 // secretWord matches a key or property that would carry a credential.
 var secretWord = regexp.MustCompile(`(?i)(secret|password|passwd|token|credential|access[-_.]?key|session|private[-_.]?key|sas[-_.]?token|account[-_.]?key|jsonkey|keypath)`)
 
+// pgSecretWord is secretWord for a PostgreSQL run-time parameter, less
+// "session": PostgreSQL's own settings idle_session_timeout,
+// idle_in_transaction_session_timeout and session_replication_role are
+// no credentials (refused by the first version of this check; found by
+// review).
+var pgSecretWord = regexp.MustCompile(`(?i)(secret|password|passwd|token|credential|access[-_.]?key|private[-_.]?key|sas[-_.]?token|account[-_.]?key|jsonkey|keypath)`)
+
 // credentialHelp says where a credential belongs instead.
 const credentialHelp = "S3 keys come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or ~/.aws/credentials; " +
 	"the PostgreSQL password from PGPASSWORD or ~/.pgpass; a REST catalog's token from SEPIPE_ICEBERG_REST_TOKEN or SEPIPE_ICEBERG_REST_CREDENTIAL"
@@ -306,7 +313,8 @@ var pgPlainKeys = []string{"host", "port", "dbname", "user", "passfile", "connec
 // none, as pgx reads the string: in any of its spellings (password =
 // x, password =x, a quoted value, a URL's user information or query),
 // password or sslpassword, or a run-time parameter whose name looks like
-// a credential (secretWord, the rule of every other key). A string pgx
+// a credential (pgSecretWord: secretWord, the rule of every other key,
+// less the word session, which PostgreSQL settings use). A string pgx
 // cannot read is an error.
 //
 // pgx merges PGPASSWORD and ~/.pgpass into the password it parses, and
@@ -326,7 +334,7 @@ func pgCredential(dsn string) (string, error) {
 	}
 	params := slices.Sorted(maps.Keys(cfg.RuntimeParams))
 	for _, k := range params {
-		if secretWord.MatchString(k) {
+		if pgSecretWord.MatchString(k) {
 			return k, nil
 		}
 	}

@@ -137,3 +137,22 @@ func TestPasswordInDSNWithSpaces(t *testing.T) {
 		t.Errorf("a connection string pgx cannot read: Validate = %v, want an error naming catalog.uri without its text", err)
 	}
 }
+
+// TestRunTimeParametersAreNoCredential: PostgreSQL's own settings named
+// with "session" are no credentials (the check refused them; found by
+// review), while a parameter named like one still is.
+func TestRunTimeParametersAreNoCredential(t *testing.T) {
+	for dsn, refused := range map[string]bool{
+		"host=db user=sepipe dbname=lake idle_in_transaction_session_timeout=60000": false,
+		"postgres://sepipe@db/lake?idle_session_timeout=600000":                     false,
+		"host=db user=sepipe dbname=lake session_replication_role=replica":          false,
+		"host=db user=sepipe dbname=lake application_name=sepipe search_path=lake":  false,
+		"host=db user=sepipe dbname=lake api_token=abc":                             true,
+	} {
+		cfg := Config{Catalog: CatalogConfig{Type: CatalogSQL, Driver: DriverPostgres, URI: dsn}, Warehouse: "s3://b/p"}
+		cfg.SetDefaults()
+		if err := cfg.Validate(); errors.Is(err, ErrCredentialInConfig) != refused {
+			t.Errorf("catalog.uri %q: Validate = %v, want refused %v", dsn, err, refused)
+		}
+	}
+}

@@ -21,8 +21,10 @@ import (
 // TIMETZ with its offset, DATE as YYYY-MM-DD, timestamps as RFC 3339 in
 // UTC; LIST, ARRAY, STRUCT, MAP, UNION and JSON values as JSON (ValueJSON),
 // with the values nested in them written by their own types; NULL as
-// "NULL"; other values as Go formats them (numbers exactly, VARCHAR and
-// BLOB as their bytes).
+// "NULL"; BLOB as DuckDB casts it to VARCHAR (printable ASCII, else
+// \xHH); other values as Go formats them (numbers exactly, VARCHAR as
+// its bytes). TIME '24:00:00' reads as 00:00:00: the driver scans both
+// alike.
 func ValueText(v any, dbType string) string {
 	return valueText(v, parseDuckType(dbType))
 }
@@ -226,6 +228,9 @@ func valueText(v any, t *duckType) string {
 		if t.name == "UUID" && len(x) == 16 {
 			return uuidText(x)
 		}
+		if t.name == "BLOB" {
+			return blobText(x)
+		}
 		return string(x)
 	case bool:
 		return strconv.FormatBool(x)
@@ -310,6 +315,22 @@ func intervalText(iv duckdb.Interval) string {
 		return "00:00:00"
 	}
 	return strings.Join(parts, " ")
+}
+
+// blobText writes a BLOB as DuckDB casts one to VARCHAR: printable ASCII
+// as it is, every other byte (and the backslash) as \xHH. Text that can
+// be read back, where the bytes as a string were not valid UTF-8 and JSON
+// made every such byte U+FFFD (two BLOBs printed alike; found by review).
+func blobText(b []byte) string {
+	var out strings.Builder
+	for _, c := range b {
+		if c >= 0x20 && c < 0x7f && c != '\\' {
+			out.WriteByte(c)
+		} else {
+			fmt.Fprintf(&out, `\x%02X`, c)
+		}
+	}
+	return out.String()
 }
 
 func uuidText(b []byte) string {

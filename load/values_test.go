@@ -33,6 +33,8 @@ var valueCases = []struct {
 	{"varchar", `'a"b' || chr(10) || 'c'`, "a\"b\nc", `"a\"b\nc"`, true},
 	{"enum", "'x'::ENUM('x', 'y')", "x", `"x"`, true},
 	{"blob", "'x'::BLOB", "x", `"x"`, true},
+	{"blob of any bytes", `'\xAA\x5C a\x00'::BLOB`, `\xAA\x5C a\x00`, `"\\xAA\\x5C a\\x00"`, true}, // two BLOBs never print alike
+	{"blob list", `['\xBB'::BLOB]`, `["\\xBB"]`, `["\\xBB"]`, false},
 	{"bit", "'101'::BIT", "101", `"101"`, true},
 	{"date", "DATE '2026-01-02'", "2026-01-02", `"2026-01-02"`, true},
 	{"time", "TIME '10:30:00'", "10:30:00", `"10:30:00"`, true},

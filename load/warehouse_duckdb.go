@@ -783,6 +783,10 @@ type Table struct {
 	Mode       WriteMode
 	PrimaryKey []string // Merge only
 	Cursor     string   // incremental cursor field; its max becomes the stream's watermark
+	// FutureCursors, when set, receives how many of the run's rows have a
+	// date cursor later than the run's start plus FutureCursorSlack: the
+	// watermark does not move to them (see moveWatermark).
+	FutureCursors *int64
 	// ReadFilters is what the rows were read with besides the cursor (the
 	// stream's configured filters, as text), saved with the watermark: a
 	// watermark holds only for reads with the same filters (State).
@@ -1980,6 +1984,13 @@ func sameType(duck, want string) bool {
 	return duck == want
 }
 
+// FutureCursorSlack is how far past a run's start a date cursor may be
+// and still move the stream's watermark: clock skew between the service
+// and this machine. A later date is a bad value (a year 2099), which as
+// the watermark would hide every row changed before it from every later
+// read.
+const FutureCursorSlack = 24 * time.Hour
+
 // moveWatermark sets the stream's watermark to the largest cursor value of
 // the run's rows, if that is later than the saved one.
 func moveWatermark(ctx context.Context, tx *sql.Tx, run Run, t Table, src string) error {
@@ -1987,16 +1998,28 @@ func moveWatermark(ctx context.Context, tx *sql.Tx, run Run, t Table, src string
 	if idx == nil {
 		return &WriteError{Object: t.Object, Step: "watermark", Err: fmt.Errorf("cursor field %q is not a column", t.Cursor)}
 	}
-	var expr string
-	switch t.Schema.Field(idx[0]).Type.(type) {
-	case *arrow.TimestampType:
-		expr = "strftime(max(" + Ident(t.Cursor) + ")::TIMESTAMP, '%Y-%m-%dT%H:%M:%S.%fZ')"
-	default:
-		expr = "CAST(max(" + Ident(t.Cursor) + ") AS VARCHAR)"
+	c := Ident(t.Cursor)
+	expr, args := "CAST(max("+c+") AS VARCHAR), 0", []any(nil)
+	if _, ok := t.Schema.Field(idx[0]).Type.(*arrow.TimestampType); ok {
+		// A date later than the run could be (a day of clock skew
+		// allowed) is a bad value, not progress: taken for the watermark
+		// it would hide every row changed before that date from every
+		// later read, silently. Such rows are read again each run.
+		bound := run.Started
+		if bound.IsZero() {
+			bound = time.Now()
+		}
+		expr = "strftime(max(" + c + ") FILTER (WHERE " + c + " <= ?)::TIMESTAMP, '%Y-%m-%dT%H:%M:%S.%fZ'), count(*) FILTER (WHERE " + c + " > ?)"
+		limit := bound.Add(FutureCursorSlack).UTC()
+		args = []any{limit, limit}
 	}
 	var wm sql.NullString
-	if err := tx.QueryRowContext(ctx, "SELECT "+expr+" FROM "+src).Scan(&wm); err != nil {
+	var future int64
+	if err := tx.QueryRowContext(ctx, "SELECT "+expr+" FROM "+src, args...).Scan(&wm, &future); err != nil {
 		return &WriteError{Object: t.Object, Step: "watermark", Err: err}
+	}
+	if t.FutureCursors != nil {
+		*t.FutureCursors = future
 	}
 	if !wm.Valid {
 		return nil // no cursor values: keep the old watermark

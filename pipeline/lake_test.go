@@ -722,15 +722,14 @@ func TestFullRefreshRebuildsIcebergTable(t *testing.T) {
 	}
 }
 
-// TestModeChangeRebuildsIcebergTable pins that a stream's Iceberg table
-// holds what its warehouse table holds after the stream's mode changes
-// between replace and append or merge. "user" is synced two days in one
-// mode, then a day in another with fewer users. The warehouse starts the
-// table afresh on the third day (a replace stream's table is a view of its
-// history's day, any other a table of its own: load.Warehouse.StartsAfresh),
-// so it holds that day's rows alone; the Iceberg table must too, each key
-// once, none of the earlier days' rows left (found by review: replace ->
-// merge only removed the run's keys, so the earlier days stayed).
+// TestModeChangeRebuildsIcebergTable: a stream become a merge stream
+// (its warehouse table, a view before, starts afresh from the run's rows)
+// has its Iceberg table rebuilt from those rows: the replace days' rows
+// stayed beside them, keys repeated (found by review). A replace or append
+// stream's Iceberg table is its history, every day, whatever its mode was:
+// a change between them keeps the earlier days (a first fix rebuilt those
+// too, losing them; found by review), as does an upgrade from a release
+// whose replace streams had tables of their own.
 func TestModeChangeRebuildsIcebergTable(t *testing.T) {
 	merge := pipeline.StreamConfig{Mode: load.Merge, PrimaryKey: []string{"userId"}}
 	for _, tc := range []struct {
@@ -740,7 +739,6 @@ func TestModeChangeRebuildsIcebergTable(t *testing.T) {
 		{"replace to merge", pipeline.StreamConfig{}, merge},
 		{"replace to append", pipeline.StreamConfig{}, pipeline.StreamConfig{Mode: load.Append}},
 		{"append to replace", pipeline.StreamConfig{Mode: load.Append}, pipeline.StreamConfig{}},
-		{"merge to replace", merge, pipeline.StreamConfig{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, lc := t.TempDir(), fileLake(t.TempDir())
@@ -757,35 +755,9 @@ func TestModeChangeRebuildsIcebergTable(t *testing.T) {
 					t.Fatalf("run %d: %v", i+1, err)
 				}
 			}
-			db := warehousetest.Open(t, out)
-			wh := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM warehouse.main."user"`)
-			lh, err := lakehouse.Open(context.Background(), *lc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer lh.Close()
-			tbl, err := lh.LoadTable(context.Background(), "", "user")
-			if err != nil {
-				t.Fatal(err)
-			}
-			at, err := tbl.Scan().ToArrowTable(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer at.Release()
-			keys, days := map[string]int{}, map[string]int{}
-			for col, m := range map[string]map[string]int{"userId": keys, lakehouse.DayColumn: days} {
-				for _, ch := range at.Column(at.Schema().FieldIndices(col)[0]).Data().Chunks() {
-					for i := range ch.Len() {
-						m[ch.ValueStr(i)]++
-					}
-				}
-			}
-			if at.NumRows() != wh || int64(len(keys)) != wh {
-				t.Errorf("stream user, %s: the Iceberg table has %d rows (%d distinct userId), the warehouse's table %d", tc.name, at.NumRows(), len(keys), wh)
-			}
-			if day3 := day1.Add(48 * time.Hour).Format("2006-01-02"); len(days) != 1 || days[day3] == 0 {
-				t.Errorf("stream user, %s: the Iceberg table's rows per day %v, want day %s's alone", tc.name, days, day3)
+			counts := sameLakeAsWarehouse(t, out, lc, map[string]load.WriteMode{"user": tc.then.Mode}, localFile)
+			if tc.then.Mode == load.Merge && counts["user"] != 30 {
+				t.Errorf("stream user, %s: %d rows in the Iceberg table, want the merge run's 30", tc.name, counts["user"])
 			}
 		})
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -363,5 +365,39 @@ func TestChangedFiltersOfAnIncrementalStream(t *testing.T) {
 	}
 	if o := objectResult(t, res, "userCourseProgress"); o.Since == "" {
 		t.Errorf("the next run with the same filters read whole, want it to read from the watermark")
+	}
+}
+
+// TestFutureCursorDoesNotMoveTheWatermark: a row whose date cursor is
+// years ahead (a bad value: 2099) must not become the watermark, which
+// would hide every row changed before 2099 from every later read; the
+// watermark is the latest plausible date, the row is kept and counted.
+func TestFutureCursorDoesNotMoveTheWatermark(t *testing.T) {
+	mux := http.NewServeMux()
+	base := servicetest.BasePath
+	mux.HandleFunc(base+"/objects", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"objects":[{"id":"thing","displayName":"Thing","urls":{"describe":"`+base+`/objects/thing/describe","object":"`+base+`/objects/thing"}}]}`)
+	})
+	mux.HandleFunc(base+"/objects/thing/describe", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"fields":[{"id":"id","displayName":"ID","type":"int"},{"id":"modified","displayName":"Modified","type":"date"}]}`)
+	})
+	mux.HandleFunc(base+"/objects/thing", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"page":1,"totalResults":3,"totalPages":1,"results":[`+
+			`{"id":1,"modified":"2026-11-20T10:00:00Z"},{"id":2,"modified":"2099-01-01T00:00:00Z"},{"id":3,"modified":"2026-11-22T08:30:00Z"}]}`)
+	})
+	srv := httptest.NewServer(reportingOnly(mux.ServeHTTP))
+	defer srv.Close()
+	out := t.TempDir()
+	streams := map[string]pipeline.StreamConfig{"thing": {Mode: load.Merge, PrimaryKey: []string{"id"}, Cursor: "modified"}}
+	res, err := pipeline.Sync(context.Background(), client(t, srv.URL, "any"), pipeline.Config{Out: out, Streams: streams, Now: clock(day1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := objectResult(t, res, "thing"); o.Rows != 3 || o.FutureCursors != 1 {
+		t.Errorf("rows %d, future cursors %d; want 3 and 1", o.Rows, o.FutureCursors)
+	}
+	db := warehousetest.Open(t, out)
+	if wm := warehousetest.Scalar[string](t, db, `SELECT watermark FROM _sepipe_state WHERE stream = 'thing'`); !strings.HasPrefix(wm, "2026-11-22T08:30:00") {
+		t.Errorf("watermark %s, want the latest plausible date 2026-11-22T08:30:00", wm)
 	}
 }

@@ -185,7 +185,11 @@ type ObjectResult struct {
 	RejectedRows int64 // rows left out: not objects, or without a merge key's value
 	// NulledValues counts values stored as null in a kept row because they
 	// did not fit their column's type (each is in _sepipe_rejects).
-	NulledValues  int64
+	NulledValues int64
+	// FutureCursors counts rows of an incremental stream whose date cursor
+	// is later than the run's start plus load.FutureCursorSlack: a bad
+	// value, which does not move the watermark (a warning).
+	FutureCursors int64
 	Pages         int
 	Requests      int
 	Retries       int
@@ -233,10 +237,10 @@ type prior struct {
 	known      []string // every stream (by name) earlier runs loaded
 	unfinished []string // streams (by name) deferred, or failed beside a deferred one, earlier on the run's snapshot day and not committed since
 	names      *load.Names
-	// afresh: streams (by name) whose table the run's load starts afresh,
-	// their mode having changed between replace and append or merge
-	// (load.Warehouse.StartsAfresh); asked only with an Iceberg lake,
-	// whose table is then rebuilt from the run's rows as well.
+	// afresh: merge streams (by name) whose table the run's load starts
+	// afresh, their mode having been replace (load.Warehouse.StartsAfresh);
+	// asked only with an Iceberg lake, whose table is then rebuilt from the
+	// run's rows as well.
 	afresh map[string]bool
 }
 
@@ -313,8 +317,7 @@ func recoverAndRead(ctx context.Context, lake load.Lake, lh *lakehouse.Lakehouse
 		return nil, err
 	}
 	for _, o := range objects {
-		if lh != nil {
-			mode, _ := load.ParseWriteMode(string(streams[o].Mode))
+		if mode, _ := load.ParseWriteMode(string(streams[o].Mode)); lh != nil && mode == load.Merge {
 			if pr.afresh[pr.name(o)], err = wh.StartsAfresh(ctx, pr.name(o), mode, day); err != nil {
 				return nil, err
 			}
@@ -466,6 +469,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		if cfg.CountNewRows {
 			s.table.NewRows = &s.result.NewRows
 		}
+		s.table.FutureCursors = &s.result.FutureCursors
 		tables = append(tables, s.table)
 	}
 
@@ -580,6 +584,10 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		published = append(published, s.object)
 		s.result.Files = publishedFiles(lake, s, res.SnapshotDate)
 		res.Objects = append(res.Objects, s.result)
+		if n := s.result.FutureCursors; n > 0 {
+			log.Warn("rows whose cursor is later than the run could be (a day of clock skew allowed) did not move the watermark; they are read again each run until the day comes: check the service's values",
+				"stream", s.object, "rows", n, "cursor", s.table.Cursor)
+		}
 	}
 	if err := wh.MarkPublished(ctx, res.RunID); err != nil {
 		return nil, fmt.Errorf("run %s committed and published, but recording it failed (the next run finishes it): %w", res.RunID, err)
@@ -971,12 +979,13 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, lh *lakehouse.
 			Pages: stats.Pages, Requests: stats.Requests, Retries: stats.Retries, Duration: dur,
 		},
 	}
-	if sink.intent != nil && ((fullRefresh && mode != load.Replace) || pr.afresh[name]) {
+	if sink.intent != nil && ((fullRefresh && mode != load.Replace) || (pr.afresh[name] && mode == load.Merge)) {
 		// The warehouse's table is rebuilt from this run's rows (a full
-		// refresh of an append or merge stream, or a mode changed between
-		// replace and append or merge: load.Warehouse.StartsAfresh); so is
-		// the Iceberg table. A replace stream's full refresh keeps its
-		// other days, as its history does.
+		// refresh of an append or merge stream, or a stream become a merge
+		// stream whose table starts afresh: load.Warehouse.StartsAfresh);
+		// so is the Iceberg table, which for a merge stream is that table.
+		// A replace or append stream's Iceberg table is its history, every
+		// day: its full refresh, or a mode change, replaces only its day.
 		sink.intent.Rebuild = true
 	}
 	if sink.intent != nil {
