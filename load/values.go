@@ -318,13 +318,13 @@ func intervalText(iv duckdb.Interval) string {
 }
 
 // blobText writes a BLOB as DuckDB casts one to VARCHAR: printable ASCII
-// as it is, every other byte (and the backslash) as \xHH. Text that can
+// as it is, every other byte (and the backslash and both quotes) as \xHH. Text that can
 // be read back, where the bytes as a string were not valid UTF-8 and JSON
 // made every such byte U+FFFD (two BLOBs printed alike; found by review).
 func blobText(b []byte) string {
 	var out strings.Builder
 	for _, c := range b {
-		if c >= 0x20 && c < 0x7f && c != '\\' {
+		if c >= 0x20 && c < 0x7f && c != '\\' && c != '\'' && c != '"' {
 			out.WriteByte(c)
 		} else {
 			fmt.Fprintf(&out, `\x%02X`, c)

@@ -34,6 +34,7 @@ var valueCases = []struct {
 	{"enum", "'x'::ENUM('x', 'y')", "x", `"x"`, true},
 	{"blob", "'x'::BLOB", "x", `"x"`, true},
 	{"blob of any bytes", `'\xAA\x5C a\x00'::BLOB`, `\xAA\x5C a\x00`, `"\\xAA\\x5C a\\x00"`, true}, // two BLOBs never print alike
+	{"blob with quotes", `'a''b"c'::BLOB`, `a\x27b\x22c`, `"a\\x27b\\x22c"`, true},
 	{"blob list", `['\xBB'::BLOB]`, `["\\xBB"]`, `["\\xBB"]`, false},
 	{"bit", "'101'::BIT", "101", `"101"`, true},
 	{"date", "DATE '2026-01-02'", "2026-01-02", `"2026-01-02"`, true},

@@ -3,6 +3,7 @@ package load
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,7 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	_ "github.com/duckdb/duckdb-go/v2" // registers the "duckdb" driver
+	"github.com/duckdb/duckdb-go/v2" // also registers the "duckdb" driver
 
 	"github.com/sepipe/sepipe/schemas"
 	"github.com/sepipe/sepipe/service"
@@ -689,10 +690,18 @@ const closeCleanup = 10 * time.Second
 // openWarehouse opens path with DuckDB connection options dsnOpts ("" or
 // "?name=value&...") and creates the bookkeeping tables.
 func openWarehouse(ctx context.Context, path, dsnOpts string) (*Warehouse, error) {
-	db, err := sql.Open("duckdb", path+dsnOpts)
+	// sepipe's own SQL runs in UTC whatever the machine's time zone (a
+	// timestamp's text, a day of it); DuckDB's default is the machine's.
+	// Set on every connection the pool opens (a DSN setting is applied
+	// before ICU, which owns TimeZone, is loaded).
+	connector, err := duckdb.NewConnector(path+dsnOpts, func(ex driver.ExecerContext) error {
+		_, err := ex.ExecContext(context.Background(), "SET TimeZone = 'UTC'", nil)
+		return err
+	})
 	if err != nil {
 		return nil, classifyOpen(path, err)
 	}
+	db := sql.OpenDB(connector)
 	db.SetMaxOpenConns(1) // one connection: transactions stay on it
 	if err := db.PingContext(ctx); err != nil {
 		closeDuckDB(db)
@@ -1991,6 +2000,18 @@ func sameType(duck, want string) bool {
 // read.
 const FutureCursorSlack = 24 * time.Hour
 
+// FutureWatermark reports whether wm, a date watermark (RFC 3339), is
+// later than a run started at start could have seen (FutureCursorSlack
+// past it): a bad value an earlier release saved, under which every read
+// would skip every row changed before that date. The read is then whole.
+func FutureWatermark(wm string, start time.Time) bool {
+	t, err := time.Parse(time.RFC3339Nano, wm)
+	if err != nil || start.IsZero() {
+		return false // a number, or no start to judge by
+	}
+	return t.After(start.Add(FutureCursorSlack))
+}
+
 // moveWatermark sets the stream's watermark to the largest cursor value of
 // the run's rows, if that is later than the saved one.
 func moveWatermark(ctx context.Context, tx *sql.Tx, run Run, t Table, src string) error {
@@ -2009,7 +2030,11 @@ func moveWatermark(ctx context.Context, tx *sql.Tx, run Run, t Table, src string
 		if bound.IsZero() {
 			bound = time.Now()
 		}
-		expr = "strftime(max(" + c + ") FILTER (WHERE " + c + " <= ?)::TIMESTAMP, '%Y-%m-%dT%H:%M:%S.%fZ'), count(*) FILTER (WHERE " + c + " > ?)"
+		// In UTC whatever the session's time zone: a plain ::TIMESTAMP
+		// cast takes the machine's, and under TZ=Asia/Tokyo labelled a
+		// time 9 hours late with Z, so the next read skipped what changed
+		// between (found by review).
+		expr = "strftime((max(" + c + ") FILTER (WHERE " + c + " <= ?)) AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S.%fZ'), count(*) FILTER (WHERE " + c + " > ?)"
 		limit := bound.Add(FutureCursorSlack).UTC()
 		args = []any{limit, limit}
 	}
@@ -2021,12 +2046,24 @@ func moveWatermark(ctx context.Context, tx *sql.Tx, run Run, t Table, src string
 	if t.FutureCursors != nil {
 		*t.FutureCursors = future
 	}
-	if !wm.Valid {
-		return nil // no cursor values: keep the old watermark
-	}
 	old, ok, err := stateOf(ctx, tx, t.Object)
 	if err != nil {
 		return err
+	}
+	if ok && !t.FullRefresh && old.CursorField == t.Cursor && FutureWatermark(old.Watermark, run.Started) {
+		// An earlier release saved a bad date (a year 2099) as the
+		// watermark: it goes, for the run's plausible latest, or none.
+		ok = false
+		if !wm.Valid {
+			_, err := tx.ExecContext(ctx, `DELETE FROM _sepipe_state WHERE stream = ?`, t.Object)
+			if err != nil {
+				return &WriteError{Object: t.Object, Step: "drop watermark", Path: "_sepipe_state", Err: err}
+			}
+			return nil
+		}
+	}
+	if !wm.Valid {
+		return nil // no cursor values: keep the old watermark
 	}
 	// prior is the watermark before this snapshot day's first run: a
 	// same-day rerun reads from it again, so the day's partition is whole.

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -399,5 +401,97 @@ func TestFutureCursorDoesNotMoveTheWatermark(t *testing.T) {
 	db := warehousetest.Open(t, out)
 	if wm := warehousetest.Scalar[string](t, db, `SELECT watermark FROM _sepipe_state WHERE stream = 'thing'`); !strings.HasPrefix(wm, "2026-11-22T08:30:00") {
 		t.Errorf("watermark %s, want the latest plausible date 2026-11-22T08:30:00", wm)
+	}
+}
+
+// thingServer serves one report object, thing, with a date cursor
+// "modified": rows is the JSON of its results (one page).
+func thingServer(t *testing.T, rows string) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	base := servicetest.BasePath
+	mux.HandleFunc(base+"/objects", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"objects":[{"id":"thing","displayName":"Thing","urls":{"describe":"`+base+`/objects/thing/describe","object":"`+base+`/objects/thing"}}]}`)
+	})
+	mux.HandleFunc(base+"/objects/thing/describe", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"fields":[{"id":"id","displayName":"ID","type":"int"},{"id":"modified","displayName":"Modified","type":"date"}]}`)
+	})
+	mux.HandleFunc(base+"/objects/thing", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, rows)
+	})
+	srv := httptest.NewServer(reportingOnly(mux.ServeHTTP))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestWatermarkIsUTCInAnyTimeZone: the watermark is the latest cursor in
+// UTC whatever the machine's time zone. Run in a child under
+// TZ=Asia/Tokyo: DuckDB's TIMESTAMPTZ::TIMESTAMP cast took the session's
+// time zone (the machine's), so the watermark came out 9 hours late,
+// labelled Z, and the next run read from 17:30Z: every row changed
+// between 08:30Z and 17:30Z was never read (found by review).
+func TestWatermarkIsUTCInAnyTimeZone(t *testing.T) {
+	if os.Getenv("SEPIPE_TZ_CHILD") == "" {
+		for _, tz := range []string{"Asia/Tokyo", "America/Los_Angeles"} {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestWatermarkIsUTCInAnyTimeZone$", "-test.count=1")
+			cmd.Env = append(os.Environ(), "SEPIPE_TZ_CHILD=1", "TZ="+tz)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("under TZ=%s: %v\n%s", tz, err, out)
+			}
+		}
+		return
+	}
+	srv := thingServer(t, `{"page":1,"totalResults":2,"totalPages":1,"results":[`+
+		`{"id":1,"modified":"2026-11-20T10:00:00Z"},{"id":3,"modified":"2026-11-22T08:30:00Z"}]}`)
+	out := t.TempDir()
+	streams := map[string]pipeline.StreamConfig{"thing": {Mode: load.Merge, PrimaryKey: []string{"id"}, Cursor: "modified"}}
+	ctx := context.Background()
+	if _, err := pipeline.Sync(ctx, client(t, srv.URL, "any"), pipeline.Config{Out: out, Streams: streams, Now: clock(day1)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := pipeline.Sync(ctx, client(t, srv.URL, "any"), pipeline.Config{Out: out, Streams: streams, Now: clock(day1.Add(24 * time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := objectResult(t, res, "thing"); o.Since != "2026-11-22T08:30:00Z" {
+		t.Errorf("TZ=%s: the next run read from %q, want 2026-11-22T08:30:00Z (the latest cursor read)", os.Getenv("TZ"), o.Since)
+	}
+}
+
+// TestFutureWatermarkOfAnEarlierReleaseHeals: a folder whose watermark an
+// earlier release set to a bad future date (2099) reads whole once and
+// gets the latest plausible date back: it read from 2099 for ever, every
+// row it got being in the future, which left the watermark as it was
+// (found by review).
+func TestFutureWatermarkOfAnEarlierReleaseHeals(t *testing.T) {
+	srv := thingServer(t, `{"page":1,"totalResults":3,"totalPages":1,"results":[`+
+		`{"id":1,"modified":"2026-11-20T10:00:00Z"},{"id":2,"modified":"2099-01-01T00:00:00Z"},{"id":3,"modified":"2026-11-22T08:30:00Z"}]}`)
+	out := t.TempDir()
+	streams := map[string]pipeline.StreamConfig{"thing": {Mode: load.Merge, PrimaryKey: []string{"id"}, Cursor: "modified"}}
+	ctx := context.Background()
+	if _, err := pipeline.Sync(ctx, client(t, srv.URL, "any"), pipeline.Config{Out: out, Streams: streams, Now: clock(day1)}); err != nil {
+		t.Fatal(err)
+	}
+	// What the earlier release saved from the same rows.
+	wh, err := load.OpenState(ctx, load.Lake{Root: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wh.DB().ExecContext(ctx, `UPDATE _sepipe_state SET watermark = '2099-01-01T00:00:00.000000Z' WHERE stream = 'thing'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := wh.Publish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wh.Close()
+	want := []string{"", "2026-11-22T08:30:00Z"} // whole, then from the healed watermark
+	for d := 1; d <= 2; d++ {
+		res, err := pipeline.Sync(ctx, client(t, srv.URL, "any"), pipeline.Config{Out: out, Streams: streams, Now: clock(day1.Add(time.Duration(d) * 24 * time.Hour))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o := objectResult(t, res, "thing"); o.Since != want[d-1] {
+			t.Errorf("day %d: the run read from %q, want %q", d+1, o.Since, want[d-1])
+		}
 	}
 }

@@ -910,6 +910,11 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, lh *lakehouse.
 		if query, since, err = streamQuery(id, sc, fields, pr.state[id], fullRefresh, run.SnapshotDate); err != nil {
 			return fail("config", err)
 		}
+		if st := pr.state[id]; since == "" && sc.Cursor != "" && st.Watermark != "" && !fullRefresh &&
+			!(st.SnapshotDate == run.SnapshotDate && st.PriorWatermark == "") { // a rerun of a day that read whole reads whole
+			log.Warn("the saved watermark does not hold for this read (the cursor or filters changed, or it is a date later than the run could be): reading whole",
+				"stream", id, "watermark", st.Watermark, "cursor", sc.Cursor)
+		}
 		opts := []transform.Option{transform.WithAllocator(cfg.Allocator), transform.WithMaxValueBytes(cfg.MaxValueBytes)}
 		if len(pk) > 0 {
 			// A key read twice in one read is drift, not data; the decoder
