@@ -260,7 +260,13 @@ func (o *OAuth) refreshLocked(ctx context.Context, rejected string) (string, err
 // before returning the access token. The caller holds o.mu and the store's
 // lock.
 func (o *OAuth) exchange(ctx context.Context, base StoredToken) (string, error) {
-	hctx := context.WithValue(ctx, oauth2.HTTPClient, o.hc)
+	// A request sent is answered and saved even when ctx ends meanwhile
+	// (a SIGTERM, a pod evicted): the endpoint may already have rotated
+	// the refresh token, and dropping its answer left the store with the
+	// spent one, the tenant locked out until sepipe auth login (found by
+	// review). The HTTP client's timeout bounds the wait; ctx still stops
+	// the retries.
+	hctx := context.WithValue(context.WithoutCancel(ctx), oauth2.HTTPClient, o.hc)
 	var tok *oauth2.Token
 	for attempt := 1; ; attempt++ {
 		var err error

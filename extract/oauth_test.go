@@ -328,3 +328,69 @@ func TestOAuthAsksAgainAfterATransientFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestSignalDuringRefreshKeepsTheRotation: a run cancelled (SIGTERM)
+// while the token endpoint answers must still save the rotated refresh
+// token: dropping the answer left the store with the spent one, and the
+// next run was refused (invalid_grant) until sepipe auth login (found by
+// review).
+func TestSignalDuringRefreshKeepsTheRotation(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hc := &http.Client{Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
+		// The endpoint rotates; the signal arrives before its answer.
+		resp, err := http.DefaultTransport.RoundTrip(r.Clone(context.Background()))
+		if r.URL.Path == extract.OAuthTokenPath {
+			cancel()
+			select {
+			case <-r.Context().Done(): // the request was bound to the run
+				if resp != nil {
+					resp.Body.Close()
+				}
+				return nil, r.Context().Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		return resp, err
+	})}
+	store := &extract.FileTokenStore{Path: filepath.Join(t.TempDir(), ".sepipe", "token.json")}
+	o, err := extract.NewOAuth(srv.URL, extract.OAuthConfig{
+		ClientID: srv.Service.ClientID(), ClientSecret: srv.Service.ClientSecret(), RefreshToken: srv.Service.RefreshToken(),
+	}, store, extract.WithOAuthHTTPClient(hc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Token(ctx); err != nil {
+		t.Logf("interrupted refresh: %v", err)
+	}
+	next := newOAuth(t, srv, store, srv.Service.RefreshToken())
+	if _, err := next.Token(context.Background()); err != nil {
+		t.Errorf("the run after an interrupted refresh is locked out: %v (token endpoint: %+v)", err, srv.Service.OAuth())
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestTokenStoreIsTheOwnersAlone: a token file readable by others (a
+// backup restored, a copy) is made the owner's alone when it is read; it
+// was used as it was for as long as its access token lasted (found by
+// review).
+func TestTokenStoreIsTheOwnersAlone(t *testing.T) {
+	store := &extract.FileTokenStore{Path: filepath.Join(t.TempDir(), "token.json")}
+	if err := store.Save(extract.StoredToken{AccessToken: "a", RefreshToken: "r", Expiry: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(store.Path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := store.Load(); err != nil || !ok {
+		t.Fatalf("load: %v %v", ok, err)
+	}
+	if fi, err := os.Stat(store.Path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("token store mode %v after a load, want 0600 (%v)", fi.Mode().Perm(), err)
+	}
+}

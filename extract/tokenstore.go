@@ -69,6 +69,14 @@ func (s *FileTokenStore) Load() (StoredToken, bool, error) {
 		// Never quote the file: it holds tokens.
 		return StoredToken{}, false, fmt.Errorf("token store %s: not a token file (remove it and run sepipe auth login): %s", s.Path, jsonErrorKind(err))
 	}
+	// The store is the owner's alone (0600, as Save writes it): a file
+	// restored from a backup or copied readable by others is made so
+	// again, not used as it is for as long as its access token lasts.
+	if fi, err := os.Stat(s.Path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(s.Path, 0o600); err != nil {
+			return StoredToken{}, false, fmt.Errorf("token store %s is readable by others (mode %v) and cannot be made the owner's alone: %w", s.Path, fi.Mode().Perm(), err)
+		}
+	}
 	return t, true, nil
 }
 

@@ -21,6 +21,11 @@ var ErrBusy = errors.New("another sepipe run is using this output folder")
 // recorded and the next run commits them (or discards those it cannot).
 var ErrLakePending = errors.New("its Iceberg commit is pending")
 
+// ErrNotPublished is wrapped when a run committed but publishing it (the
+// lake's partitions, the warehouse) failed: the data is safe in the
+// working database and the next run, or sepipe publish, finishes it.
+var ErrNotPublished = errors.New("committed, not yet published")
+
 // ObjectError is one object's failure in a run, naming the step.
 type ObjectError struct {
 	Object string

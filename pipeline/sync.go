@@ -566,6 +566,10 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("run %s: load warehouse: %w", res.RunID, err)
 	}
 	faults.At(faults.Committed, "")
+	// Committed: publishing it finishes even when ctx ends now (a SIGTERM
+	// here exited 1, "committed nothing", and left the warehouse behind
+	// the run until the next night; found by review).
+	ctx = context.WithoutCancel(ctx)
 
 	// Publish the lake partitions of the committed objects. A death from
 	// here on is finished by the next run (recoverAndRead).
@@ -578,7 +582,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 			continue
 		}
 		if err := lake.Publish(res.RunID, s.object, res.SnapshotDate); err != nil {
-			return nil, fmt.Errorf("run %s committed but publishing the lake failed (the next run finishes it): %w", res.RunID, err)
+			return nil, fmt.Errorf("run %s %w: publishing the lake failed (the next run finishes it): %w", res.RunID, ErrNotPublished, err)
 		}
 		faults.At(faults.Published, s.object)
 		published = append(published, s.object)
@@ -590,7 +594,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		}
 	}
 	if err := wh.MarkPublished(ctx, res.RunID); err != nil {
-		return nil, fmt.Errorf("run %s committed and published, but recording it failed (the next run finishes it): %w", res.RunID, err)
+		return nil, fmt.Errorf("run %s %w: its lake partitions are published, recording it failed (the next run finishes it): %w", res.RunID, ErrNotPublished, err)
 	}
 	// Commit the recorded intents to the Iceberg lake. One that fails
 	// stays recorded; the next run settles it.
@@ -602,7 +606,10 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	}
 	// Publish the warehouse: readers' new connections see the run.
 	if err := wh.Publish(ctx); err != nil {
-		return nil, fmt.Errorf("run %s committed, but publishing %s failed (the next run or `sepipe publish` finishes it): %w", res.RunID, lake.WarehousePath(), err)
+		if errors.Is(err, load.ErrPublishBlocked) {
+			return nil, fmt.Errorf("run %s committed, but publishing %s failed (the next run or `sepipe publish` finishes it): %w", res.RunID, lake.WarehousePath(), err)
+		}
+		return nil, fmt.Errorf("run %s %w: publishing %s failed (the next run or `sepipe publish` finishes it): %w", res.RunID, ErrNotPublished, lake.WarehousePath(), err)
 	}
 	if lakeErr != nil {
 		return nil, fmt.Errorf("run %s committed, but %w (the next run finishes it): %w", res.RunID, ErrLakePending, lakeErr)

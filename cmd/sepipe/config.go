@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -303,6 +304,16 @@ func parseConfig(file string, b []byte) (*Config, error) {
 	if err := yaml.Unmarshal(b, &doc); err != nil {
 		line, msg := yamlErrorLine(err)
 		return nil, usageError{&ConfigError{File: file, Line: line, Msg: "not valid YAML: " + msg}}
+	}
+	// One document: yaml.Unmarshal reads the first and drops the rest, so
+	// settings after a "---" (two files joined, a ConfigMap of parts) were
+	// ignored without a word (found by review).
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	var first, second yaml.Node
+	if err := dec.Decode(&first); err == nil {
+		if err := dec.Decode(&second); err == nil {
+			return nil, usageError{&ConfigError{File: file, Line: second.Line, Msg: "a second YAML document (after ---): the configuration is one document"}}
+		}
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return c, nil // empty file

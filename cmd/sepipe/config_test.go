@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -239,5 +240,20 @@ func TestLimits(t *testing.T) {
 	const wantPages = "c.yaml:4: requests.max_pages: want at least 1 page (or 0 for the default), got -3"
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), wantPages) {
 		t.Fatalf("err = %v, want %q", err, wantPages)
+	}
+}
+
+// TestConfigIsOneDocument: settings after a "---" are an error naming
+// the line, not dropped (the streams and the unknown key below were
+// ignored and the run went on with defaults; found by review).
+func TestConfigIsOneDocument(t *testing.T) {
+	doc := "service:\n  tenant_url: https://acme.example.com\n---\nstreams:\n  userCourseProgress:\n    mode: merge\n    primary_key: [userId, courseId]\ncolour: blue\n"
+	_, err := parseConfig("sepipe.yaml", []byte(doc))
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Line != 3 || !strings.Contains(ce.Msg, "second YAML document") {
+		t.Errorf("a second document: %v; want a ConfigError at line 3 (the ---)", err)
+	}
+	if _, err := parseConfig("sepipe.yaml", []byte("---\nservice:\n  tenant_url: https://acme.example.com\n")); err != nil {
+		t.Errorf("one document after a leading ---: %v", err)
 	}
 }

@@ -33,6 +33,10 @@ func hint(err error) string {
 		return "the token is valid but lacks access to Coach reports: it needs a Coach license and an Admin or Manager role"
 	case errors.Is(err, load.ErrPublishBlocked):
 		return "open warehouse.duckdb read-only in other programs (docs/bi.md); the data is committed: 'sepipe publish' publishes it once that program is closed"
+	case errors.Is(err, pipeline.ErrNotPublished):
+		return "the run is committed in .sepipe/state.duckdb; 'sepipe publish' (or the next sync) publishes it once the cause is mended (disk space, permissions)"
+	case errors.Is(err, extract.ErrRefreshFailed) && strings.Contains(err.Error(), "invalid_grant"):
+		return "the refresh token was refused (used already, expired or revoked): authorize again with 'sepipe auth login --out DIR' for this output folder"
 	case errors.Is(err, pipeline.ErrLakePending):
 		return "the warehouse and the local lake have the run; the next sync commits it to the Iceberg lake (check the catalog and the object store are reachable)"
 	case errors.Is(err, load.ErrWarehouseLocked):

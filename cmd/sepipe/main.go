@@ -105,35 +105,37 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "sepipe: "+termEscape(err.Error(), true))
+	// One line: an error may quote the service, whose newlines would
+	// print lines of their own (a forged "sepipe:" or "hint:").
+	fmt.Fprintln(stderr, "sepipe: "+termEscape(err.Error(), false))
 	var ue usageError
 	var re *pipeline.RunError
 	switch {
 	case errors.As(err, &ue):
 		if h := hint(err); h != "" {
-			fmt.Fprintln(stderr, "hint: "+h)
+			fmt.Fprintln(stderr, "hint: "+termEscape(h, false))
 		}
 		return exitUsage
 	case errors.As(err, &re) && re.Partial:
 		if h := quotaHint(err); h != "" {
-			fmt.Fprintln(stderr, "hint: "+h)
+			fmt.Fprintln(stderr, "hint: "+termEscape(h, false))
 		}
 		return exitPartial
 	case errors.Is(err, pipeline.ErrLakePending):
 		// Committed; the Iceberg lake catches up on the next run.
 		if h := hint(err); h != "" {
-			fmt.Fprintln(stderr, "hint: "+h)
+			fmt.Fprintln(stderr, "hint: "+termEscape(h, false))
 		}
 		return exitPartial
-	case errors.Is(err, load.ErrPublishBlocked):
+	case errors.Is(err, load.ErrPublishBlocked), errors.Is(err, pipeline.ErrNotPublished):
 		// Committed, not yet visible to readers: as a partial run.
 		if h := hint(err); h != "" {
-			fmt.Fprintln(stderr, "hint: "+h)
+			fmt.Fprintln(stderr, "hint: "+termEscape(h, false))
 		}
 		return exitPartial
 	}
 	if h := hint(err); h != "" {
-		fmt.Fprintln(stderr, "hint: "+h)
+		fmt.Fprintln(stderr, "hint: "+termEscape(h, false))
 	}
 	return exitFailed
 }

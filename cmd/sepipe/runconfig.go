@@ -37,6 +37,13 @@ func (f *runFlags) add(cmd *cobra.Command, withOut bool) {
 		fl.StringVar(&f.out, "out", defaultOut, "output folder for lake/ and warehouse.duckdb; overrides output.dir")
 		fl.StringSliceVar(&f.objects, "objects", nil, "comma-separated object ids (default: all, or the config's include/exclude)")
 	}
+	if !withOut {
+		// Commands that read no objects into a folder still refresh the
+		// OAuth token, whose store is the folder's (.sepipe/token.json):
+		// without --out they took ./sepipe-data's, and replayed a
+		// refresh token the sync's folder had spent (found by review).
+		fl.StringVar(&f.out, "out", defaultOut, "output folder whose token store (.sepipe/token.json) an OAuth refresh uses, as the sync's; overrides output.dir")
+	}
 	fl.IntVar(&f.concurrency, "concurrency", extract.DefaultConcurrency, "page requests in flight per object; overrides requests.concurrency")
 	fl.Float64Var(&f.rate, "rate", extract.DefaultRateLimit, "ceiling on the requests per second of all workers (0: none; below it the rate adapts to the service's 429s); overrides requests.rate")
 	fl.IntVar(&f.pageSize, "page-size", extract.DefaultPageSize, "rows per page requested; overrides requests.page_size")

@@ -6,6 +6,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/internal/faults"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
 )
@@ -475,5 +479,84 @@ func TestPlanSaysWhatTheQuotaAllows(t *testing.T) {
 		strings.Contains(stderr, "the next run of the day continues them") ||
 		!strings.Contains(stderr, "hint: userCourseProgress need more requests than the service's quota allows in a whole window: raise requests.max_wait") {
 		t.Errorf("the sync's warning or hint does not say no window holds userCourseProgress:\n%s", stderr)
+	}
+}
+
+// TestSignalAfterCommitPublishes: a SIGTERM that arrives once the run has
+// committed does not stop its publish: the published warehouse has the
+// run, and the exit code is not 1, which says nothing was committed (the
+// sync exited 1 and left warehouse.duckdb a night behind; found by
+// review).
+func TestSignalAfterCommitPublishes(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	setEnv(t, srv)
+	out := t.TempDir()
+	mustRun(t, "sync", "-q", "--base-url", srv.URL, "--out", out, "--objects", "course")
+	before := queryOne(t, out, "SELECT count(*) FROM _sepipe_runs")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	faults.Set(func(name string) {
+		if name == string(faults.Committed) {
+			cancel() // what main's signal.NotifyContext does on SIGTERM
+		}
+	})
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"sync", "-q", "--base-url", srv.URL, "--out", out, "--objects", "course"}, &stdout, &stderr)
+	faults.Set(nil)
+	if code == exitFailed {
+		t.Errorf("a run that committed exited %d:\n%s", code, stderr.String())
+	}
+	if after := queryOne(t, out, "SELECT count(*) FROM _sepipe_runs"); after == before {
+		t.Errorf("the committed run is not in the published warehouse (%s runs before and after)", before)
+	}
+}
+
+// TestErrorIsOneLine: an error quoting the service is one line on stderr,
+// its newlines escaped: the service's text printed lines of its own, a
+// forged "sepipe:" or "hint:" among them (found by review).
+func TestErrorIsOneLine(t *testing.T) {
+	svc := servicetest.New(servicetest.WithUsers(5))
+	defer svc.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/objects") {
+			w.WriteHeader(400)
+			io.WriteString(w, `{"response":{"code":2001,"name":"InvalidParameterError","message":"bad\nhint: all good, nothing to see\nsepipe: forged"}}`)
+			return
+		}
+		svc.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	t.Setenv("SEPIPE_ACCESS_TOKEN", svc.AccessToken())
+	code, _, errOut := runCLI(t, "sync", "-q", "--base-url", srv.URL, "--out", t.TempDir(), "--log-format", "json")
+	var plain []string
+	for _, l := range strings.Split(strings.TrimSpace(errOut), "\n") {
+		if !strings.HasPrefix(l, "{") {
+			plain = append(plain, l)
+		}
+	}
+	if code == exitOK || len(plain) > 2 || strings.Contains(errOut, "\nsepipe: forged") || strings.Contains(errOut, "\nhint: all good") {
+		t.Errorf("exit %d; the error printed %d plain lines, some from the service:\n%q", code, len(plain), plain)
+	}
+}
+
+// TestCheckUsesTheSyncsTokenStore: sepipe check (and discover) take
+// --out, and refresh the OAuth token through that folder's store, as the
+// sync does: without it check replayed the refresh token the sync had
+// spent and failed (invalid_grant) while the sync worked (found by review).
+func TestCheckUsesTheSyncsTokenStore(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	oauthEnv(t, srv)
+	out := t.TempDir()
+	mustRun(t, "sync", "-q", "--base-url", srv.URL, "--out", out, "--objects", "course")
+	for _, cmd := range []string{"check", "discover"} {
+		if code, stdout, errOut := runCLI(t, cmd, "--base-url", srv.URL, "--out", out); code != exitOK {
+			t.Errorf("%s on the sync's folder: exit %d\n%s\n%s", cmd, code, stdout, errOut)
+		}
+	}
+	mustRun(t, "sync", "-q", "--base-url", srv.URL, "--out", out, "--objects", "course")
+	if s := srv.Service.OAuth(); s.Refused != 0 {
+		t.Errorf("token endpoint %+v: a refresh token was replayed", s)
 	}
 }
