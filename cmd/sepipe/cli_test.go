@@ -712,25 +712,32 @@ func TestScheduleAcrossDST(t *testing.T) {
 			[]string{"2026-10-24T00:00:00Z", "2026-10-25T00:00:00Z", "2026-10-26T01:00:00Z"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sched, err := parseCron(tc.spec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			now, err := time.Parse(time.RFC3339, tc.from)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for range tc.want {
-				next := sched.Next(now.In(tc.loc))
-				got = append(got, next.In(tc.loc).Format(time.RFC3339))
-				now = next.Add(time.Second) // the scheduler asks as the run starts
-			}
-			if !slices.Equal(got, tc.want) {
+			if got := nextRuns(t, tc.spec, tc.loc, tc.from, len(tc.want)); !slices.Equal(got, tc.want) {
 				t.Errorf("%q in %s from %s:\n got %v\nwant %v", tc.spec, tc.loc, tc.from, got, tc.want)
 			}
 		})
 	}
+}
+
+// nextRuns is when the schedule spec runs n times from from (RFC 3339),
+// asked as the scheduler asks (a second after each run starts), in loc.
+func nextRuns(t *testing.T, spec string, loc *time.Location, from string, n int) []string {
+	t.Helper()
+	sched, err := parseCron(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := time.Parse(time.RFC3339, from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for range n {
+		now = sched.Next(now.In(loc))
+		got = append(got, now.In(loc).Format(time.RFC3339))
+		now = now.Add(time.Second)
+	}
+	return got
 }
 
 // onceSoon fires 20 ms from the first time it is asked, then a day later.
@@ -819,21 +826,7 @@ func TestScheduleAcrossHalfHourDST(t *testing.T) {
 		{"@midnight", "2026-04-05T00:00:00+11:00",
 			[]string{"2026-04-06T00:00:00+10:30", "2026-04-07T00:00:00+10:30"}},
 	} {
-		sched, err := parseCron(tc.spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		now, err := time.Parse(time.RFC3339, tc.from)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for range tc.want {
-			now = sched.Next(now.In(loc))
-			got = append(got, now.In(loc).Format(time.RFC3339))
-			now = now.Add(time.Second)
-		}
-		if !slices.Equal(got, tc.want) {
+		if got := nextRuns(t, tc.spec, loc, tc.from, len(tc.want)); !slices.Equal(got, tc.want) {
 			t.Errorf("%q from %s: runs %v, want %v", tc.spec, tc.from, got, tc.want)
 		}
 	}
