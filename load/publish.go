@@ -351,6 +351,11 @@ func verifyCopy(ctx context.Context, path string) error {
 // written whole in one go reads in every DuckDB from 1.0 on, and holds no
 // space freed by earlier runs (a demo's warehouse: 13 MB copied, 7 MB
 // rewritten).
+// publishMemory is the memory DuckDB may hold while a publish rewrites
+// the working database (it spills to .sepipe/publish.tmp past it): a
+// sync's peak stays the load's.
+const publishMemory = "64MB"
+
 func rewrite(ctx context.Context, state, next string) error {
 	for _, p := range []string{next, next + ".wal"} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -365,6 +370,10 @@ func rewrite(ctx context.Context, state, next string) error {
 	tmp := filepath.Join(filepath.Dir(next), "publish.tmp") // spills stay in .sepipe, not the working directory
 	for _, q := range []string{
 		"SET temp_directory = " + Literal(tmp),
+		// Bounded like the load (DuckDB's default is 80 % of the machine):
+		// the rewrite streams table by table, and spills past this.
+		"SET memory_limit = " + Literal(publishMemory),
+		"SET preserve_insertion_order = false", // the working database's order is the load's, any already
 		"ATTACH " + Literal(state) + " AS src (READ_ONLY)",
 		"ATTACH " + Literal(next) + " AS dst (STORAGE_VERSION " + Literal(StorageVersion) + ")",
 		"COPY FROM DATABASE src TO dst",
