@@ -41,6 +41,7 @@ streams) or skipped (not configured):
   webhooks   API token         list subscriptions
   legacy     login_dir [+ username/password]   create a session
   iceberg    the catalog of output.lake.iceberg   list the namespace's tables
+  config     include, exclude, streams   the objects they name exist, as sync checks them
 
 The access token (or the OAuth client that refreshes it) is required; the API
 token and the legacy login are checked when configured. Nothing is written
@@ -114,6 +115,15 @@ func runChecks(ctx context.Context, c *Config, client *extract.Client) []checkRe
 			ts, err := client.Themes(ctx, extract.ThemeQuery{})
 			return fmt.Sprintf("%d themes", len(ts)), err
 		})
+		if out[0].status != "failed" {
+			// The streams the config names, checked as the sync checks
+			// them (selectRun): check passed a config the sync then
+			// refused, an include naming no object (found by review).
+			try("config", "include, exclude, streams", func() (string, error) {
+				run, _, err := selectRun(ctx, c, client, nil)
+				return fmt.Sprintf("%d streams to sync", len(run)), err
+			})
+		}
 	}
 	api := "API token " + c.Credentials.APIToken.String()
 	if !c.Credentials.APIToken.Set() {

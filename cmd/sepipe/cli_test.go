@@ -952,3 +952,23 @@ func TestQueryOutputOfEveryType(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckRefusesWhatSyncRefuses: a config whose include names no object
+// of the service fails check, as it fails the sync (check tried the
+// credentials alone and exited 0; found by review); a config that names
+// only objects the service has passes.
+func TestCheckRefusesWhatSyncRefuses(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	setEnv(t, srv)
+	dir := t.TempDir()
+	bad := writeConfig(t, dir, srv.URL, filepath.Join(dir, "data"), "include: [coarse]\n")
+	code, stdout, _ := runCLI(t, "check", "--config", bad)
+	if code == exitOK || !strings.Contains(stdout, `unknown report object "coarse"`) {
+		t.Errorf("check of an include naming no object: exit %d\n%s", code, stdout)
+	}
+	good := writeConfig(t, t.TempDir(), srv.URL, filepath.Join(dir, "data"), "include: [course]\n")
+	if code, stdout, errOut := runCLI(t, "check", "--config", good); code != exitOK || !strings.Contains(stdout, "1 streams to sync") {
+		t.Errorf("check of a good config: exit %d\n%s\n%s", code, stdout, errOut)
+	}
+}
