@@ -261,7 +261,7 @@ func planObject(ctx context.Context, src Counter, cfg PlanConfig, id, day string
 		op.Err = &ObjectError{Object: id, Step: "schema", Err: err} // as the sync would fail it
 		return op
 	}
-	q, since, err := streamQuery(id, sc, fields, pr.state[id], op.FullRefresh, day)
+	q, since, _, err := streamQuery(id, sc, fields, pr.state[id], op.FullRefresh, day)
 	if err != nil {
 		op.Err = &ObjectError{Object: id, Step: "config", Err: err}
 		return op

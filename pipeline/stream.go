@@ -14,19 +14,24 @@ import (
 
 // streamQuery builds the read of one stream: its configured filters and,
 // for an incremental stream with a saved watermark, cursor >= watermark -
-// lookback. since is the cursor value read from ("" for a full read).
-func streamQuery(object string, sc StreamConfig, fields []service.Field, st load.State, fullRefresh bool, day string) (extract.Query, string, error) {
-	q, since, err := buildQuery(object, sc, fields, st, fullRefresh, day)
+// lookback. since is the cursor value read from ("" for a full read);
+// aside says why a saved watermark was set aside (buildQuery).
+func streamQuery(object string, sc StreamConfig, fields []service.Field, st load.State, fullRefresh bool, day string) (q extract.Query, since, aside string, err error) {
+	q, since, aside, err = buildQuery(object, sc, fields, st, fullRefresh, day)
 	if err != nil {
-		return q, "", err
+		return q, "", "", err
 	}
 	if err := q.Validate(fields); err != nil {
-		return q, "", fmt.Errorf("filters of %s: %w", object, err)
+		return q, "", "", fmt.Errorf("filters of %s: %w", object, err)
 	}
-	return q, since, nil
+	return q, since, aside, nil
 }
 
-func buildQuery(object string, sc StreamConfig, fields []service.Field, st load.State, fullRefresh bool, day string) (q extract.Query, since string, err error) {
+// buildQuery is streamQuery before the filters' check. aside says why a
+// saved watermark was set aside for a whole read ("" when none was, or the
+// read is from it): the cursor or the filters changed, or it is a date
+// later than the run could be.
+func buildQuery(object string, sc StreamConfig, fields []service.Field, st load.State, fullRefresh bool, day string) (q extract.Query, since, aside string, err error) {
 	q.Filters = slices.Clone(sc.Filters)
 	byID := map[string]service.Field{}
 	for _, f := range fields {
@@ -34,42 +39,47 @@ func buildQuery(object string, sc StreamConfig, fields []service.Field, st load.
 	}
 	for _, k := range sc.PrimaryKey {
 		if _, ok := byID[k]; !ok {
-			return q, "", fmt.Errorf("primary key field %q is not a field of %s", k, object)
+			return q, "", "", fmt.Errorf("primary key field %q is not a field of %s", k, object)
 		}
 	}
 	if sc.Cursor == "" {
-		return q, "", nil
+		return q, "", "", nil
 	}
 	cf, ok := byID[sc.Cursor]
 	if !ok {
-		return q, "", fmt.Errorf("cursor field %q is not a field of %s", sc.Cursor, object)
+		return q, "", "", fmt.Errorf("cursor field %q is not a field of %s", sc.Cursor, object)
 	}
 	switch cf.Type {
 	case service.TypeDate, service.TypeInt, service.TypeFloat, service.TypePercent:
 	default:
-		return q, "", fmt.Errorf("cursor field %q of %s has type %s; a cursor must be a date or a number", sc.Cursor, object, cf.Type)
+		return q, "", "", fmt.Errorf("cursor field %q of %s has type %s; a cursor must be a date or a number", sc.Cursor, object, cf.Type)
 	}
 	if sc.Lookback != 0 && cf.Type != service.TypeDate {
-		return q, "", fmt.Errorf("lookback %s needs a date cursor; cursor field %q of %s has type %s (remove the lookback, or widen the read with a filter)",
+		return q, "", "", fmt.Errorf("lookback %s needs a date cursor; cursor field %q of %s has type %s (remove the lookback, or widen the read with a filter)",
 			sc.Lookback, sc.Cursor, object, cf.Type)
 	}
 	// The watermark holds for reads like the ones it was saved from: with
 	// other filters, the rows below it they let through were never read.
-	if fullRefresh || st.Watermark == "" || st.CursorField != sc.Cursor || !st.SameRead(readFilters(sc)) {
-		return q, "", nil
+	switch {
+	case fullRefresh || st.Watermark == "":
+		return q, "", "", nil
+	case st.CursorField != sc.Cursor:
+		return q, "", "the cursor field changed from " + strconv.Quote(st.CursorField), nil
+	case !st.SameRead(readFilters(sc)):
+		return q, "", "the filters changed", nil
 	}
 	if end, err := time.Parse("2006-01-02", day); err == nil && cf.Type == service.TypeDate &&
 		(load.FutureWatermark(st.Watermark, end.AddDate(0, 0, 1)) || load.FutureWatermark(st.PriorWatermark, end.AddDate(0, 0, 1))) {
 		// A date later than the run could be, saved by an earlier
 		// release: every read from it would skip every row changed
 		// before it. Read whole; the commit replaces it.
-		return q, "", nil
+		return q, "", "it is a date later than the run could be", nil
 	}
 	wm := st.Watermark
 	if st.SnapshotDate == day {
 		// A rerun on the same day reads what that day's first run read.
 		if wm = st.PriorWatermark; wm == "" {
-			return q, "", nil
+			return q, "", "", nil
 		}
 	}
 	var from any
@@ -77,7 +87,7 @@ func buildQuery(object string, sc StreamConfig, fields []service.Field, st load.
 	case service.TypeDate:
 		t, err := time.Parse(time.RFC3339Nano, wm)
 		if err != nil {
-			return q, "", fmt.Errorf("saved watermark %q of %s is not a date: %w", wm, object, err)
+			return q, "", "", fmt.Errorf("saved watermark %q of %s is not a date: %w", wm, object, err)
 		}
 		t = t.Add(-sc.Lookback).UTC().Truncate(time.Second)
 		since = t.Format(time.RFC3339)
@@ -85,20 +95,20 @@ func buildQuery(object string, sc StreamConfig, fields []service.Field, st load.
 	case service.TypeInt:
 		v, err := strconv.ParseInt(wm, 10, 64)
 		if err != nil {
-			return q, "", fmt.Errorf("saved watermark %q of %s is not an integer: %w", wm, object, err)
+			return q, "", "", fmt.Errorf("saved watermark %q of %s is not an integer: %w", wm, object, err)
 		}
 		from = v
 		since = wm
 	default:
 		v, err := strconv.ParseFloat(wm, 64)
 		if err != nil {
-			return q, "", fmt.Errorf("saved watermark %q of %s is not a number: %w", wm, object, err)
+			return q, "", "", fmt.Errorf("saved watermark %q of %s is not a number: %w", wm, object, err)
 		}
 		from = v
 		since = wm
 	}
 	q.Filters = append(q.Filters, extract.Ge(sc.Cursor, from))
-	return q, since, nil
+	return q, since, "", nil
 }
 
 // readFilters is the text of what a stream's reads are filtered by besides

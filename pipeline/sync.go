@@ -914,13 +914,13 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, lh *lakehouse.
 			return fail("schema", err)
 		}
 		var query extract.Query
-		if query, since, err = streamQuery(id, sc, fields, pr.state[id], fullRefresh, run.SnapshotDate); err != nil {
+		var aside string
+		if query, since, aside, err = streamQuery(id, sc, fields, pr.state[id], fullRefresh, run.SnapshotDate); err != nil {
 			return fail("config", err)
 		}
-		if st := pr.state[id]; since == "" && sc.Cursor != "" && st.Watermark != "" && !fullRefresh &&
-			!(st.SnapshotDate == run.SnapshotDate && st.PriorWatermark == "") { // a rerun of a day that read whole reads whole
-			log.Warn("the saved watermark does not hold for this read (the cursor or filters changed, or it is a date later than the run could be): reading whole",
-				"stream", id, "watermark", st.Watermark, "cursor", sc.Cursor)
+		if aside != "" {
+			log.Warn("the saved watermark does not hold for this read: reading whole",
+				"stream", id, "watermark", pr.state[id].Watermark, "cursor", sc.Cursor, "because", aside)
 		}
 		opts := []transform.Option{transform.WithAllocator(cfg.Allocator), transform.WithMaxValueBytes(cfg.MaxValueBytes)}
 		if len(pk) > 0 {
