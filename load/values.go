@@ -3,6 +3,7 @@ package load
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/big"
 	"slices"
 	"strconv"
@@ -396,7 +397,7 @@ func appendJSON(b []byte, v any, t *duckType) []byte {
 				seen[f.name] = true
 			}
 		}
-		for _, k := range sortedKeys(x) {
+		for _, k := range slices.Sorted(maps.Keys(x)) {
 			if !seen[k] {
 				put(k, x[k], unknownType)
 			}
@@ -426,13 +427,4 @@ func appendJSON(b []byte, v any, t *duckType) []byte {
 func appendString(b []byte, s string) []byte {
 	j, _ := json.Marshal(s)
 	return append(b, j...)
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
