@@ -71,15 +71,22 @@ func fieldIDs(t *testing.T, c *extract.Client, object string) []string {
 	return ids
 }
 
+// changingTenant is a fake tenant of 300 users whose clock the test moves
+// (svc.Advance), and a client reading it in pages of 200 rows.
+func changingTenant(t *testing.T) (*servicetest.Service, *extract.Client) {
+	t.Helper()
+	svc := servicetest.New(servicetest.WithUsers(300))
+	srv := httptest.NewServer(svc)
+	t.Cleanup(svc.Close)
+	t.Cleanup(srv.Close) // runs first, as the defers did
+	return svc, client(t, srv.URL, svc.AccessToken(), extract.WithPageSize(200))
+}
+
 // TestIncrementalMergeEqualsFullRefresh: after the tenant's clock moves a
 // day, an incremental merge run reads only changed rows (fewer requests)
 // and its table equals a full read of the same moment.
 func TestIncrementalMergeEqualsFullRefresh(t *testing.T) {
-	svc := servicetest.New(servicetest.WithUsers(300))
-	srv := httptest.NewServer(svc)
-	defer srv.Close()
-	defer svc.Close()
-	c := client(t, srv.URL, svc.AccessToken(), extract.WithPageSize(200))
+	svc, c := changingTenant(t)
 	ctx := context.Background()
 	streams := map[string]pipeline.StreamConfig{"userCourseProgress": ucpMerge}
 	out := t.TempDir()
@@ -297,11 +304,7 @@ func TestStreamConfigErrors(t *testing.T) {
 // nothing of the table it then starts afresh (it read only the rows
 // changed since, silently holding a tenth of the object; found by review).
 func TestReaddedIncrementalStreamReadsWhole(t *testing.T) {
-	svc := servicetest.New(servicetest.WithUsers(300))
-	srv := httptest.NewServer(svc)
-	defer srv.Close()
-	defer svc.Close()
-	c := client(t, srv.URL, svc.AccessToken(), extract.WithPageSize(200))
+	svc, c := changingTenant(t)
 	ctx := context.Background()
 	merge := map[string]pipeline.StreamConfig{"userCourseProgress": ucpMerge}
 	out := t.TempDir()
@@ -333,11 +336,7 @@ func TestReaddedIncrementalStreamReadsWhole(t *testing.T) {
 // silently; found by review). With its filters unchanged it reads from
 // the watermark again.
 func TestChangedFiltersOfAnIncrementalStream(t *testing.T) {
-	svc := servicetest.New(servicetest.WithUsers(300))
-	srv := httptest.NewServer(svc)
-	defer srv.Close()
-	defer svc.Close()
-	c := client(t, srv.URL, svc.AccessToken(), extract.WithPageSize(200))
+	svc, c := changingTenant(t)
 	ctx := context.Background()
 	filtered := ucpMerge
 	filtered.Filters = []extract.Filter{extract.In("status", "Completed")}
