@@ -337,20 +337,6 @@ func verifyCopy(ctx context.Context, path string) error {
 	return db.QueryRowContext(ctx, "SELECT count(*) FROM duckdb_tables()").Scan(&n)
 }
 
-// copyFile copies src to dst (truncating it) and syncs dst. On Linux
-// io.Copy between files uses copy_file_range, which copy-on-write file
-// systems (btrfs, XFS) turn into a reflink.
-// rewrite writes the (closed, checkpointed) working database at state
-// as a new database file at next, in StorageVersion's format: every
-// table, view, constraint and comment, table by table (DuckDB's COPY FROM
-// DATABASE), then fsynced. Not a copy of its bytes: the working database
-// is rewritten in place night after night, and DuckDB 1.5 checkpoints
-// such a file in a way DuckDB 1.1 cannot read (a table's row groups point
-// at a metadata block the older reader does not know of: "Failed to load
-// metadata pointer"), whatever storage version it is told to keep; a file
-// written whole in one go reads in every DuckDB from 1.0 on, and holds no
-// space freed by earlier runs (a demo's warehouse: 13 MB copied, 7 MB
-// rewritten).
 // publishLimit is the memory DuckDB may hold while a publish rewrites
 // the working database (it spills to .sepipe/publish.tmp past it), as a
 // SET statement: 64 MiB and 1 MiB for each column of the widest table on
@@ -374,6 +360,17 @@ func publishLimit(ctx context.Context, db *sql.DB) (string, error) {
 	return fmt.Sprintf("SET memory_limit = '%dMiB'; SET threads = %d", 64+cols*threads, threads), nil
 }
 
+// rewrite writes the (closed, checkpointed) working database at state
+// as a new database file at next, in StorageVersion's format: every
+// table, view, constraint and comment, table by table (DuckDB's COPY FROM
+// DATABASE), then fsynced. Not a copy of its bytes: the working database
+// is rewritten in place night after night, and DuckDB 1.5 checkpoints
+// such a file in a way DuckDB 1.1 cannot read (a table's row groups point
+// at a metadata block the older reader does not know of: "Failed to load
+// metadata pointer"), whatever storage version it is told to keep; a file
+// written whole in one go reads in every DuckDB from 1.0 on, and holds no
+// space freed by earlier runs (a demo's warehouse: 13 MB copied, 7 MB
+// rewritten).
 func rewrite(ctx context.Context, state, next string) error {
 	for _, p := range []string{next, next + ".wal"} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -424,6 +421,9 @@ func rewrite(ctx context.Context, state, next string) error {
 	return f.Sync()
 }
 
+// copyFile copies src to dst (truncating it) and syncs dst. On Linux
+// io.Copy between files uses copy_file_range, which copy-on-write file
+// systems (btrfs, XFS) turn into a reflink.
 func copyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
