@@ -17,7 +17,7 @@ import (
 	"github.com/sepipe/sepipe/service"
 )
 
-// rows reads every report object and returns, per object, its rows as
+// readAll reads every report object and returns, per object, its rows as
 // canonical JSON in page order.
 func readAll(t *testing.T, c *extract.Client) (map[string][]string, extract.ReadStats) {
 	t.Helper()

@@ -472,7 +472,7 @@ func (l Lake) PublishedAt() time.Time {
 	return fi.ModTime()
 }
 
-// publishPending reports whether the working database holds changes the
+// PublishPending reports whether the working database holds changes the
 // published warehouse does not.
 func (l Lake) PublishPending() bool {
 	fi, err := os.Stat(l.StatePath())

@@ -125,7 +125,7 @@ func (f *runFlags) load(cmd *cobra.Command, g *globals) (*Config, error) {
 	return c, nil
 }
 
-// logger builds the logger the config and flags ask for, writing to w.
+// loggerTo builds the logger the config and flags ask for, writing to w.
 func (g *globals) loggerTo(w io.Writer) (*slog.Logger, error) {
 	lvl, err := parseLevel(g.logLevel)
 	if err != nil {

@@ -137,7 +137,7 @@ func (s *Service) accessTokenState(tok string) (known, expired bool) {
 	return true, s.age(i) >= s.issuedTTL()
 }
 
-// oauthError is the token endpoint's refusal: the service's v3 error body
+// writeOAuthError writes the token endpoint's refusal: the service's v3 error body
 // with the OAuth 2.0 error code beside it (RFC 6749 section 5.2), so that
 // both a client of the service and a generic OAuth client read it.
 func writeOAuthError(w http.ResponseWriter, status, code int, name, oauthCode, message string) {

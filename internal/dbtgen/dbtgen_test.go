@@ -454,7 +454,7 @@ func (p *dbtProject) upstreamSources(name string) []string {
 	return out
 }
 
-// sql compiles a schema test as dbt-core's built-in test macros do: the
+// testSQL compiles a schema test as dbt-core's built-in test macros do: the
 // query returns the failing rows.
 func (p *dbtProject) testSQL(st dbtSchemaTest) (string, error) {
 	var on string
