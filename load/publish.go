@@ -40,7 +40,7 @@ func (l Lake) stateLockPath() string { return filepath.Join(l.Root, ".sepipe", "
 // (lockState, Warehouse.Wanted).
 func (l Lake) stateWantPath() string { return filepath.Join(l.Root, ".sepipe", "state.want") }
 
-// nextPath is where a publish copies the working database before renaming
+// nextPath is where a publish writes the working database anew before renaming
 // it over WarehousePath: in the same file system, outside the names a
 // reader opens.
 func (l Lake) nextPath() string { return filepath.Join(l.Root, ".sepipe", "warehouse.duckdb.next") }

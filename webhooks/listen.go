@@ -48,9 +48,11 @@ type ListenConfig struct {
 	MaxBatch      int
 	// PublishInterval is how often loaded events are published to
 	// Out/warehouse.duckdb (default 10 s): a new reader sees an event
-	// within about BatchInterval + PublishInterval + the copy's time of
-	// its acknowledgement. Each publish copies the working database, so a
-	// large warehouse may want a longer interval.
+	// within about BatchInterval + PublishInterval + the publish's time of
+	// its acknowledgement. Each publish writes the whole working database
+	// anew, so a publish waits at least publishGap times as long as the
+	// last one took (a warehouse of 1 GB: about 8 s, so 80 s) whatever
+	// the interval: publishing takes at most about a tenth of the time.
 	PublishInterval time.Duration
 	// LockWait bounds a batch's wait for a sync holding the working
 	// database (default 5 s); the events wait in the spool meanwhile.
@@ -244,6 +246,23 @@ type eventLoader struct {
 	// dirty: events were loaded since the last publish.
 	dirty         bool
 	lastPublished time.Time
+	// lastCost is how long the last publish took (publishDue).
+	lastCost time.Duration
+}
+
+// publishGap is how many times as long as the last publish took the
+// listener waits at least before the next one. A publish writes the
+// whole working database anew and holds it meanwhile, so batches wait:
+// at a fixed interval of 10 s, a warehouse whose publish takes 8 s would
+// spend four fifths of the listener's time publishing and keep events
+// waiting in the spool.
+const publishGap = 10
+
+// publishDue reports whether events loaded since the last publish are due
+// to be published at now: every has passed since the last publish, and
+// publishGap times its cost.
+func (l *eventLoader) publishDue(now time.Time, every time.Duration) bool {
+	return l.dirty && now.Sub(l.lastPublished) >= max(every, publishGap*l.lastCost)
 }
 
 // run loads every interval, or as soon as batch events wait, and
@@ -281,10 +300,9 @@ func (l *eventLoader) run(ctx context.Context, batch int, interval, publishEvery
 	}
 }
 
-// publishIfDue publishes when events were loaded since the last publish
-// and publishEvery has passed since it.
+// publishIfDue publishes when a publish is due (publishDue).
 func (l *eventLoader) publishIfDue(ctx context.Context, publishEvery time.Duration) {
-	if !l.dirty || time.Since(l.lastPublished) < publishEvery || ctx.Err() != nil {
+	if !l.publishDue(time.Now(), publishEvery) || ctx.Err() != nil {
 		return
 	}
 	if err := l.publish(ctx); err != nil && ctx.Err() == nil {
@@ -302,8 +320,8 @@ func (l *eventLoader) publish(ctx context.Context) error {
 	if err := load.PublishState(ctx, l.lake, load.WithLockWait(l.lockWait)); err != nil {
 		return err
 	}
-	l.dirty, l.lastPublished = false, time.Now()
-	l.log.Debug("listen: published", "path", l.lake.WarehousePath(), "duration", time.Since(start).Round(time.Millisecond))
+	l.dirty, l.lastPublished, l.lastCost = false, time.Now(), time.Since(start)
+	l.log.Debug("listen: published", "path", l.lake.WarehousePath(), "duration", l.lastCost.Round(time.Millisecond))
 	return nil
 }
 
