@@ -305,3 +305,28 @@ func TestIntegrationReadLargerThanAWindow(t *testing.T) {
 		t.Errorf("a read that fits the next window: %v, want a *QuotaError without the never-fits note", err)
 	}
 }
+
+// TestIntegrationWaitsOutAWindowAnotherProcessSpent: a sync right after a
+// plan, which spent the whole window, meets the quota spent. Its first
+// request waits for the window to reset, as long as requests.max_wait
+// allows, and is then answered: it failed ("the window resets at …, in
+// 0s, more than the … a request may wait") because the wait it slept
+// (Retry-After, whole seconds) ended a fraction of a second before the
+// announced reset, and that fraction counted against a budget the sleep
+// had used up (found by review, `sepipe check && sepipe plan && sepipe sync`).
+func TestIntegrationWaitsOutAWindowAnotherProcessSpent(t *testing.T) {
+	const limit, window = 3, 3 * time.Second
+	srv := servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithQuota(limit, window))
+	defer srv.Close()
+	ctx := context.Background()
+	planner := newClient(t, srv)
+	for range limit {
+		if _, err := planner.Objects(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newClient(t, srv, extract.WithRetry(6, window))
+	if _, err := c.Objects(ctx); err != nil {
+		t.Fatalf("a request after another client spent the window, allowed to wait the window (%s): %v", window, err)
+	}
+}

@@ -80,6 +80,15 @@ func (c *Client) get(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.B
 // before (at least a second), however short the Retry-After, so that a
 // service whose window is longer than its Retry-After says is outwaited
 // rather than failed.
+// resetPrecision is how precisely a service announces when its window
+// reopens: in whole seconds (Retry-After, X-RateLimit-Reset, RateLimit-Reset),
+// each rounded its own way, so a request that slept the Retry-After a 429
+// gave may find the announced reset up to a second later. That second is
+// not counted against requests.max_wait: a sync right after a plan that
+// spent the window, allowed to wait the window, failed on it ("in 0s, more
+// than the 2m0s a request may wait").
+const resetPrecision = time.Second
+
 func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Buffer) (reqStats, error) {
 	info = info.withDefaults()
 	safe := !info.noRetry && (info.method == http.MethodGet || info.method == http.MethodHead || info.method == http.MethodDelete)
@@ -91,7 +100,7 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 	for {
 		if ok, reset := c.budget.takeQuota(info.quota); !ok {
 			wait := max(reset.Sub(c.now()), 0)
-			if st.waited+wait > c.maxWait {
+			if st.waited+wait > c.maxWait+resetPrecision {
 				return st, quotaError(reset, "%s: %w: the window resets at %s, in %s, more than the %s a request may wait (requests.max_wait)",
 					info, ErrQuotaExhausted, reset.UTC().Format(time.RFC3339), wait.Round(time.Second), c.maxWait)
 			}
