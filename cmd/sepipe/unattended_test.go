@@ -560,3 +560,26 @@ func TestCheckUsesTheSyncsTokenStore(t *testing.T) {
 		t.Errorf("token endpoint %+v: a refresh token was replayed", s)
 	}
 }
+
+// TestQuotaSpentBeforeTheRunListsIsDeferred: a sync whose first request,
+// the list of report objects, meets a quota spent until long after
+// requests.max_wait (an hourly quota another client used) read nothing and
+// lost nothing: it exits 3 with the time to run again, as a run whose
+// streams the quota deferred, not 1 as a failure (found by review).
+func TestQuotaSpentBeforeTheRunListsIsDeferred(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5), servicetest.WithQuota(2, time.Hour))
+	defer srv.Close()
+	setEnv(t, srv)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, srv.URL, filepath.Join(dir, "data"), "")
+	for range 3 { // the quota and one more
+		runCLI(t, "discover", "--config", cfg)
+	}
+	code, _, stderr := runCLI(t, "sync", "--config", cfg, "--quiet")
+	if code != exitPartial {
+		t.Fatalf("a sync whose quota is spent for the hour: exit %d, want %d\n%s", code, exitPartial, stderr)
+	}
+	if !strings.Contains(stderr, "hint: the service's request quota resets at ") {
+		t.Errorf("the hint does not say when to run again:\n%s", stderr)
+	}
+}
