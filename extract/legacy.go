@@ -130,20 +130,22 @@ func sessionParams(s *Session) (url.Values, []string) {
 }
 
 // UserTicket issues a ticket for user userID (POST userticket.ashx; the
-// session must be a Company Administrator's). Not retried once it may have
-// reached the service.
+// session must be a Company Administrator's). The session credentials
+// travel in the query string, as the interface wants; the client logs that
+// URL only redacted. Not retried once it may have reached the service.
 func (c *Client) UserTicket(ctx context.Context, admin *Session, loginDir string, userID int64) (*Ticket, error) {
 	if admin == nil || loginDir == "" {
 		return nil, errors.New("extract: legacy user ticket: a session and login_dir are required")
 	}
-	form, secrets := sessionParams(admin)
-	form.Set("userid", strconv.FormatInt(userID, 10))
-	form.Set("login_dir", loginDir)
+	q, secrets := sessionParams(admin)
+	form := url.Values{"userid": {strconv.FormatInt(userID, 10)}, "login_dir": {loginDir}}
+	u := under(c.legacy, append(legacyPath, "userticket.ashx")...)
+	u.RawQuery = q.Encode()
 	info := reqInfo{iface: IfaceLegacy, op: "create user ticket", object: strconv.FormatInt(userID, 10),
 		method: http.MethodPost, body: []byte(form.Encode()), contentType: "application/x-www-form-urlencoded",
 		cred: credNone, credName: "legacy session (sid, sky, uid)", secrets: secrets}
 	var t Ticket
-	if err := c.getJSON(ctx, info, under(c.legacy, append(legacyPath, "userticket.ashx")...), &t); err != nil {
+	if err := c.getJSON(ctx, info, u, &t); err != nil {
 		return nil, err
 	}
 	c.rememberSecrets(t.Key)

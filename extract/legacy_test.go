@@ -117,3 +117,28 @@ func TestLegacyPostNotRetriedBlindly(t *testing.T) {
 		t.Fatalf("err = %v; want a not-sent UncertainError after 3 attempts", err)
 	}
 }
+
+// service-interface.md, A and Authentication 1: "use Id as sid, Key as sky,
+// UId as uid in later requests, as URL query parameters". A service that
+// reads the session credentials from the URL query only (as documented)
+// must grant UserTicket's request.
+func TestUserTicketSendsSessionCredentialsInQuery(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if q.Get("sid") != "918273" || q.Get("sky") != "key-0123456789" || q.Get("uid") != "1" {
+			writeJSON(w, http.StatusUnauthorized, map[string]any{"response": map[string]any{
+				"code": 1001, "name": "AuthenticationError", "message": "missing sid, sky, uid"}})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"TicketKey": "ticket-abcdef0123", "CompanyId": 4242})
+	})
+	c, _ := newTestClient(t, h)
+	admin := &Session{ID: 918273, Key: "key-0123456789", UID: 1}
+	tk, err := c.UserTicket(context.Background(), admin, "demo", 2)
+	if err != nil {
+		t.Fatalf("UserTicket against a service reading sid, sky, uid from the URL query (as documented): %v", err)
+	}
+	if tk.CompanyID != 4242 {
+		t.Fatalf("ticket %+v", tk)
+	}
+}
