@@ -72,12 +72,13 @@ type AutoLoginRequest struct {
 }
 
 // PublicSession creates a public session of a company site (POST
-// session.ashx with login_dir only).
+// session.ashx with login_dir only). Like every POST of the legacy
+// interface, its parameters travel as a JSON body.
 func (c *Client) PublicSession(ctx context.Context, loginDir string) (*Session, error) {
 	if loginDir == "" {
 		return nil, errors.New("extract: legacy public session: empty login_dir")
 	}
-	return c.createSession(ctx, "create public session", "legacy public access (login_dir)", url.Values{"login_dir": {loginDir}})
+	return c.createSession(ctx, "create public session", "legacy public access (login_dir)", sessionRequest{LoginDir: loginDir})
 }
 
 // PasswordSession creates a private session with a user name and password.
@@ -86,7 +87,7 @@ func (c *Client) PasswordSession(ctx context.Context, loginDir, username, passwo
 		return nil, errors.New("extract: legacy password session: login_dir, username and password are required")
 	}
 	return c.createSession(ctx, "create password session", "legacy username and password",
-		url.Values{"login_dir": {loginDir}, "username": {username}, "password": {password}}, password)
+		sessionRequest{LoginDir: loginDir, Username: username, Password: password}, password)
 }
 
 // TokenSession creates a private session with a one-time auto-login token
@@ -97,7 +98,7 @@ func (c *Client) TokenSession(ctx context.Context, loginDir string, token Secret
 		return nil, errors.New("extract: legacy token session: login_dir and token are required")
 	}
 	return c.createSession(ctx, "create token session", "legacy auto-login token",
-		url.Values{"login_dir": {loginDir}, "token": {string(token)}}, string(token))
+		sessionRequest{LoginDir: loginDir, Token: token.Reveal()}, token.Reveal())
 }
 
 // TicketSession creates a private session with a user ticket (from
@@ -107,12 +108,35 @@ func (c *Client) TicketSession(ctx context.Context, loginDir string, ticket Secr
 		return nil, errors.New("extract: legacy ticket session: login_dir and ticket are required")
 	}
 	return c.createSession(ctx, "create ticket session", "legacy user ticket",
-		url.Values{"login_dir": {loginDir}, "ticket": {string(ticket)}}, string(ticket))
+		sessionRequest{LoginDir: loginDir, Ticket: ticket.Reveal()}, ticket.Reveal())
 }
 
-func (c *Client) createSession(ctx context.Context, op, cred string, form url.Values, secrets ...string) (*Session, error) {
-	info := reqInfo{iface: IfaceLegacy, op: op, method: http.MethodPost, body: []byte(form.Encode()),
-		contentType: "application/x-www-form-urlencoded", cred: credNone, credName: cred, secrets: secrets}
+// sessionRequest is the JSON body of session.ashx (A1, A2): the interface
+// document says its endpoints take JSON bodies. The credentials are plain
+// strings here (a Secret marshals as REDACTED); the body is never logged.
+type sessionRequest struct {
+	LoginDir string `json:"login_dir"`
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
+	Token    string `json:"token,omitempty"`
+	Ticket   string `json:"ticket,omitempty"`
+}
+
+// ticketRequest is the JSON body of userticket.ashx (A3) besides the
+// session credentials, which travel in the query; userid is a JSON number,
+// as the document types it integer.
+type ticketRequest struct {
+	UserID   int64  `json:"userid"`
+	LoginDir string `json:"login_dir"`
+}
+
+func (c *Client) createSession(ctx context.Context, op, cred string, r sessionRequest, secrets ...string) (*Session, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("extract: legacy %s: encoding the request: %w", op, err)
+	}
+	info := reqInfo{iface: IfaceLegacy, op: op, method: http.MethodPost, body: body,
+		contentType: "application/json", cred: credNone, credName: cred, secrets: secrets}
 	var s Session
 	if err := c.getJSON(ctx, info, under(c.legacy, append(legacyPath, "session.ashx")...), &s); err != nil {
 		return nil, err
@@ -131,18 +155,21 @@ func sessionParams(s *Session) (url.Values, []string) {
 
 // UserTicket issues a ticket for user userID (POST userticket.ashx; the
 // session must be a Company Administrator's). The session credentials
-// travel in the query string, as the interface wants; the client logs that
-// URL only redacted. Not retried once it may have reached the service.
+// travel in the query string, as the interface wants (the client logs that
+// URL only redacted); userid and login_dir in a JSON body. Not retried once it may have reached the service.
 func (c *Client) UserTicket(ctx context.Context, admin *Session, loginDir string, userID int64) (*Ticket, error) {
 	if admin == nil || loginDir == "" {
 		return nil, errors.New("extract: legacy user ticket: a session and login_dir are required")
 	}
 	q, secrets := sessionParams(admin)
-	form := url.Values{"userid": {strconv.FormatInt(userID, 10)}, "login_dir": {loginDir}}
+	body, err := json.Marshal(ticketRequest{UserID: userID, LoginDir: loginDir})
+	if err != nil {
+		return nil, fmt.Errorf("extract: legacy user ticket: encoding the request: %w", err)
+	}
 	u := under(c.legacy, append(legacyPath, "userticket.ashx")...)
 	u.RawQuery = q.Encode()
 	info := reqInfo{iface: IfaceLegacy, op: "create user ticket", object: strconv.FormatInt(userID, 10),
-		method: http.MethodPost, body: []byte(form.Encode()), contentType: "application/x-www-form-urlencoded",
+		method: http.MethodPost, body: body, contentType: "application/json",
 		cred: credNone, credName: "legacy session (sid, sky, uid)", secrets: secrets}
 	var t Ticket
 	if err := c.getJSON(ctx, info, u, &t); err != nil {

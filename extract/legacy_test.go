@@ -2,6 +2,7 @@ package extract
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -44,15 +45,21 @@ func TestLegacySessionsTicketsTokens(t *testing.T) {
 	if _, err := c.TokenSession(ctx, "demo", tok); err != nil {
 		t.Fatal(err)
 	}
-	// Parameters: POSTs as form bodies, token.ashx in the query.
+	// Parameters: POSTs as JSON bodies (userid a number), the session
+	// credentials and token.ashx's parameters in the query.
 	f.mu.Lock()
-	forms := strings.Join(f.forms, "\n")
+	reqs := strings.Join(f.legacyReqs, "\n")
 	f.mu.Unlock()
-	for _, want := range []string{"session.ashx login_dir=demo&password=" + tPassword + "&username=admin",
-		"userticket.ashx login_dir=demo&sid=918273&sky=" + tSessKey + "&uid=1&userid=2",
-		"token.ashx login_dir=demo&sid=918273&sky=" + tSessKey + "&uid=1&url=https%3A%2F%2Fx%2Fy&username=user1"} {
-		if !strings.Contains(forms, want) {
-			t.Errorf("no request %q in\n%s", want, forms)
+	for _, want := range []string{
+		`session.ashx query= body={"login_dir":"demo"}`,
+		`session.ashx query= body={"login_dir":"demo","username":"admin","password":"` + tPassword + `"}`,
+		`userticket.ashx query=sid=918273&sky=` + tSessKey + `&uid=1 body={"userid":2,"login_dir":"demo"}`,
+		`session.ashx query= body={"login_dir":"demo","ticket":"` + tTicket + `"}`,
+		"token.ashx query=login_dir=demo&sid=918273&sky=" + tSessKey + "&uid=1&url=https%3A%2F%2Fx%2Fy&username=user1 body=",
+		`session.ashx query= body={"login_dir":"demo","token":"` + tAutoToken + `"}`,
+	} {
+		if !strings.Contains(reqs, want) {
+			t.Errorf("no request %q in\n%s", want, reqs)
 		}
 	}
 }
@@ -140,5 +147,37 @@ func TestUserTicketSendsSessionCredentialsInQuery(t *testing.T) {
 	}
 	if tk.CompanyID != 4242 {
 		t.Fatalf("ticket %+v", tk)
+	}
+}
+
+// service-interface.md, Endpoints: "All payloads are JSON encoded in
+// UTF-8 ... for the endpoints below, JSON bodies are used" (section A's
+// endpoints included). A service that takes session.ashx's parameters from
+// the URL query or a JSON body, as documented, must see the login_dir,
+// username and password PasswordSession sends.
+func TestLegacySessionParametersTravelAsJSON(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := map[string]string{}
+		for k := range r.URL.Query() {
+			p[k] = r.URL.Query().Get(k)
+		}
+		if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+			_ = json.NewDecoder(r.Body).Decode(&p)
+		}
+		if p["login_dir"] != "demo" || p["username"] != "admin" || p["password"] != "secret-pw-123" {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"response": map[string]any{
+				"code": 2001, "name": "InvalidParameterError", "message": "login_dir is required"}})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"Id": 100001, "Key": "key-0123456789", "UId": 1,
+			"FirstName": "Ada", "LastName": "Admin", "Token": "", "isAdmin": true, "isAuthor": true})
+	})
+	c, _ := newTestClient(t, h)
+	s, err := c.PasswordSession(context.Background(), "demo", "admin", "secret-pw-123")
+	if err != nil {
+		t.Fatalf("PasswordSession against a service taking documented JSON bodies: %v", err)
+	}
+	if s.ID != 100001 {
+		t.Fatalf("session %v", s)
 	}
 }

@@ -3,6 +3,7 @@ package extract
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -19,8 +20,8 @@ func TestNoCredentialInLogsOrErrors(t *testing.T) {
 	f.before = func(w http.ResponseWriter, r *http.Request) bool {
 		switch n.Add(1) % 5 {
 		case 2: // a 5xx that echoes everything it got
-			_ = r.ParseForm()
-			v3err(w, 500, 5000, "InternalError", "failed "+r.URL.String()+" "+r.Form.Encode()+" "+r.Header.Get("Authorization"))
+			body, _ := io.ReadAll(r.Body)
+			v3err(w, 500, 5000, "InternalError", "failed "+r.URL.String()+" "+string(body)+" "+r.Header.Get("Authorization"))
 			return true
 		case 4:
 			if r.Method == http.MethodGet {

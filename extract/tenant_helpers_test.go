@@ -3,7 +3,10 @@ package extract
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,12 +36,12 @@ type fakeTenant struct {
 	// assets, subscriptions, logs); nil uses the defaults.
 	list func(name string) []map[string]any
 
-	requests atomic.Int64
-	mu       sync.Mutex
-	subs     map[string]map[string]any
-	nextSub  int
-	shares   int
-	forms    []string // decoded legacy forms, for assertions
+	requests   atomic.Int64
+	mu         sync.Mutex
+	subs       map[string]map[string]any
+	nextSub    int
+	shares     int
+	legacyReqs []string // legacy requests as "op query=<query> body=<body>", for assertions
 }
 
 func newFakeTenant(t *testing.T) *fakeTenant {
@@ -151,18 +154,51 @@ func (f *fakeTenant) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// legacy reads the session credentials (sid, sky, uid) from the query only
+// and the other parameters from the query or a JSON body, as the interface
+// document says; a form body is not read.
 func (f *fakeTenant) legacy(w http.ResponseWriter, r *http.Request, op string) {
-	if err := r.ParseForm(); err != nil {
+	q := r.URL.Query()
+	v := url.Values{}
+	for _, k := range []string{"login_dir", "username", "password", "token", "ticket", "userid"} {
+		if q.Has(k) {
+			v.Set(k, q.Get(k))
+		}
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
 		v3err(w, 400, 5001, "BodyError", err.Error())
 		return
 	}
-	v := r.Form
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "application/json" {
+		var p struct {
+			LoginDir string `json:"login_dir"`
+			Username string `json:"username"`
+			Password string `json:"password"`
+			Token    string `json:"token"`
+			Ticket   string `json:"ticket"`
+			UserID   *int64 `json:"userid"` // an integer in the document: a JSON number
+		}
+		if err := json.Unmarshal(body, &p); err != nil {
+			v3err(w, 400, 5001, "BodyError", err.Error())
+			return
+		}
+		for k, val := range map[string]string{"login_dir": p.LoginDir, "username": p.Username, "password": p.Password,
+			"token": p.Token, "ticket": p.Ticket} {
+			if val != "" {
+				v.Set(k, val)
+			}
+		}
+		if p.UserID != nil {
+			v.Set("userid", strconv.FormatInt(*p.UserID, 10))
+		}
+	}
 	f.mu.Lock()
-	f.forms = append(f.forms, op+" "+v.Encode())
+	f.legacyReqs = append(f.legacyReqs, op+" query="+q.Encode()+" body="+string(body))
 	f.mu.Unlock()
 	session := map[string]any{"Id": tSessID, "Key": tSessKey, "UId": 1, "FirstName": "Ada", "LastName": "Admin",
 		"Token": "sess-TOKEN-aa11bb22", "isAdmin": true, "isAuthor": true, "Culture": "en"}
-	validSession := v.Get("sid") == strconv.Itoa(tSessID) && v.Get("sky") == tSessKey && v.Get("uid") == "1"
+	validSession := q.Get("sid") == strconv.Itoa(tSessID) && q.Get("sky") == tSessKey && q.Get("uid") == "1"
 	switch op {
 	case "session.ashx":
 		if r.Method != http.MethodPost {

@@ -1,6 +1,7 @@
 package servicetest
 
 import (
+	"encoding/json"
 	"io"
 	"mime"
 	"net/http"
@@ -26,7 +27,7 @@ const (
 	AdminUsername    = "admin"          // Company Administrator, UId 1
 	UserUsername     = "user1"          // plain user, UId 2
 	TicketLifetime   = 5 * time.Minute  // validity of a user ticket
-	maxLegacyFormLen = 64 << 10
+	maxLegacyBodyLen = 64 << 10
 )
 
 // WithLoginDir sets the company site name, login_dir (default "demo").
@@ -145,23 +146,55 @@ func (s *Service) serveLegacy(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, r, body)
 }
 
-// legacyParams merges the query with an x-www-form-urlencoded body (the
-// body's values first). The document's spelling application/www-url-encoded
-// is accepted too.
+// legacyBodyParams are the parameters of session.ashx and userticket.ashx
+// (A1 to A3) a JSON body may carry, each true when the document types it
+// integer (a JSON number then), false for a string.
+var legacyBodyParams = map[string]bool{
+	"login_dir": false, "username": false, "password": false, "token": false, "ticket": false,
+	"userid": true,
+}
+
+// legacyParams gathers a request's parameters as the document has them
+// travel: the query string, and for a POST an application/json body (the
+// document: "for the endpoints below, JSON bodies are used"), whose values
+// come first when a name is in both. The body is an object; the names of
+// legacyBodyParams in it must be strings, or integral numbers where the
+// document types them integer; null is absent and other names are ignored.
+// The session credentials sid, sky and uid are read from the query only
+// (the document: they "travel as URL query parameters"), so a body's are
+// ignored. Other body types, a form body among them, are not read.
 func legacyParams(r *http.Request) (url.Values, *apiError) {
 	p := url.Values{}
 	if r.Body != nil && r.Method == http.MethodPost {
 		mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-		if mt == "application/x-www-form-urlencoded" || mt == "application/www-url-encoded" {
-			b, err := io.ReadAll(io.LimitReader(r.Body, maxLegacyFormLen+1))
-			if err != nil || len(b) > maxLegacyFormLen {
-				return nil, errMalformed("cannot read the form body")
+		if mt == "application/json" {
+			b, err := io.ReadAll(io.LimitReader(r.Body, maxLegacyBodyLen+1))
+			if err != nil || len(b) > maxLegacyBodyLen {
+				return nil, errMalformed("cannot read the JSON body")
 			}
-			v, err := url.ParseQuery(string(b))
-			if err != nil {
-				return nil, errMalformed("the form body is not URL-encoded: %v", err)
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(b, &m); err != nil || m == nil {
+				return nil, errMalformed("the body is not a JSON object")
 			}
-			p = v
+			for k, raw := range m {
+				integer, ok := legacyBodyParams[k]
+				if !ok || string(raw) == "null" {
+					continue
+				}
+				if integer {
+					n, ok := parseInteger(raw)
+					if !ok {
+						return nil, errInvalid("%s must be an integer (a JSON number), got %.40s", k, raw)
+					}
+					p.Set(k, strconv.FormatInt(n, 10))
+					continue
+				}
+				var v string
+				if err := json.Unmarshal(raw, &v); err != nil {
+					return nil, errInvalid("%s must be a string, got %s", k, jsonValueKind(raw))
+				}
+				p.Set(k, v)
+			}
 		}
 	}
 	for k, vs := range r.URL.Query() {

@@ -14,10 +14,11 @@ const (
 	tokenPath   = LegacyPath + "/token.ashx"
 )
 
-// newSession creates a session with form parameters p and wants status.
+// newSession creates a session with parameters p in a JSON body and
+// wants status.
 func newSession(t *testing.T, srv *Server, p url.Values, status int) sessionBody {
 	t.Helper()
-	r := callAPI(t, srv, http.MethodPost, sessionPath, withForm(p))
+	r := callAPI(t, srv, http.MethodPost, sessionPath, withLegacyJSON(p))
 	var s sessionBody
 	if status != http.StatusOK {
 		wantV3Error(t, r, status, 0)
@@ -30,6 +31,34 @@ func newSession(t *testing.T, srv *Server, p url.Values, status int) sessionBody
 func login(t *testing.T, srv *Server, user string) sessionBody {
 	t.Helper()
 	return newSession(t, srv, url.Values{"login_dir": {"demo"}, "username": {user}, "password": {srv.Service.Password()}}, http.StatusOK)
+}
+
+// withLegacyJSON sends p as the JSON body of a legacy POST, as the
+// document has it: userid (an integer) as a number, the rest as strings.
+func withLegacyJSON(p url.Values) reqOpt {
+	m := map[string]any{}
+	for k := range p {
+		m[k] = p.Get(k)
+		if n, err := strconv.ParseInt(p.Get(k), 10, 64); err == nil && k == "userid" {
+			m[k] = n
+		}
+	}
+	return withJSON(m)
+}
+
+// postTicket asks userticket.ashx for a ticket: the session credentials
+// of v (sid, sky, uid) in the query, the rest of v in a JSON body.
+func postTicket(t *testing.T, srv *Server, v url.Values) apiAnswer {
+	t.Helper()
+	q, body := url.Values{}, url.Values{}
+	for k, vs := range v {
+		if k == "sid" || k == "sky" || k == "uid" {
+			q[k] = vs
+		} else {
+			body[k] = vs
+		}
+	}
+	return callAPI(t, srv, http.MethodPost, ticketPath+"?"+q.Encode(), withLegacyJSON(body))
 }
 
 // creds returns the sid, sky and uid of s plus extra.
@@ -92,9 +121,12 @@ func TestLegacySessions(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) { newSession(t, srv, c.p, c.status) })
 	}
 
-	// Parameters may come in the query as well as in the form body.
+	// Parameters may come in the query as well as in the JSON body; the
+	// body's come first.
 	q := url.Values{"login_dir": {"demo"}, "username": {"user1"}, "password": {"secret"}}
 	callAPI(t, srv, http.MethodPost, sessionPath+"?"+q.Encode()).want(t, http.StatusOK)
+	callAPI(t, srv, http.MethodPost, sessionPath+"?login_dir=acme",
+		withJSON(map[string]any{"login_dir": "demo", "username": "user1", "password": "secret"})).want(t, http.StatusOK)
 
 	// 405 with Allow; 404 for unknown legacy paths.
 	r = callAPI(t, srv, http.MethodGet, sessionPath+"?login_dir=demo")
@@ -119,7 +151,7 @@ func TestLegacyTicketsAndTokens(t *testing.T) {
 	pub := newSession(t, srv, url.Values{"login_dir": {"demo"}}, http.StatusOK)
 
 	ticket := func(s sessionBody, extra url.Values) apiAnswer {
-		return callAPI(t, srv, http.MethodPost, ticketPath, withForm(creds(s, extra)))
+		return postTicket(t, srv, creds(s, extra))
 	}
 	token := func(s sessionBody, extra url.Values) apiAnswer {
 		return callAPI(t, srv, http.MethodGet, tokenPath+"?"+creds(s, extra).Encode())
@@ -155,7 +187,7 @@ func TestLegacyTicketsAndTokens(t *testing.T) {
 		"nan sid": {"sid": {"x"}, "sky": {admin.Key}, "uid": {"1"}, "userid": {"2"}, "login_dir": {"demo"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			wantV3Error(t, callAPI(t, srv, http.MethodPost, ticketPath, withForm(v)), 401, 1001)
+			wantV3Error(t, postTicket(t, srv, v), 401, 1001)
 			wantV3Error(t, callAPI(t, srv, http.MethodGet, tokenPath+"?"+v.Encode()), 401, 1001)
 		})
 	}
@@ -194,8 +226,7 @@ func TestLegacySSOOnly(t *testing.T) {
 	admin := newSession(t, srv, url.Values{"login_dir": {"demo"}, "username": {"admin"}, "password": {"pw"}}, 200)
 	// Tickets and tokens are the SSO path: they still sign users in.
 	var tk struct{ TicketKey string }
-	callAPI(t, srv, http.MethodPost, ticketPath, withForm(creds(admin, url.Values{"userid": {"2"}, "login_dir": {"demo"}}))).
-		want(t, 200).json(t, &tk)
+	postTicket(t, srv, creds(admin, url.Values{"userid": {"2"}, "login_dir": {"demo"}})).want(t, 200).json(t, &tk)
 	if s := newSession(t, srv, url.Values{"login_dir": {"demo"}, "ticket": {tk.TicketKey}}, 200); s.UID != 2 {
 		t.Fatalf("ticket session under SSO %+v", s)
 	}
@@ -205,8 +236,7 @@ func TestLegacyTicketExpires(t *testing.T) {
 	srv := newTestServer(t)
 	admin := login(t, srv, "admin")
 	var tk struct{ TicketKey string }
-	callAPI(t, srv, http.MethodPost, ticketPath, withForm(creds(admin, url.Values{"userid": {"2"}, "login_dir": {"demo"}}))).
-		want(t, 200).json(t, &tk)
+	postTicket(t, srv, creds(admin, url.Values{"userid": {"2"}, "login_dir": {"demo"}})).want(t, 200).json(t, &tk)
 	l := srv.Service.live
 	l.mu.Lock()
 	l.tickets[tk.TicketKey].expires = time.Now().Add(-time.Second)
@@ -218,10 +248,39 @@ func TestLegacySessionTTL(t *testing.T) {
 	srv := newTestServer(t, WithTokenTTL(time.Hour))
 	admin := login(t, srv, "admin")
 	p := creds(admin, url.Values{"userid": {"2"}, "login_dir": {"demo"}})
-	callAPI(t, srv, http.MethodPost, ticketPath, withForm(p)).want(t, 200)
+	postTicket(t, srv, p).want(t, 200)
 	l := srv.Service.live
 	l.mu.Lock()
 	l.sessions[admin.ID].created = time.Now().Add(-2 * time.Hour)
 	l.mu.Unlock()
-	wantV3Error(t, callAPI(t, srv, http.MethodPost, ticketPath, withForm(p)), 401, 1001)
+	wantV3Error(t, postTicket(t, srv, p), 401, 1001)
+}
+
+// The fake reads what the document says and nothing else, so a client that
+// strays is caught: A1 to A3's parameters from the query or a JSON body
+// (not a form body), userid as a JSON number, and sid, sky, uid from the
+// query only.
+func TestLegacyParametersAsDocumented(t *testing.T) {
+	srv := newTestServer(t)
+	admin := login(t, srv, "admin")
+	p := url.Values{"login_dir": {"demo"}, "username": {"admin"}, "password": {"secret"}}
+	wantV3Error(t, callAPI(t, srv, http.MethodPost, sessionPath, withForm(p)), 400, 2001)
+	wantV3Error(t, callAPI(t, srv, http.MethodPost, sessionPath, withJSON(`["demo"]`)), 400, 2002)
+	wantV3Error(t, callAPI(t, srv, http.MethodPost, sessionPath, withJSON(`{"login_dir":7}`)), 400, 2001)
+
+	sess := creds(admin, nil)
+	// Session credentials in the body, not the query: not signed in.
+	wantV3Error(t, callAPI(t, srv, http.MethodPost, ticketPath,
+		withJSON(map[string]any{"sid": admin.ID, "sky": admin.Key, "uid": admin.UID, "userid": 2, "login_dir": "demo"})), 401, 1001)
+	wantV3Error(t, callAPI(t, srv, http.MethodPost, ticketPath, withForm(creds(admin, url.Values{"userid": {"2"}, "login_dir": {"demo"}}))), 401, 1001)
+	// The session in the query, the rest in a form body: not read.
+	wantV3Error(t, callAPI(t, srv, http.MethodPost, ticketPath+"?"+sess.Encode(),
+		withForm(url.Values{"userid": {"2"}, "login_dir": {"demo"}})), 400, 2001)
+	// userid is an integer: a JSON number, not a string.
+	wantV3Error(t, callAPI(t, srv, http.MethodPost, ticketPath+"?"+sess.Encode(),
+		withJSON(map[string]any{"userid": "2", "login_dir": "demo"})), 400, 2001)
+	callAPI(t, srv, http.MethodPost, ticketPath+"?"+sess.Encode(),
+		withJSON(map[string]any{"userid": 2, "login_dir": "demo"})).want(t, 200)
+	// The query still carries A3's other parameters too.
+	callAPI(t, srv, http.MethodPost, ticketPath+"?"+creds(admin, url.Values{"userid": {"2"}, "login_dir": {"demo"}}).Encode()).want(t, 200)
 }
