@@ -142,14 +142,17 @@ type Page struct {
 }
 
 // ParsePageInfo reads the paging keys (page, resultsPerPage, totalResults,
-// totalPages) and counts the rows of "results" in a results page. A body
-// without a "results" array is an error; "results": null counts as empty.
+// totalPages) and counts the rows of "results" in a results page. The keys
+// are read as the sync's decoder reads them (service.LooseInt: an integral
+// number, 1234.0 too, or a string holding one); null is absent. A body
+// without a "results" array, or with a key that is no integer, is an
+// error; "results": null counts as empty.
 func ParsePageInfo(body []byte) (service.PageInfo, error) {
 	var p struct {
-		Page           *int            `json:"page"`
-		ResultsPerPage *int            `json:"resultsPerPage"`
-		TotalResults   *int64          `json:"totalResults"`
-		TotalPages     *int            `json:"totalPages"`
+		Page           json.RawMessage `json:"page"`
+		ResultsPerPage json.RawMessage `json:"resultsPerPage"`
+		TotalResults   json.RawMessage `json:"totalResults"`
+		TotalPages     json.RawMessage `json:"totalPages"`
 		Results        json.RawMessage `json:"results"`
 	}
 	if err := json.Unmarshal(body, &p); err != nil {
@@ -163,17 +166,24 @@ func ParsePageInfo(body []byte) (service.PageInfo, error) {
 		return service.PageInfo{}, fmt.Errorf("extract: parsing page: \"results\": %w: %w", service.ErrMalformedPage, err)
 	}
 	info := service.PageInfo{TotalResults: -1, TotalPages: -1}
-	if p.Page != nil {
-		info.Page = *p.Page
-	}
-	if p.ResultsPerPage != nil {
-		info.ResultsPerPage = *p.ResultsPerPage
-	}
-	if p.TotalResults != nil {
-		info.TotalResults = *p.TotalResults
-	}
-	if p.TotalPages != nil {
-		info.TotalPages = *p.TotalPages
+	for _, h := range []struct {
+		key string
+		raw json.RawMessage
+		set func(int64)
+	}{
+		{"page", p.Page, func(v int64) { info.Page = int(v) }},
+		{"resultsPerPage", p.ResultsPerPage, func(v int64) { info.ResultsPerPage = int(v) }},
+		{"totalResults", p.TotalResults, func(v int64) { info.TotalResults = v }},
+		{"totalPages", p.TotalPages, func(v int64) { info.TotalPages = int(v) }},
+	} {
+		if len(h.raw) == 0 || string(h.raw) == "null" {
+			continue
+		}
+		v, ok := service.LooseInt(h.raw)
+		if !ok || int64(int(v)) != v {
+			return service.PageInfo{}, fmt.Errorf("extract: parsing page: %w: %q is %.40s, not an integer", service.ErrMalformedPage, h.key, h.raw)
+		}
+		h.set(v)
 	}
 	info.Rows = len(rows)
 	return info, nil

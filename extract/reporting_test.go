@@ -418,12 +418,32 @@ func TestParsePageInfo(t *testing.T) {
 		{`{"results":{}}`, service.PageInfo{}, true},
 		{`{"results":[{"a":1},`, service.PageInfo{}, true},
 		{`[]`, service.PageInfo{}, true},
-		{`{"results":[],"page":"2"}`, service.PageInfo{}, true},
+		{`{"results":[],"page":"2"}`, service.PageInfo{Page: 2, ResultsPerPage: 0, TotalResults: -1, TotalPages: -1, Rows: 0, RowsHash: 0, Keys: nil}, false},
+		{`{"results":[],"page":null,"totalResults":null}`, service.PageInfo{Page: 0, ResultsPerPage: 0, TotalResults: -1, TotalPages: -1, Rows: 0, RowsHash: 0, Keys: nil}, false},
+		{`{"results":[],"page":"two"}`, service.PageInfo{}, true},
+		{`{"results":[],"totalResults":12.5}`, service.PageInfo{}, true},
+		{`{"results":[],"totalPages":true}`, service.PageInfo{}, true},
 	}
 	for _, tc := range cases {
 		got, err := ParsePageInfo([]byte(tc.body))
 		if (err != nil) != tc.err || (!tc.err && !reflect.DeepEqual(got, tc.want)) {
 			t.Errorf("ParsePageInfo(%s) = %+v, %v; want %+v, err %v", tc.body, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+// service-shapes.md, Client tolerance: "ints sent as 56.0" (and the
+// decoder of a sync, transform.walkPage, reads page headers as integral
+// numbers or numeric strings). ParsePageInfo, which sepipe plan and
+// sepipe discover use on the same pages, reads them the same way.
+func TestParsePageInfoToleratesIntegralVariants(t *testing.T) {
+	for _, body := range []string{
+		`{"page":1,"resultsPerPage":100,"totalResults":1234.0,"totalPages":13,"results":[]}`,
+		`{"page":"1","resultsPerPage":"100","totalResults":"1234","totalPages":"13","results":[]}`,
+	} {
+		info, err := ParsePageInfo([]byte(body))
+		if err != nil || info.TotalResults != 1234 || info.TotalPages != 13 {
+			t.Errorf("%s: info %+v, err %v", body, info, err)
 		}
 	}
 }

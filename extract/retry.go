@@ -435,12 +435,12 @@ func (c *Client) apiError(info reqInfo, status int, body []byte) *APIError {
 // maxQuoted is the most of a service's message an error quotes.
 const maxQuoted = 1024
 
-// looseInt reads 3004 or "3004"; anything else gives 0.
+// looseInt reads an error code as the service may send it (3004, "3004",
+// 3004.0: service.LooseInt); anything else gives 0.
 func looseInt(raw json.RawMessage) int {
-	s := strings.Trim(string(raw), `" `)
-	n, err := strconv.Atoi(s)
-	if err != nil {
+	n, ok := service.LooseInt(raw)
+	if !ok || int64(int(n)) != n {
 		return 0
 	}
-	return n
+	return int(n)
 }

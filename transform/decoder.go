@@ -936,7 +936,7 @@ func (d *Decoder) value(st *state, s *scanner, col, depth int) (reason string, o
 		}
 		switch k {
 		case kInt:
-			v, good := parseInt(raw)
+			v, good := service.ParseInt(raw)
 			if !good {
 				return "number is not a 64-bit integer", true
 			}
@@ -1050,7 +1050,7 @@ func (d *Decoder) text(sl *slot, k kind, b []byte) string {
 	}
 	switch k {
 	case kInt:
-		v, ok := parseInt(t)
+		v, ok := service.ParseInt(t)
 		if !ok {
 			return "text is not an integer"
 		}

@@ -171,7 +171,7 @@ func (in *Inferrer) value(s *scanner, c *inode, depth int) bool {
 // isInt reports whether a JSON number is an integer the Decoder stores in
 // an int column as it is (no fraction, no exponent).
 func isInt(raw []byte) bool {
-	if _, ok := parseInt(raw); !ok {
+	if _, ok := service.ParseInt(raw); !ok {
 		return false
 	}
 	for _, c := range raw {

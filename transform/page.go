@@ -92,32 +92,21 @@ func walkPage(s *scanner, info *service.PageInfo, perPage func(int), rows func()
 	return saw, true
 }
 
-// header reads a page-level integer; null reads as -1.
+// header reads a page-level integer loosely (service.LooseInt: a number,
+// integral, or a string holding one); null reads as -1.
 func (s *scanner) header() (int64, bool) {
-	switch c := s.peek(); {
-	case c == 'n':
+	if s.peek() == 'n' {
 		return -1, s.lit("null")
-	case c == '"':
-		raw, _, ok := s.str()
-		if !ok {
-			return 0, false
-		}
-		v, ok := parseInt(trimSpace(raw))
-		if !ok {
-			return 0, s.fail("page header is not an integer")
-		}
-		return v, true
-	default:
-		raw, ok := s.num()
-		if !ok {
-			return 0, false
-		}
-		v, ok := parseInt(raw)
-		if !ok {
-			return 0, s.fail("page header is not an integer")
-		}
-		return v, true
 	}
+	start := s.pos
+	if !s.skip() {
+		return 0, false
+	}
+	v, ok := service.LooseInt(s.buf[start:s.pos])
+	if !ok {
+		return 0, s.fail("page header is not an integer")
+	}
+	return v, true
 }
 
 // jsonWriter copies one JSON value compacted, checking what the scanner

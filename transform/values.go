@@ -18,43 +18,6 @@ func bstr(b []byte) string {
 	return unsafe.String(&b[0], len(b))
 }
 
-// parseInt parses a JSON number that must be integral. "12", "-3", "12.0"
-// and "1e3" are integers; "12.5" is not.
-func parseInt(b []byte) (int64, bool) {
-	if len(b) > 0 && len(b) <= 18 {
-		neg := b[0] == '-'
-		i := 0
-		if neg {
-			i = 1
-		}
-		if i < len(b) {
-			var v int64
-			j := i
-			for ; j < len(b); j++ {
-				c := b[j]
-				if c < '0' || c > '9' {
-					break
-				}
-				v = v*10 + int64(c-'0')
-			}
-			if j == len(b) {
-				if neg {
-					v = -v
-				}
-				return v, true
-			}
-		}
-	}
-	if v, err := strconv.ParseInt(bstr(b), 10, 64); err == nil {
-		return v, true
-	}
-	f, err := strconv.ParseFloat(bstr(b), 64)
-	if err != nil || f != math.Trunc(f) || f < -9.223372036854775e18 || f > 9.223372036854775e18 {
-		return 0, false
-	}
-	return int64(f), true
-}
-
 // pow10 holds the powers of ten that float64 represents exactly.
 var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
 	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
@@ -101,7 +64,7 @@ func parseFloatFast(b []byte) (float64, bool) {
 	return f, true
 }
 
-// parseFloat parses a finite number; a leading + too, as parseInt reads
+// parseFloat parses a finite number; a leading + too, as service.ParseInt reads
 // it (text "+5" in a float column).
 func parseFloat(b []byte) (float64, bool) {
 	if len(b) > 1 && b[0] == '+' && b[1] != '-' && b[1] != '+' {
