@@ -87,7 +87,10 @@ func (c *Client) CanRead(iface string) bool {
 // as a failure). The read ends only on two agreeing signals: the items
 // reach the count and the last page is short, or, when the last page is
 // full, one more page at the end is empty. When the count is absent, the
-// read ends at a short page followed by an empty one. A mismatch is
+// read ends at a short page followed by an empty one. A page past the end
+// (beyond the count, or after a short page) that the service refuses with
+// 400, 404 or 416 reads as empty, as in ReadObject; a refused first page
+// is an error. A mismatch is
 // healed by reading again from offset 0 (WithHealing times; fn gets a
 // Restart page and must discard what it received) and is then an
 // *IntegrityError. A page fn finds malformed (service.ErrMalformedPage) is
@@ -350,6 +353,12 @@ func (p *pager) readPages(ctx context.Context, read int, keys *keySet) error {
 	prevRows := -1
 	for {
 		pi, sum, err := p.page(ctx, read, offset, buf, prevSum)
+		if err != nil && p.pastEnd(total, offset, prevRows) && pastTheEnd(err) {
+			// A service that refuses a page past the end says the same as
+			// an empty one: nothing after it.
+			p.c.log.DebugContext(ctx, "a page past the end was refused: read as empty", "collection", p.name, "offset", offset, "error", err)
+			pi, sum, err = service.PageInfo{TotalResults: total}, 0, nil
+		}
 		if err != nil {
 			return err
 		}
@@ -413,6 +422,21 @@ func (p *pager) readPages(ctx context.Context, read int, keys *keySet) error {
 			return fmt.Errorf("extract: %s: %w: %d full pages and no end (no count announced; requests.max_pages is %d)", p.name, ErrEndlessPages, p.stats.Pages, p.c.maxPages)
 		}
 	}
+}
+
+// pastEnd reports whether the read expects the page at offset to be past
+// the end of the list: beyond a known count (the page that confirms the
+// end after a full last page), or, without a count, after a short page.
+// Only such a page may be refused (pastTheEnd) and read as empty; never the
+// first page, whose 404 says the list is not there (or not entitled).
+func (p *pager) pastEnd(total int64, offset, prevRows int) bool {
+	if offset == 0 {
+		return false
+	}
+	if total >= 0 {
+		return int64(offset) >= total
+	}
+	return prevRows >= 0 && prevRows < p.limit
 }
 
 // checkKeys records item keys and reports one read twice.

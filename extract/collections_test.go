@@ -226,3 +226,82 @@ func TestReadListRejectsClimbingSegments(t *testing.T) {
 		}
 	}
 }
+
+// A service may refuse a page past the end of a list (400, 404 or 416)
+// instead of sending it empty, as ReadObject allows: the probe beyond a
+// known count after a full last page, or after a short page without a
+// count, then reads as empty. A refused first page, or a page the count
+// says holds items, is still an error naming the list and the page.
+func TestReadListPastTheEndRefused(t *testing.T) {
+	// serve answers the assets list of n items; refuse(offset) gives the
+	// status refusing the page at offset, 0 to serve it.
+	serve := func(n int, count bool, refuse func(offset int) int) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/api/v3/assets.json" {
+				http.NotFound(w, r)
+				return
+			}
+			off, _ := strconv.Atoi(r.URL.Query().Get("offset"))
+			limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+			if s := refuse(off); s != 0 {
+				v3err(w, s, 3004, "ResourceNotFoundError", "offset "+strconv.Itoa(off)+" is out of range")
+				return
+			}
+			items := assetItems(n)
+			body := map[string]any{"response": map[string]any{"items": items[min(off, n):min(off+limit, n)]}}
+			if count {
+				body["meta"] = map[string]int{"count": n}
+			}
+			writeJSON(w, 200, body)
+		})
+	}
+	for _, tc := range []struct {
+		name     string
+		n        int
+		count    bool
+		status   int
+		requests int
+	}{
+		{"404 beyond the count after a full last page", 20, true, 404, 3},
+		{"400 beyond the count after a full last page", 20, true, 400, 3},
+		{"416 beyond the count after a full last page", 20, true, 416, 3},
+		{"404 after a short page without a count", 23, false, 404, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := newTestClient(t, serve(tc.n, tc.count, func(off int) int {
+				if off >= tc.n {
+					return tc.status
+				}
+				return 0
+			}))
+			col := &itemCollector{}
+			st, err := c.ReadList(context.Background(), V3List("assets"), CollectionQuery{Limit: 10}, col.fn)
+			if err != nil {
+				t.Fatalf("ReadList against a service refusing the page past the end: %v", err)
+			}
+			col.exactly(t, tc.n)
+			if st.Requests != tc.requests || st.Rows != int64(tc.n) || st.Restarts != 0 {
+				t.Fatalf("stats %+v, want %d requests", st, tc.requests)
+			}
+		})
+	}
+
+	// A 404 on the first page: the list is not there (or not entitled).
+	c, _ := newTestClient(t, serve(0, true, func(int) int { return 404 }))
+	_, err := c.ReadList(context.Background(), V3List("assets"), CollectionQuery{Limit: 10}, (&itemCollector{}).fn)
+	var ae *APIError
+	if !errors.Is(err, ErrNotFound) || !errors.As(err, &ae) || !strings.Contains(err.Error(), "list assets") {
+		t.Fatalf("404 on the first page: err = %v, want a not-found error naming the list", err)
+	}
+	// A 404 on a page the count says holds items fails the read.
+	c, _ = newTestClient(t, serve(30, true, func(off int) int {
+		if off == 10 {
+			return 404
+		}
+		return 0
+	}))
+	_, err = c.ReadList(context.Background(), V3List("assets"), CollectionQuery{Limit: 10}, (&itemCollector{}).fn)
+	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "page 2") {
+		t.Fatalf("404 on page 2 of 3: err = %v, want a not-found error naming the page", err)
+	}
+}
