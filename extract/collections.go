@@ -87,7 +87,8 @@ func (c *Client) CanRead(iface string) bool {
 // as a failure). The read ends only on two agreeing signals: the items
 // reach the count and the last page is short, or, when the last page is
 // full, one more page at the end is empty. When the count is absent, the
-// read ends at a short page followed by an empty one. A page past the end
+// read ends at an empty page (after a short page, or after a full one when
+// the items fill the last page exactly). A page past the end
 // (beyond the count, or after a short page) that the service refuses with
 // 400, 404 or 416 reads as empty, as in ReadObject; a refused first page
 // is an error. A mismatch is
@@ -408,11 +409,12 @@ func (p *pager) readPages(ctx context.Context, read int, keys *keySet) error {
 			// Count reached and the page was short (or the confirming
 			// page was empty).
 			return nil
-		case total < 0 && n == 0 && prevRows >= 0 && prevRows < p.limit:
-			// A short page, then an empty one.
+		case total < 0 && n == 0:
+			// An empty page: after a short one, after a full one (the
+			// items filled the last page exactly; asking for the same
+			// offset again would only repeat it), or the first page of an
+			// empty collection.
 			return nil
-		case total < 0 && n == 0 && offset == 0:
-			return nil // an empty collection: an empty first page
 		}
 		prevRows = n
 		if total >= 0 && int64(offset) >= total {

@@ -305,3 +305,26 @@ func TestReadListPastTheEndRefused(t *testing.T) {
 		t.Fatalf("404 on page 2 of 3: err = %v, want a not-found error naming the page", err)
 	}
 }
+
+// A list without a count whose items fill the last page exactly ends at
+// the empty page after it; it is not fetched again (which would repeat it
+// byte for byte, an integrity failure).
+func TestReadListWithoutCountEndsAfterFullLastPage(t *testing.T) {
+	for n, want := range map[int]int{0: 1, 20: 3, 23: 4} { // 23: the short page is confirmed by an empty one
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			off, _ := strconv.Atoi(r.URL.Query().Get("offset"))
+			items := assetItems(n)
+			writeJSON(w, 200, map[string]any{"response": map[string]any{"items": items[min(off, n):min(off+10, n)]}})
+		})
+		c, _ := newTestClient(t, h)
+		col := &itemCollector{}
+		st, err := c.ReadList(context.Background(), V3List("assets"), CollectionQuery{Limit: 10}, col.fn)
+		if err != nil {
+			t.Fatalf("%d items: %v", n, err)
+		}
+		col.exactly(t, n)
+		if st.Requests != want || st.Restarts != 0 {
+			t.Fatalf("%d items: stats %+v, want %d requests", n, st, want)
+		}
+	}
+}
