@@ -558,17 +558,34 @@ func under(base *url.URL, segments ...string) *url.URL {
 	return &u
 }
 
+// checkSegment refuses an id that cannot be one path segment of a request
+// URL: empty, "." or "..". Escaping leaves those as they are, and a server
+// or a proxy resolves them, so the request would address another level
+// (and the id, later a file name, another folder). Ids come from the
+// service and the user; every other character is escaped by under and
+// endpoint. It is the one owner of that rule.
+func checkSegment(seg string) error {
+	if seg == "" || seg == "." || seg == ".." {
+		return fmt.Errorf("bad path segment %q", seg)
+	}
+	return nil
+}
+
 // endpoint returns the reporting base followed by path segments, each
-// escaped as one segment (an object id cannot add or climb path levels).
-func (c *Client) endpoint(segments ...string) *url.URL {
+// escaped as one segment (an object id cannot add or climb path levels:
+// "." and ".." are refused, checkSegment).
+func (c *Client) endpoint(segments ...string) (*url.URL, error) {
 	u := *c.reporting
 	raw := c.reporting.EscapedPath()
 	for _, s := range segments {
+		if err := checkSegment(s); err != nil {
+			return nil, err
+		}
 		u.Path += "/" + s
 		raw += "/" + url.PathEscape(s)
 	}
 	u.RawPath = raw
-	return &u
+	return &u, nil
 }
 
 // resolve turns a urls.describe/urls.object value into an absolute URL:

@@ -35,7 +35,11 @@ func TestNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := c.endpoint("objects", "a/b", "describe").String(), "https://acme.example.com/tenant/api/learn/reporting/v3/json/objects/a%2Fb/describe"; got != want {
+	u, err := c.endpoint("objects", "a/b", "describe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := u.String(), "https://acme.example.com/tenant/api/learn/reporting/v3/json/objects/a%2Fb/describe"; got != want {
 		t.Fatalf("endpoint = %s, want %s", got, want)
 	}
 }

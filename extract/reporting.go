@@ -36,9 +36,13 @@ type Object struct {
 // Objects lists the report objects (GET /objects).
 func (c *Client) Objects(ctx context.Context) ([]Object, error) {
 	info := reqInfo{op: "objects"}
+	u, err := c.endpoint("objects")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", info, err)
+	}
 	buf := c.getBuf()
 	defer c.putBuf(buf)
-	if _, err := c.get(ctx, info, c.endpoint("objects"), buf); err != nil {
+	if _, err := c.get(ctx, info, u, buf); err != nil {
 		return nil, err
 	}
 	var body struct {
@@ -63,6 +67,11 @@ func (c *Client) Objects(ctx context.Context) ([]Object, error) {
 			c.log.WarnContext(ctx, "the service listed a report object without an id; it is left out", "position", i)
 			continue
 		}
+		if err := checkSegment(o.ID); err != nil {
+			// No request can address it: its path would climb a level.
+			c.log.WarnContext(ctx, "the service listed a report object whose id cannot be a path segment; it is left out", "object", o.ID, "position", i, "err", err)
+			continue
+		}
 		// An unreadable url fails nothing: the client's own path for the
 		// id (each segment escaped) serves instead.
 		d, err := c.resolve(o.URLs.Describe)
@@ -76,10 +85,12 @@ func (c *Client) Objects(ctx context.Context) ([]Object, error) {
 			u = ""
 		}
 		if d == "" {
-			d = c.endpoint("objects", o.ID, "describe").String()
+			std, _ := c.endpoint("objects", o.ID, "describe") // the id was checked above
+			d = std.String()
 		}
 		if u == "" {
-			u = c.endpoint("objects", o.ID).String()
+			std, _ := c.endpoint("objects", o.ID)
+			u = std.String()
 		}
 		out = append(out, Object{ID: o.ID, DisplayName: o.DisplayName, DescribeURL: d, ObjectURL: u})
 	}
@@ -92,9 +103,13 @@ func (c *Client) Describe(ctx context.Context, objectID string) ([]service.Field
 	if objectID == "" {
 		return nil, fmt.Errorf("%s: empty object id", info)
 	}
+	u, err := c.endpoint("objects", objectID, "describe")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", info, err)
+	}
 	buf := c.getBuf()
 	defer c.putBuf(buf)
-	if _, err := c.get(ctx, info, c.endpoint("objects", objectID, "describe"), buf); err != nil {
+	if _, err := c.get(ctx, info, u, buf); err != nil {
 		return nil, err
 	}
 	var body struct {
@@ -226,7 +241,10 @@ func (c *Client) queryURL(objectID string, q Query) (*url.URL, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	u := c.endpoint("objects", objectID)
+	u, err := c.endpoint("objects", objectID)
+	if err != nil {
+		return nil, "", err
+	}
 	u.RawQuery = "parameters=" + url.QueryEscape(base64.StdEncoding.EncodeToString(doc))
 	return u, string(doc), nil
 }

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -500,5 +501,57 @@ func TestReadObjectWithoutTotalsPagesPastTheEndRefused(t *testing.T) {
 	c, _ := newTestClient(t, f, WithPageSize(10), WithConcurrency(4))
 	if _, err := c.ReadObject(context.Background(), "course", Query{}, newCollector().fn); err == nil || !strings.Contains(err.Error(), "after page 3") {
 		t.Errorf("rows after a refused page: %v, want an integrity failure", err)
+	}
+}
+
+// Object ids come from the service and become URL path segments (and file
+// names): "." and ".." would address another level, so the reporting
+// reader refuses them, as ReadList does, naming the id, before any
+// request; Objects leaves such an object out.
+func TestReportingRefusesDotObjectIDs(t *testing.T) {
+	var paths []string
+	var mu sync.Mutex
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.EscapedPath())
+		mu.Unlock()
+		if strings.HasSuffix(r.URL.Path, "/objects") {
+			writeJSON(w, 200, map[string]any{"objects": []map[string]any{
+				{"id": "course", "displayName": "Course"}, {"id": "..", "displayName": "Up"}, {"id": ".", "displayName": "Here"},
+				{"id": "a/b", "displayName": "Slash"}}})
+			return
+		}
+		http.NotFound(w, r)
+	})
+	c, _ := newTestClient(t, h)
+	ctx := context.Background()
+	for _, id := range []string{".", ".."} {
+		want := `bad path segment "` + id + `"`
+		if _, err := c.Describe(ctx, id); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `describe "`+id+`"`) {
+			t.Errorf("Describe(%q): err = %v, want one naming the id", id, err)
+		}
+		_, err := c.QueryPage(ctx, id, Query{})
+		var pe *PageError
+		if !errors.As(err, &pe) || pe.Object != id || !strings.Contains(err.Error(), want) {
+			t.Errorf("QueryPage(%q): err = %v, want a *PageError naming the id", id, err)
+		}
+		_, err = c.ReadObject(ctx, id, Query{}, func(context.Context, *Page) (service.PageInfo, error) { return service.PageInfo{}, nil })
+		if !errors.As(err, &pe) || pe.Object != id || !strings.Contains(err.Error(), want) {
+			t.Errorf("ReadObject(%q): err = %v, want a *PageError naming the id", id, err)
+		}
+	}
+	if len(paths) != 0 {
+		t.Fatalf("requests sent for refused ids: %v", paths)
+	}
+	objs, err := c.Objects(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, o := range objs {
+		ids = append(ids, o.ID)
+	}
+	if strings.Join(ids, " ") != "course a/b" || !strings.HasSuffix(objs[1].ObjectURL, "/objects/a%2Fb") {
+		t.Fatalf("objects %v (%+v), want course and a/b", ids, objs)
 	}
 }
