@@ -544,8 +544,9 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 }
 
 // under returns base followed by path segments, each escaped as one
-// segment (an id cannot add or climb path levels). A segment may end in a
-// literal suffix after a NUL byte (used for ".json").
+// segment (an id cannot add path levels; "." and ".." are left as they
+// are, so callers passing an id refuse those first with checkSegment). A
+// segment may end in a literal suffix after a NUL byte (used for ".json").
 func under(base *url.URL, segments ...string) *url.URL {
 	u := *base
 	raw := base.EscapedPath()

@@ -270,3 +270,32 @@ func TestDebugLog(t *testing.T) {
 		t.Fatal("token in log")
 	}
 }
+
+// An id of a single theme or subscription becomes a path segment: "." or
+// ".." would address another level (DELETE .../subscriptions/.. is a
+// DELETE of the collection once a proxy resolves it), so the calls refuse
+// them, naming the id, before any request.
+func TestSingleResourceCallsRefuseDotIDs(t *testing.T) {
+	var requests atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		http.NotFound(w, r)
+	})
+	c, _ := newTestClient(t, h, WithAPIToken(tAPIToken))
+	ctx := context.Background()
+	req := SubscriptionRequest{Name: "n", URL: "https://d/x", Method: "POST", Types: []string{"COURSE_COMPLETED"}}
+	for _, id := range []string{".", ".."} {
+		_, err1 := c.GetTheme(ctx, id)
+		_, err2 := c.GetSubscription(ctx, id)
+		_, err3 := c.UpdateSubscription(ctx, id, req)
+		err4 := c.DeleteSubscription(ctx, id)
+		for i, err := range []error{err1, err2, err3, err4} {
+			if err == nil || !strings.Contains(err.Error(), `bad path segment "`+id+`"`) {
+				t.Errorf("id %q, call %d: err = %v, want one naming the id", id, i+1, err)
+			}
+		}
+	}
+	if n := requests.Load(); n != 0 {
+		t.Fatalf("%d requests sent for refused ids", n)
+	}
+}

@@ -216,8 +216,8 @@ func (c *Client) Themes(ctx context.Context, q ThemeQuery) ([]Theme, error) {
 // GetTheme reads one theme (GET {v4}/themes/{id}).
 func (c *Client) GetTheme(ctx context.Context, id string) (*Theme, error) {
 	info := reqInfo{iface: IfaceV4, op: "get theme", object: id, cred: credAccess}
-	if id == "" {
-		return nil, fmt.Errorf("%s: empty id", info)
+	if err := checkSegment(id); err != nil {
+		return nil, fmt.Errorf("%s: id: %w", info, err)
 	}
 	var t Theme
 	if err := c.getJSON(ctx, info, under(c.v4, "themes", id), &t); err != nil {

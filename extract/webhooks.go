@@ -130,8 +130,8 @@ func (c *Client) CreateSubscription(ctx context.Context, r SubscriptionRequest) 
 // headers included (nil sends none, which clears them), so pass the
 // current values of what should not change. Not retried blindly either.
 func (c *Client) UpdateSubscription(ctx context.Context, id string, r SubscriptionRequest) (*Subscription, error) {
-	if id == "" {
-		return nil, errors.New("extract: webhooks update subscription: empty id")
+	if err := checkSegment(id); err != nil {
+		return nil, fmt.Errorf("extract: webhooks update subscription: id: %w", err)
 	}
 	return c.writeSubscription(ctx, "update subscription", id, r)
 }
@@ -168,8 +168,8 @@ func (c *Client) writeSubscription(ctx context.Context, op, id string, r Subscri
 // idempotent, and a 404 on a retry after an attempt that may have reached
 // the service counts as done.
 func (c *Client) DeleteSubscription(ctx context.Context, id string) error {
-	if id == "" {
-		return errors.New("extract: webhooks delete subscription: empty id")
+	if err := checkSegment(id); err != nil {
+		return fmt.Errorf("extract: webhooks delete subscription: id: %w", err)
 	}
 	info := c.subscriptionInfo("delete subscription", id)
 	info.method = http.MethodDelete
@@ -179,8 +179,8 @@ func (c *Client) DeleteSubscription(ctx context.Context, id string) error {
 // GetSubscription reads one subscription (GET
 // {webhooks}/subscriptions/{id}).
 func (c *Client) GetSubscription(ctx context.Context, id string) (*Subscription, error) {
-	if id == "" {
-		return nil, errors.New("extract: webhooks get subscription: empty id")
+	if err := checkSegment(id); err != nil {
+		return nil, fmt.Errorf("extract: webhooks get subscription: id: %w", err)
 	}
 	var s Subscription
 	if err := c.getJSON(ctx, c.subscriptionInfo("get subscription", id), under(c.webhooks, "subscriptions", id), &s); err != nil {
