@@ -169,7 +169,7 @@ func (c *Client) collectionLimit(limit int) int {
 func decodeV3List(body []byte) (int64, []json.RawMessage, error) {
 	var v struct {
 		Meta *struct {
-			Count *int64 `json:"count"`
+			Count json.RawMessage `json:"count"`
 		} `json:"meta"`
 		Response *struct {
 			Items *[]json.RawMessage `json:"items"`
@@ -181,17 +181,28 @@ func decodeV3List(body []byte) (int64, []json.RawMessage, error) {
 	if v.Response == nil || v.Response.Items == nil {
 		return 0, nil, errors.New(`no "response.items" list`)
 	}
-	total := int64(-1)
-	if v.Meta != nil && v.Meta.Count != nil {
-		total = *v.Meta.Count
+	var count json.RawMessage
+	if v.Meta != nil {
+		count = v.Meta.Count
 	}
-	return total, *v.Response.Items, nil
+	return listCount(count), *v.Response.Items, nil
+}
+
+// listCount reads a list's count as the page headers are read
+// (service.LooseInt: 1000, 1000.0, "1000"); -1, as no count, when it is
+// absent, null or not an integer: the read then ends at a short page and
+// an empty one, so one odd count does not fail the list.
+func listCount(raw json.RawMessage) int64 {
+	if n, ok := service.LooseInt(raw); ok && n >= 0 {
+		return n
+	}
+	return -1
 }
 
 // decodeCountItems reads the v4 and webhook list shape {"count","items"}.
 func decodeCountItems(body []byte) (int64, []json.RawMessage, error) {
 	var v struct {
-		Count *int64             `json:"count"`
+		Count json.RawMessage    `json:"count"`
 		Items *[]json.RawMessage `json:"items"`
 	}
 	if err := json.Unmarshal(body, &v); err != nil {
@@ -200,11 +211,7 @@ func decodeCountItems(body []byte) (int64, []json.RawMessage, error) {
 	if v.Items == nil {
 		return 0, nil, errors.New(`no "items" list`)
 	}
-	total := int64(-1)
-	if v.Count != nil {
-		total = *v.Count
-	}
-	return total, *v.Items, nil
+	return listCount(v.Count), *v.Items, nil
 }
 
 // pager reads an offset-paged collection with the integrity rules of

@@ -328,3 +328,28 @@ func TestReadListWithoutCountEndsAfterFullLastPage(t *testing.T) {
 		}
 	}
 }
+
+// TestReadListCountVariants: a list's count sent as 23.0 or "23", as page
+// headers may be (docs/service-shapes.md, client tolerance), reads the
+// list; one that is no integer at all reads it without a count (a short
+// page, then an empty one) rather than failing it. Both failed the read
+// ("cannot unmarshal").
+func TestReadListCountVariants(t *testing.T) {
+	const n = 23
+	for _, count := range []any{23.0, "23", " 23 ", "23.0", "many", true, nil} {
+		t.Run(fmt.Sprint(count), func(t *testing.T) {
+			c, _ := newTestClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				off, _ := strconv.Atoi(r.URL.Query().Get("offset"))
+				limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+				items := assetItems(n)
+				writeJSON(w, 200, map[string]any{"meta": map[string]any{"count": count},
+					"response": map[string]any{"items": items[min(off, n):min(off+limit, n)]}})
+			}))
+			col := &itemCollector{}
+			if _, err := c.ReadList(context.Background(), V3List("assets"), CollectionQuery{Limit: 10}, col.fn); err != nil {
+				t.Fatalf("count %#v: %v", count, err)
+			}
+			col.exactly(t, n)
+		})
+	}
+}
