@@ -108,6 +108,11 @@ func (l Lake) Publish(run, object, date string) error {
 		if err := r.RemoveAll(ro); err != nil {
 			return &WriteError{Object: object, Step: "publish (remove old partition)", Path: old, Err: err}
 		}
+		// Its object's and run's folders too, once empty: a run's other
+		// objects may still set theirs aside there (Remove refuses a
+		// folder that is not empty).
+		_ = r.Remove(filepath.Dir(ro))
+		_ = r.Remove(filepath.Dir(filepath.Dir(ro)))
 	}
 	return nil
 }

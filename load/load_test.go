@@ -318,6 +318,12 @@ func TestPublishReplacesPartition(t *testing.T) {
 	if len(ents) != 2 {
 		t.Errorf("leftovers in the object folder: %v", ents)
 	}
+	// The old partition, set aside while the new one came in, is gone,
+	// and so are the folders it was set aside in (a same-day rerun left
+	// .sepipe/replaced/<run>/<object>/ behind, empty; found by review).
+	if left, err := os.ReadDir(filepath.Join(lake.Root, ".sepipe", "replaced")); len(left) > 0 {
+		t.Errorf("leftovers in .sepipe/replaced after the publish: %v (%v)", left, err)
+	}
 	files, _ := filepath.Glob(filepath.Join(lake.PartitionDir("thing", "2026-11-23"), "*.parquet"))
 	if len(files) != 1 {
 		t.Errorf("files in replaced partition: %v", files)
