@@ -354,3 +354,44 @@ func TestLockedWarehouse(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestAdoptRefusesAFileThatIsNoDuckDB: a warehouse.duckdb that an earlier
+// sepipe did not write (an empty file, another program's text, a file cut
+// short after DuckDB's header) is refused with an error naming it and
+// wrapping load.ErrNotDuckDB where the header says so, and the copy made
+// to adopt it does not stay behind: every sync failed with DuckDB's
+// message about .sepipe/state.duckdb.adopt, which stayed (found by review).
+func TestAdoptRefusesAFileThatIsNoDuckDB(t *testing.T) {
+	header := []byte{0x94, 0x2d, 0x89, 0x5a, 0x81, 0x6e, 0x8f, 0x0f, 'D', 'U', 'C', 'K'}
+	for _, c := range []struct {
+		name    string
+		content []byte
+		notDuck bool
+	}{
+		{"empty", nil, true},
+		{"text", []byte("id,name\n1,Ada\n"), true},
+		{"a DuckDB header and nothing after it", append(header, make([]byte, 100)...), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lake := load.Lake{Root: t.TempDir()}
+			if err := os.WriteFile(lake.WarehousePath(), c.content, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			wh, err := load.OpenState(context.Background(), lake)
+			if err == nil {
+				wh.Close()
+				t.Fatal("opened a working database adopted from a file that is no DuckDB database")
+			}
+			if !strings.Contains(err.Error(), lake.WarehousePath()) || errors.Is(err, load.ErrNotDuckDB) != c.notDuck {
+				t.Errorf("err = %v: want it to name %s (ErrNotDuckDB: %v)", err, lake.WarehousePath(), c.notDuck)
+			}
+			left, _ := filepath.Glob(lake.StatePath() + "*")
+			if len(left) > 0 {
+				t.Errorf("a failed adoption left %v", left)
+			}
+			if b, _ := os.ReadFile(lake.WarehousePath()); string(b) != string(c.content) {
+				t.Error("the refused file changed")
+			}
+		})
+	}
+}

@@ -123,13 +123,34 @@ func adoptLegacy(ctx context.Context, lake Lake) error {
 		return fmt.Errorf("%s was written in place by an earlier sepipe and is now held for writing by PID %d (%s): "+
 			"close that program so that sepipe can adopt the file (%w)", old, pid, prog, ErrPublishBlocked)
 	}
+	if err := isDuckDBFile(old); err != nil {
+		return fmt.Errorf("adopt %s: %w", old, err)
+	}
 	tmp := lake.StatePath() + ".adopt"
+	err := adoptCopy(ctx, old, tmp)
+	if err == nil {
+		err = os.Rename(tmp, lake.StatePath())
+	}
+	if err != nil {
+		// A copy that failed is no working database: nothing of it stays.
+		for _, p := range []string{tmp, tmp + ".wal"} {
+			_ = os.Remove(p)
+		}
+		return fmt.Errorf("adopt %s: %w", old, err)
+	}
+	syncDir(filepath.Dir(lake.StatePath()))
+	return nil
+}
+
+// adoptCopy copies the warehouse at old (and its write-ahead log) to tmp
+// and checkpoints the copy, replaying the log into it.
+func adoptCopy(ctx context.Context, old, tmp string) error {
 	for _, suffix := range []string{"", ".wal"} {
 		if err := copyFile(old+suffix, tmp+suffix); err != nil {
 			if suffix == ".wal" && errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
-			return fmt.Errorf("adopt %s: %w", old, err)
+			return err
 		}
 	}
 	db, err := sql.Open("duckdb", tmp)
@@ -140,15 +161,32 @@ func adoptLegacy(ctx context.Context, lake Lake) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("adopt %s: %w", old, err)
+		return fmt.Errorf("open a copy: %w", err)
 	}
 	if _, err := os.Stat(tmp + ".wal"); err == nil {
-		return fmt.Errorf("adopt %s: the copy's write-ahead log was not checkpointed", old)
+		return errors.New("the copy's write-ahead log was not checkpointed")
 	}
-	if err := os.Rename(tmp, lake.StatePath()); err != nil {
-		return fmt.Errorf("adopt %s: %w", old, err)
+	return nil
+}
+
+// ErrNotDuckDB is wrapped when an output folder's warehouse.duckdb, which
+// a first sync adopts as an earlier sepipe's warehouse, is not a DuckDB
+// database (an empty file, another program's).
+var ErrNotDuckDB = errors.New("not a DuckDB database file")
+
+// isDuckDBFile reports, as an error wrapping ErrNotDuckDB, a file that
+// does not start as a DuckDB database does (its magic bytes "DUCK" at
+// offset 8, after the checksum).
+func isDuckDBFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
 	}
-	syncDir(filepath.Dir(lake.StatePath()))
+	defer f.Close()
+	var head [12]byte
+	if n, _ := io.ReadFull(f, head[:]); n < len(head) || string(head[8:]) != "DUCK" {
+		return ErrNotDuckDB
+	}
 	return nil
 }
 

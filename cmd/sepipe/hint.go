@@ -39,6 +39,8 @@ func hint(err error) string {
 		return "the refresh token was refused (used already, expired or revoked): authorize again with 'sepipe auth login --out DIR' for this output folder"
 	case errors.Is(err, pipeline.ErrLakePending):
 		return "the warehouse and the local lake have the run; the next sync commits it to the Iceberg lake (check the catalog and the object store are reachable)"
+	case errors.Is(err, load.ErrNotDuckDB):
+		return "sepipe writes warehouse.duckdb itself, and adopts one only from an earlier sepipe: move that file away, or choose another output folder (--out or output.dir)"
 	case errors.Is(err, load.ErrWarehouseLocked):
 		return "another process holds the file for writing (the message names it): wait for that sepipe to finish, or close that program (readers must open warehouse.duckdb read-only, never .sepipe/), and retry"
 	case errors.Is(err, pipeline.ErrBusy):

@@ -583,3 +583,26 @@ func TestQuotaSpentBeforeTheRunListsIsDeferred(t *testing.T) {
 		t.Errorf("the hint does not say when to run again:\n%s", stderr)
 	}
 }
+
+// TestSyncRefusesAWarehouseItDidNotWrite: an output folder whose
+// warehouse.duckdb is no DuckDB database (an empty file) fails the sync
+// with an error naming the file, a hint saying what to do, and nothing
+// left in .sepipe: it printed DuckDB's message about sepipe's own
+// temporary copy, with no hint, and left the copy (found by review).
+func TestSyncRefusesAWarehouseItDidNotWrite(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	setEnv(t, srv)
+	out := t.TempDir()
+	if err := os.WriteFile(filepath.Join(out, "warehouse.duckdb"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI(t, "sync", "--base-url", srv.URL, "--out", out, "--quiet")
+	if code != exitFailed || !strings.Contains(stderr, filepath.Join(out, "warehouse.duckdb")+": not a DuckDB database file") ||
+		!strings.Contains(stderr, "hint: sepipe writes warehouse.duckdb itself") || strings.Contains(stderr, ".adopt") {
+		t.Errorf("exit %d, want %d naming the file, with a hint and no temporary copy:\n%s", code, exitFailed, stderr)
+	}
+	if left, _ := filepath.Glob(filepath.Join(out, ".sepipe", "state.duckdb*")); len(left) > 0 {
+		t.Errorf("the refused adoption left %v", left)
+	}
+}
