@@ -395,3 +395,53 @@ func TestAdoptRefusesAFileThatIsNoDuckDB(t *testing.T) {
 		})
 	}
 }
+
+// TestPublishRepublishesAFileCutShortOrGone: the published warehouse,
+// emptied or deleted since by another program, is not current: a publish
+// writes it again (and says so through PublishPending), where it was
+// taken for current and an emptied file stayed unreadable (found by
+// review).
+func TestPublishRepublishesAFileCutShortOrGone(t *testing.T) {
+	ctx := context.Background()
+	lake := load.Lake{Root: t.TempDir()}
+	wh, err := load.OpenState(ctx, lake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wh.DB().ExecContext(ctx, `CREATE TABLE thing AS SELECT range AS id FROM range(3)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := wh.Publish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wh.Close()
+	for _, harm := range []struct {
+		name string
+		do   func(string) error
+	}{
+		{"none", func(string) error { return nil }},
+		{"emptied", func(p string) error { return os.Truncate(p, 0) }},
+		{"deleted", os.Remove},
+	} {
+		if err := harm.do(lake.WarehousePath()); err != nil {
+			t.Fatal(err)
+		}
+		if pending := lake.PublishPending(); pending != (harm.name != "none") {
+			t.Errorf("%s: PublishPending %v", harm.name, pending)
+		}
+		if err := load.PublishState(ctx, lake); err != nil {
+			t.Fatalf("%s: %v", harm.name, err)
+		}
+		ro, err := load.OpenReadOnly(ctx, lake.WarehousePath())
+		if err != nil {
+			t.Fatalf("%s: the published warehouse does not open after a publish: %v", harm.name, err)
+		}
+		if n := count(t, ro.DB(), `SELECT count(*) FROM thing`); n != 3 {
+			t.Errorf("%s: %d rows published, want 3", harm.name, n)
+		}
+		ro.Close()
+		if lake.PublishPending() {
+			t.Errorf("%s: a publish is still pending after one", harm.name)
+		}
+	}
+}

@@ -324,10 +324,8 @@ func (l Lake) publish(ctx context.Context) error {
 	if _, err := os.Stat(state + ".wal"); err == nil {
 		return fmt.Errorf("publish %s: the working database has an unapplied write-ahead log", state)
 	}
-	if mark, err := os.ReadFile(l.publishedMark()); err == nil && string(mark) == stamp(fi) {
-		if _, err := os.Stat(pub); err == nil {
-			return nil // the published warehouse is this state already
-		}
+	if l.upToDate(fi) {
+		return nil // the published warehouse is this state already
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -358,10 +356,29 @@ func (l Lake) publish(ctx context.Context) error {
 	}
 	syncDir(l.Root)
 	faults.At(faults.PublishRenamed, "")
-	if err := writeFileAtomic(l.publishedMark(), []byte(stamp(fi))); err != nil {
+	pfi, err := os.Stat(pub)
+	if err == nil {
+		err = writeFileAtomic(l.publishedMark(), []byte(stamp(fi)+"\n"+stamp(pfi)))
+	}
+	if err != nil {
 		return fmt.Errorf("publish: record %s: %w", l.publishedMark(), err)
 	}
 	return nil
+}
+
+// upToDate reports whether the published warehouse is the working
+// database as it is (state, its file's info): the published mark records
+// the working database's stamp it was written from and the published
+// file's own, so that a published file deleted, cut short or replaced
+// since is published again (one emptied by another program was taken for
+// current, and stayed unreadable; found by review).
+func (l Lake) upToDate(state os.FileInfo) bool {
+	mark, err := os.ReadFile(l.publishedMark())
+	if err != nil {
+		return false
+	}
+	pub, err := os.Stat(l.WarehousePath())
+	return err == nil && string(mark) == stamp(state)+"\n"+stamp(pub)
 }
 
 // verifyCopy opens a copied database read-only and reads its catalog.
@@ -520,6 +537,5 @@ func (l Lake) PublishPending() bool {
 	if _, err := os.Stat(l.StatePath() + ".wal"); err == nil {
 		return true
 	}
-	mark, err := os.ReadFile(l.publishedMark())
-	return err != nil || strings.TrimSpace(string(mark)) != stamp(fi)
+	return !l.upToDate(fi)
 }
