@@ -178,7 +178,7 @@ func TestDecodeMisfitsKeepRows(t *testing.T) {
 	if !slices.Equal(res.Info.Keys, []string{`"1"`, "", `"3"`}) {
 		t.Errorf("keys %q", res.Info.Keys)
 	}
-	if !slices.Equal(res.UnknownFields, []string{"gone", "new"}) {
+	if !slices.Equal(res.UnknownFields, []string{"new"}) { // "gone" is null: nothing to keep
 		t.Errorf("unknown %v", res.UnknownFields)
 	}
 	if out := recordJSON(t, res.Record); out != `{"a__b":"x","id":"1","n":null,"ok":null}
@@ -374,5 +374,33 @@ func TestValuesNestedDeep(t *testing.T) {
 	// Broken deep down: still a malformed page.
 	if _, err := d.DecodePage(3, []byte(`{"items":[{"id":"c","zz":`+nest(100, `[`, ``, `]`)[:150]+`}]}`)); err == nil {
 		t.Error("a value cut off deep down: no error")
+	}
+}
+
+// TestDecodeEmptyUnknownMembersAreNotNamed: a member the schema does not
+// know whose value is null or "" holds nothing to keep, so it is neither
+// named in UnknownFields nor, under WithUnknownRejected, a Reject: every
+// delivery log page of the fake sent "error": "", and each run warned that
+// the contract kept a field out and decoded the pages twice to widen for
+// it.
+func TestDecodeEmptyUnknownMembersAreNotNamed(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	d := collectionDecoder(t, mem, []service.Field{{ID: "id", Type: "string"}}, transform.WithUnknownRejected())
+	defer d.Release()
+	res, err := d.DecodePage(1, []byte(`{"items":[{"id":"1","error":"","gone":null,"o":{"e":""}},{"id":"2","error":" \"\" ","kept":"x"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Record.Release()
+	if !slices.Equal(res.UnknownFields, []string{"error", "kept", "o"}) {
+		t.Errorf("unknown %v, want error (a string of quotes), kept and o (an object), not the null and \"\" members", res.UnknownFields)
+	}
+	var got []string
+	for _, r := range res.Rejects {
+		got = append(got, r.Field+"="+r.RawValue)
+	}
+	if want := []string{`o={"e":""}`, `error=" \"\" "`, `kept="x"`}; !slices.Equal(got, want) {
+		t.Errorf("rejects %v, want %v", got, want)
 	}
 }

@@ -809,12 +809,19 @@ func (d *Decoder) member(st *state, s *scanner, c *node, page, row int, res *Res
 
 // unknownMember passes over a member the schema does not know, naming it
 // in UnknownFields (by its would-be field id) and, under
-// WithUnknownRejected, keeping its value as a Reject.
+// WithUnknownRejected, keeping its value as a Reject. A member that is
+// null or "" holds nothing to keep (either reads as null in any column,
+// and the Inferrer types neither), so it is passed over unnamed: a
+// collection whose items all sent "error": "" warned on every run that
+// its contract kept a field out, and read its pages twice to widen a
+// schema the field never joined.
 func (d *Decoder) unknownMember(st *state, s *scanner, n *node, key []byte, page, row int, res *Result, depth int) bool {
 	vstart := s.pos
-	null := s.peek() == 'n'
 	if !s.skip() {
 		return false
+	}
+	if v := trimSpace(s.buf[vstart:s.pos]); string(v) == "null" || string(v) == `""` {
+		return true
 	}
 	name := key
 	if n.path != "" {
@@ -824,11 +831,11 @@ func (d *Decoder) unknownMember(st *state, s *scanner, n *node, key []byte, page
 	if _, seen := st.unknown[string(name)]; !seen {
 		st.unknown[string(name)] = struct{}{}
 	}
-	if d.unknownRejects && !null && d.maxValue > 0 && s.pos-vstart > d.maxValue {
+	if d.unknownRejects && d.maxValue > 0 && s.pos-vstart > d.maxValue {
 		d.tooLong(st, res, page, row, string(name), vstart, s.pos)
 		return true
 	}
-	if d.unknownRejects && !null {
+	if d.unknownRejects {
 		res.Rejects = append(res.Rejects, Reject{
 			Object: d.object, Page: page, Row: row, Field: string(name),
 			RawValue: string(trimSpace(s.buf[vstart:s.pos])),
