@@ -510,8 +510,24 @@ func (r *reader) keyDup(d *keyDup) error {
 	return r.integrity(1, 2, "row key %s on page %d was already read on page %d: a duplicate (moving data or a repeated page)", d.Key, d.At, d.Prev)
 }
 
+// safePageSize is the page size a read falls back to when the service
+// refuses a larger one on page 1 as a bad parameter: the interface does
+// not show its maximum, and 100 is the page size its own example and our
+// fake take when none is asked.
+const safePageSize = 100
+
 func (r *reader) run(ctx context.Context) error {
 	first, err := r.fetch(ctx, 1)
+	var ae *APIError
+	if err != nil && r.size > safePageSize && errors.As(err, &ae) && ae.Status == http.StatusBadRequest && ctx.Err() == nil {
+		// The page size may be past the service's maximum, which the
+		// interface does not show: once more at a size it takes. Any
+		// other fault of the query fails page 1 again, as it would have.
+		r.c.log.WarnContext(ctx, "page 1 refused as a bad request; reading again at a smaller page size (set requests.page_size to the service's maximum)",
+			"object", r.object, "asked", r.size, "now", safePageSize, "err", err)
+		r.size, r.q.ResultsPerPage = safePageSize, safePageSize
+		first, err = r.fetch(ctx, 1)
+	}
 	if err != nil {
 		return err
 	}
@@ -521,6 +537,15 @@ func (r *reader) run(ctx context.Context) error {
 		}
 		r.c.log.WarnContext(ctx, "service capped the page size", "object", r.object, "asked", r.size, "got", e)
 		r.size = e
+	}
+	if first.ResultsPerPage <= 0 && first.Rows > 0 && first.Rows < r.size &&
+		(first.TotalPages > 1 || first.TotalResults > int64(first.Rows)) {
+		// Page 1 holds fewer rows than asked, more are to come, and it
+		// does not say its size: the service capped the page size
+		// without a word. Its pages hold page 1's count (the totals and
+		// every later page are checked against it).
+		r.c.log.WarnContext(ctx, "service capped the page size without saying so", "object", r.object, "asked", r.size, "got", first.Rows)
+		r.size = first.Rows
 	}
 	if first.Rows > r.size {
 		return r.integrity(int64(r.size), int64(first.Rows), "page 1 holds %d rows, more than the page size %d", first.Rows, r.size)

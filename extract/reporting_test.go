@@ -3,6 +3,8 @@ package extract
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
@@ -553,5 +555,61 @@ func TestReportingRefusesDotObjectIDs(t *testing.T) {
 	}
 	if strings.Join(ids, " ") != "course a/b" || !strings.HasSuffix(objs[1].ObjectURL, "/objects/a%2Fb") {
 		t.Fatalf("objects %v (%+v), want course and a/b", ids, objs)
+	}
+}
+
+// TestReadObjectSilentlyCappedPageSize: a service that caps the page size
+// below what was asked without echoing resultsPerPage (the interface does
+// not show its maximum) is read at page 1's count, when its totals say
+// more pages follow: the read failed its integrity check on page 1 ("holds
+// 5 rows, want 10").
+func TestReadObjectSilentlyCappedPageSize(t *testing.T) {
+	for _, mode := range []int{totalsBoth, totalsResults, totalsPages} {
+		f := &fakeReport{rows: 23, totals: mode, maxPerPage: 5, noEcho: true}
+		c, _ := newTestClient(t, f, WithPageSize(10))
+		col := newCollector()
+		if _, err := c.ReadObject(context.Background(), "course", Query{}, col.fn); err != nil {
+			t.Fatalf("totals mode %d: %v", mode, err)
+		}
+		col.checkAll(t, 23)
+	}
+}
+
+// TestReadObjectPageSizeRefused: a service that answers 400 to a page size
+// past its maximum is read at safePageSize, once page 1 is refused; a
+// query the service refuses for another reason fails as before, after one
+// more request.
+func TestReadObjectPageSizeRefused(t *testing.T) {
+	const maxSize = 200
+	refuse := func(w http.ResponseWriter, r *http.Request, _ int) bool {
+		raw, _ := base64.StdEncoding.DecodeString(r.URL.Query().Get("parameters"))
+		var q wireQuery
+		_ = json.Unmarshal(raw, &q)
+		if q.ResultsPerPage > maxSize {
+			writeJSON(w, 400, map[string]any{"response": map[string]any{"code": 2001, "name": "InvalidParameterError", "message": "resultsPerPage must be at most 200"}})
+			return true
+		}
+		return false
+	}
+	f := &fakeReport{rows: 230, totals: totalsBoth, fault: refuse}
+	c, _ := newTestClient(t, f, WithPageSize(1000))
+	col := newCollector()
+	if _, err := c.ReadObject(context.Background(), "course", Query{}, col.fn); err != nil {
+		t.Fatalf("a read past the service's page size maximum: %v", err)
+	}
+	col.checkAll(t, 230)
+
+	bad := &fakeReport{rows: 230, totals: totalsBoth, fault: func(w http.ResponseWriter, r *http.Request, _ int) bool {
+		writeJSON(w, 400, map[string]any{"response": map[string]any{"code": 2001, "name": "InvalidParameterError", "message": "unknown field nope"}})
+		return true
+	}}
+	c, _ = newTestClient(t, bad, WithPageSize(1000))
+	_, err := c.ReadObject(context.Background(), "course", Query{}, newCollector().fn)
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Status != 400 || !strings.Contains(err.Error(), "unknown field nope") {
+		t.Fatalf("a query refused for a bad field: %v, want the service's 400", err)
+	}
+	if n := bad.requests.Load(); n != 2 {
+		t.Errorf("%d requests for a refused query, want 2 (once more at the smaller page size)", n)
 	}
 }
