@@ -1072,7 +1072,7 @@ func (d *Decoder) text(sl *slot, k kind, b []byte) string {
 		}
 		sl.st, sl.f = hasValue, v
 	case kDate:
-		v, ok := parseTimestamp(t)
+		v, ok := service.ParseTimestamp(t)
 		if !ok {
 			return "not an ISO 8601 date or date-time"
 		}

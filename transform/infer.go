@@ -215,7 +215,7 @@ func textKind(raw []byte) uint16 {
 		return sBoolText
 	}
 	if len(t) >= 10 && t[4] == '-' {
-		if _, ok := parseTimestamp(t); ok {
+		if _, ok := service.ParseTimestamp(t); ok {
 			return sTimeText
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"math"
 	"strconv"
 	"testing"
-	"time"
 )
 
 // FuzzParseFloat: the fast path agrees with strconv.ParseFloat, bit for
@@ -28,38 +27,4 @@ func FuzzParseFloat(f *testing.F) {
 			t.Fatalf("parseFloat(%q) = %v, %v; strconv: %v, %v", s, got, ok, want, err)
 		}
 	})
-}
-
-// TestParseTimestampForms: the ISO 8601 forms a date field reads, as
-// microseconds since the epoch in UTC; seconds may be left out.
-func TestParseTimestampForms(t *testing.T) {
-	at := func(s string) int64 {
-		v, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v.UnixMicro()
-	}
-	for _, c := range []struct {
-		in   string
-		want int64
-		ok   bool
-	}{
-		{"2026-02-14T08:38:00Z", at("2026-02-14T08:38:00Z"), true},
-		{"2026-02-14T08:38:00.123456+02:00", at("2026-02-14T06:38:00.123456Z"), true},
-		{"2026-02-14", at("2026-02-14T00:00:00Z"), true},
-		{"2026-02-14 08:38:00", at("2026-02-14T08:38:00Z"), true},
-		{"2026-02-14T08:38", at("2026-02-14T08:38:00Z"), true},
-		{"2026-02-14T08:38Z", at("2026-02-14T08:38:00Z"), true},
-		{"2026-02-14T08:38+05:30", at("2026-02-14T03:08:00Z"), true},
-		{"2026-02-14 08:38", at("2026-02-14T08:38:00Z"), true},
-		{"2026-02-14T08", 0, false},
-		{"0000-00-00", 0, false},
-		{"2026-02-30", 0, false},
-	} {
-		got, ok := parseTimestamp([]byte(c.in))
-		if ok != c.ok || ok && got != c.want {
-			t.Errorf("parseTimestamp(%q) = %d, %v; want %d, %v", c.in, got, ok, c.want, c.ok)
-		}
-	}
 }
