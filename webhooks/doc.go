@@ -4,8 +4,11 @@
 //   - Receiver (receiver.go) is the HTTP handler a subscription's URL
 //     points at: it checks the method, the size, the signature
 //     (VerifySignature: HMAC-SHA256 under any of the subscription's keys,
-//     in constant time) and the signed timestamp, parses the event, and
-//     answers 2xx only once its EventSink made the event durable;
+//     in constant time) and the signed timestamp, parses the event (its
+//     time in any ISO 8601 form service.ParseTime reads; one it cannot
+//     read is stored as null with a warning, never refused, since the
+//     service does not retry a 4xx), and answers 2xx only once its
+//     EventSink made the event durable;
 //   - Spool (spool.go) is that sink: an append-only, checksummed segment
 //     log on disk, fsynced before the answer, that deduplicates event ids
 //     and replays after a crash;

@@ -144,10 +144,13 @@ func VerifySignature(secrets []string, raw []byte, ts, sigHeader string, now tim
 // Receiver is the http.Handler of webhook deliveries: POST with the event
 // as JSON body, or GET with the event as query parameters. For each
 // delivery it checks, in order: method (405), size (413), signature (401),
-// timestamp window (400), event shape (400); then hands the event to the
-// sink and answers 200 once the sink has it durably (also for an event id
-// accepted before), 413 when the sink can never hold it (ErrEventTooLarge),
-// or 503 when the sink fails (the service retries 5xx).
+// timestamp window (400), event shape (400: an id and a type); then hands
+// the event to the sink and answers 200 once the sink has it durably (also
+// for an event id accepted before), 413 when the sink can never hold it
+// (ErrEventTooLarge), or 503 when the sink fails (the service retries
+// 5xx). An event time in a form it cannot read is no reason to refuse: the
+// event is stored with a null time, and the reason logged (a warning
+// naming the event) and given in the answer.
 type Receiver struct {
 	sink      EventSink
 	secrets   []string
@@ -246,10 +249,11 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var ev *service.Event
+	var unread string
 	if r.Method == http.MethodPost {
-		ev, err = parseEventJSON(signed)
+		ev, unread, err = parseEventJSON(signed)
 	} else {
-		ev, err = parseEventQuery(r.URL.RawQuery)
+		ev, unread, err = parseEventQuery(r.URL.RawQuery)
 	}
 	if err != nil {
 		rc.refuse(w, r, http.StatusBadRequest, err.Error())
@@ -279,6 +283,19 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	if dup {
 		io.WriteString(w, `{"status":"duplicate"}`+"\n")
+		return
+	}
+	if unread != "" {
+		// The event is kept (a 4xx would lose it: the service does not
+		// retry one); the reason goes to the log and into the answer,
+		// which the service's delivery log shows.
+		rc.log.Warn("webhook event stored with a null time: its time was not read", "id", ev.ID, "type", ev.Type,
+			"subscription", ev.Subscription, "reason", unread)
+		b, _ := json.Marshal(struct {
+			Status  string `json:"status"`
+			Warning string `json:"warning"`
+		}{"accepted", unread + "; stored with a null time, the event as sent in raw"})
+		w.Write(append(b, '\n'))
 		return
 	}
 	io.WriteString(w, `{"status":"accepted"}`+"\n")
@@ -313,21 +330,22 @@ type wireEvent struct {
 	Data        json.RawMessage `json:"data,omitempty"`
 }
 
-// parseEventJSON reads a POST body.
-func parseEventJSON(raw []byte) (*service.Event, error) {
+// parseEventJSON reads a POST body; unread is as wireEvent.event says.
+func parseEventJSON(raw []byte) (ev *service.Event, unread string, err error) {
 	var w wireEvent
 	if err := json.Unmarshal(raw, &w); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformedDelivery, err)
+		return nil, "", fmt.Errorf("%w: %v", ErrMalformedDelivery, err)
 	}
 	return w.event(raw)
 }
 
 // parseEventQuery reads a GET delivery's query. The event's parameters are
-// appended after the URL's own, so the last value of each one counts.
-func parseEventQuery(rawQuery string) (*service.Event, error) {
+// appended after the URL's own, so the last value of each one counts;
+// unread is as wireEvent.event says.
+func parseEventQuery(rawQuery string) (ev *service.Event, unread string, err error) {
 	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
-		return nil, fmt.Errorf("%w: query: %v", ErrMalformedDelivery, err)
+		return nil, "", fmt.Errorf("%w: query: %v", ErrMalformedDelivery, err)
 	}
 	last := func(k string) string {
 		if v := q[k]; len(v) > 0 {
@@ -345,37 +363,53 @@ func parseEventQuery(rawQuery string) (*service.Event, error) {
 	}
 	if d := last("data"); d != "" {
 		if !json.Valid([]byte(d)) {
-			return nil, fmt.Errorf("%w: data is not JSON", ErrMalformedDelivery)
+			return nil, "", fmt.Errorf("%w: data is not JSON", ErrMalformedDelivery)
 		}
 		w.Data = json.RawMessage(d)
 	}
 	raw, err := json.Marshal(w)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformedDelivery, err)
+		return nil, "", fmt.Errorf("%w: %v", ErrMalformedDelivery, err)
 	}
 	return w.event(raw)
 }
 
-func (w wireEvent) event(raw []byte) (*service.Event, error) {
+// event checks the event's id and type and reads its time in any ISO 8601
+// form service.ParseTime reads. A time it cannot read, or one the spool
+// cannot hold (outside the years 1678 to 2262), does not refuse the
+// event: the service does not retry a 4xx, so refusing would lose it. The
+// event's Time is then zero (a null time; Raw keeps the value as sent) and
+// unread says why, naming the value.
+func (w wireEvent) event(raw []byte) (ev *service.Event, unread string, err error) {
 	if w.ID == "" || w.Type == "" {
-		return nil, fmt.Errorf("%w: want an id and a type", ErrMalformedDelivery)
+		return nil, "", fmt.Errorf("%w: want an id and a type", ErrMalformedDelivery)
 	}
 	if len(w.ID) > 256 || len(w.Type) > 256 {
-		return nil, fmt.Errorf("%w: id or type longer than 256 bytes", ErrMalformedDelivery)
+		return nil, "", fmt.Errorf("%w: id or type longer than 256 bytes", ErrMalformedDelivery)
 	}
-	ev := &service.Event{ID: w.ID, Type: w.Type, Data: w.Data, Raw: raw}
+	ev = &service.Event{ID: w.ID, Type: w.Type, Data: w.Data, Raw: raw}
 	_ = json.Unmarshal(w.SpecVersion, &ev.SpecVersion) // 1 as sent; another form ("1.0") stays in Raw
 	if w.Time != "" {
-		t, err := time.Parse(time.RFC3339Nano, w.Time)
-		if err != nil {
-			return nil, fmt.Errorf("%w: time %q is not ISO 8601", ErrMalformedDelivery, w.Time)
+		t, ok := service.ParseTime(w.Time)
+		switch {
+		case !ok:
+			unread = fmt.Sprintf("time %s is not an ISO 8601 date-time", quoteShort(w.Time))
+		case !spoolableTime(t):
+			unread = fmt.Sprintf("time %s is outside the years 1678 to 2262", quoteShort(w.Time))
+		default:
+			ev.Time = t
 		}
-		if !spoolableTime(t) {
-			return nil, fmt.Errorf("%w: time %q is outside the years 1678 to 2262", ErrMalformedDelivery, w.Time)
-		}
-		ev.Time = t.UTC()
 	}
-	return ev, nil
+	return ev, unread, nil
+}
+
+// quoteShort quotes s for a message, cut to its first 64 bytes: a
+// delivery's time may be as long as its body.
+func quoteShort(s string) string {
+	if len(s) > 64 {
+		return strconv.Quote(strings.ToValidUTF8(s[:64], "")) + "..."
+	}
+	return strconv.Quote(s)
 }
 
 // storableText reports text of an event that the warehouse cannot store:

@@ -581,8 +581,9 @@ func (s *Spool) Close() error {
 // encodeRecord frames ev as a spool record.
 // A record keeps an event's time as nanoseconds since 1970 plus one (0:
 // none), an int64: the years 1678 to 2262. spoolableTime reports whether
-// t is one of them; the receiver refuses an event whose time is not, so
-// that a replayed event never comes back with another time.
+// t is one of them; the receiver stores an event whose time is not with a
+// null time (its raw body keeps the value), so that a replayed event never
+// comes back with another time.
 var minSpoolTime, maxSpoolTime = time.Unix(0, math.MinInt64+1), time.Unix(0, math.MaxInt64-1)
 
 func spoolableTime(t time.Time) bool { return !t.Before(minSpoolTime) && !t.After(maxSpoolTime) }
