@@ -10,10 +10,14 @@
 //     an object (ReadObject) handing raw JSON pages to a PageFunc;
 //   - creates legacy sessions, user tickets and auto-login tokens; creates
 //     shares, lists and reads themes; creates, updates, deletes, reads and
-//     lists webhook subscriptions and their logs; reads every offset-paged
-//     list (v3 collections, v4 themes, subscriptions, a delivery log) page
-//     by page, handing raw JSON pages to the same PageFunc (ReadList), and
-//     says which interfaces it holds credentials for (CanRead);
+//     lists webhook subscriptions and their logs, reading the typed items'
+//     times (Share, Theme, Subscription, DeliveryLog) in any ISO 8601 form
+//     with service.ParseTime, as the sync's decoder reads them (one it
+//     cannot read is left zero, its item kept: times.go); reads every
+//     offset-paged list (v3 collections, v4 themes, subscriptions, a
+//     delivery log) page by page, handing raw JSON pages to the same
+//     PageFunc (ReadList), and says which interfaces it holds credentials
+//     for (CanRead);
 //   - reconciles every paged read (totals, page sizes, repeated pages, and
 //     the duplicate keys the PageFunc's decoder reports in service.PageInfo.Keys)
 //     and heals drift by reading again from the start (WithHealing),

@@ -96,9 +96,12 @@ type Share struct {
 }
 
 // UnmarshalJSON decodes the typed fields and keeps the others in Extra.
+// expiresAt and createdAt are read in any ISO 8601 form (see times.go); one
+// in no form read leaves ExpiresAt nil, CreatedAt zero.
 func (s *Share) UnmarshalJSON(b []byte) error {
 	type plain Share
-	return unmarshalExtra(b, (*plain)(s), &s.Extra)
+	return unmarshalTimes(b, (*plain)(s), &s.Extra,
+		timeField{name: "expiresAt", opt: &s.ExpiresAt}, timeField{name: "createdAt", t: &s.CreatedAt})
 }
 
 // CreateShare creates a share of assets (POST {v4}/shares). It is never
@@ -139,9 +142,12 @@ type Theme struct {
 }
 
 // UnmarshalJSON decodes the typed fields and keeps the others in Extra.
+// createdAt and updatedAt are read in any ISO 8601 form (see times.go); one
+// in no form read is left zero, the theme kept.
 func (t *Theme) UnmarshalJSON(b []byte) error {
 	type plain Theme
-	return unmarshalExtra(b, (*plain)(t), &t.Extra)
+	return unmarshalTimes(b, (*plain)(t), &t.Extra,
+		timeField{name: "createdAt", t: &t.CreatedAt}, timeField{name: "updatedAt", t: &t.UpdatedAt})
 }
 
 // ThemeDisplay is a theme's displayData.

@@ -125,6 +125,42 @@ func TestThemes(t *testing.T) {
 	}
 }
 
+// service-interface.md, Sharing theme: createdAt, updatedAt are "ISO 8601
+// date-time". Themes decoded them as RFC 3339 (time.Time), so one theme
+// written in another ISO 8601 form (basic offset +0200, or no zone) failed
+// the whole of Themes (sepipe check, sepipe discover), while the sync's
+// decoder read both forms. Both are read now, to the instant the sync
+// stores; a time in no ISO 8601 form is zero and its theme kept.
+func TestThemesReadEveryISO8601Form(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"count": 3, "items": []map[string]any{
+			{"id": "9c5f3aa0784df25db1db821354e337e9", "title": "Corporate Default", "isGlobal": true, "isDefault": true,
+				"createdAt": "2026-03-05T11:53:27Z", "updatedAt": "2026-03-08T13:28:21Z", "division": nil},
+			{"id": "0a5f3aa0784df25db1db821354e337e9", "title": "EMEA — Bold", "isGlobal": false, "isDefault": false,
+				"createdAt": "2026-03-05T11:53:27+0200", "updatedAt": "2026-03-08T13:28:21", "division": map[string]any{"id": "1b5f3aa0784df25db1db821354e337e9"}},
+			{"id": "2c5f3aa0784df25db1db821354e337e9", "title": "Odd", "createdAt": "last Tuesday", "updatedAt": 1772712807, "layout": "grid"},
+		}})
+	})
+	c, _ := newTestClient(t, h)
+	ts, err := c.Themes(context.Background(), ThemeQuery{})
+	if err != nil || len(ts) != 3 {
+		t.Fatalf("themes %d, err %v", len(ts), err)
+	}
+	at := func(s string) time.Time { v, _ := time.Parse(time.RFC3339, s); return v }
+	for i, want := range [][2]time.Time{
+		{at("2026-03-05T11:53:27Z"), at("2026-03-08T13:28:21Z")},
+		{at("2026-03-05T09:53:27Z"), at("2026-03-08T13:28:21Z")},
+		{},
+	} {
+		if !ts[i].CreatedAt.Equal(want[0]) || !ts[i].UpdatedAt.Equal(want[1]) {
+			t.Errorf("theme %d: createdAt %v, updatedAt %v; want %v, %v", i, ts[i].CreatedAt, ts[i].UpdatedAt, want[0], want[1])
+		}
+	}
+	if ts[1].Division == nil || ts[1].Division.ID == "" || string(ts[2].Extra) != `{"layout":"grid"}` || ts[2].Title != "Odd" {
+		t.Errorf("themes %+v, %+v", ts[1], ts[2])
+	}
+}
+
 // v4 401 names the access token; a token source refreshes it once.
 func TestTokenSourceRefresh(t *testing.T) {
 	f := newFakeTenant(t)

@@ -76,9 +76,12 @@ type Subscription struct {
 }
 
 // UnmarshalJSON decodes the typed fields and keeps the others in Extra.
+// createdAt and updatedAt are read in any ISO 8601 form (see times.go); one
+// in no form read is left zero, the subscription kept.
 func (s *Subscription) UnmarshalJSON(b []byte) error {
 	type plain Subscription
-	return unmarshalExtra(b, (*plain)(s), &s.Extra)
+	return unmarshalTimes(b, (*plain)(s), &s.Extra,
+		timeField{name: "createdAt", t: &s.CreatedAt}, timeField{name: "updatedAt", t: &s.UpdatedAt})
 }
 
 // DeliveryLog is one delivery attempt in a subscription's log. Fields the
@@ -107,9 +110,11 @@ type DeliveryLog struct {
 }
 
 // UnmarshalJSON decodes the typed fields and keeps the others in Extra.
+// deliveredAt is read in any ISO 8601 form (see times.go); one in no form
+// read is left zero, the entry kept.
 func (l *DeliveryLog) UnmarshalJSON(b []byte) error {
 	type plain DeliveryLog
-	return unmarshalExtra(b, (*plain)(l), &l.Extra)
+	return unmarshalTimes(b, (*plain)(l), &l.Extra, timeField{name: "deliveredAt", t: &l.DeliveredAt})
 }
 
 func (c *Client) subscriptionInfo(op, id string) reqInfo {
