@@ -113,11 +113,10 @@ func (c *Client) listPager(l List, q CollectionQuery) (*pager, error) {
 		return nil, errors.New("extract: ReadList: empty list path")
 	}
 	for _, seg := range l.Path {
-		if err := checkSegment(seg); err != nil {
-			return nil, fmt.Errorf("extract: ReadList %s: %w", l, err)
-		}
-		if strings.ContainsAny(seg, "/?#\x00") { // a list path element is one name; NUL is under's suffix mark
-			return nil, fmt.Errorf("extract: ReadList %s: bad path segment %q", l, seg)
+		// A list path element is one name (checkSegment); NUL is under's
+		// suffix mark.
+		if checkSegment(seg) != nil || strings.ContainsAny(seg, "/?#\x00") {
+			return nil, fmt.Errorf("extract: ReadList %s: segment %q: %w", l, seg, ErrBadListPath)
 		}
 	}
 	if q.Limit < 0 || q.Limit > maxCollectionLimit {

@@ -221,8 +221,8 @@ func TestReadListRejectsClimbingSegments(t *testing.T) {
 	c, _ := newTestClient(t, newFakeTenant(t))
 	for _, id := range []string{"..", ".", "a/b", "a?b", ""} {
 		_, err := c.ReadList(context.Background(), DeliveryLogList(id), CollectionQuery{}, (&itemCollector{}).fn)
-		if err == nil || !strings.Contains(err.Error(), "bad path segment") {
-			t.Errorf("id %q: err = %v, want a bad path segment error", id, err)
+		if !errors.Is(err, ErrBadListPath) || !strings.Contains(err.Error(), strconv.Quote(id)) {
+			t.Errorf("id %q: err = %v, want ErrBadListPath naming the segment", id, err)
 		}
 	}
 }

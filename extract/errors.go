@@ -19,6 +19,11 @@ var (
 	ErrForbidden = errors.New("extract: forbidden")
 	// ErrNotFound: the service answered 404 (unknown object). Not retried.
 	ErrNotFound = errors.New("extract: not found")
+	// ErrBadListPath: ReadList refused a list whose path has a segment it
+	// cannot put in a URL (empty, "." or "..", or holding / ? # or NUL),
+	// e.g. a subscription id with a slash in DeliveryLogList; nothing was
+	// sent.
+	ErrBadListPath = errors.New("extract: bad list path segment")
 	// ErrRateLimited: the service answered 429 and kept doing so until the
 	// retry budget (attempts or total wait) ran out.
 	ErrRateLimited = errors.New("extract: rate limited")

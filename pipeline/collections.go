@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -121,6 +122,9 @@ type collectionRead struct {
 	// writers makes the writers of a schema (see objectSink).
 	writers func(*arrow.Schema) writerSet
 	opts    []transform.Option
+	// log takes the warnings of a read that goes on (a subscription's log
+	// not read); nil discards them.
+	log *slog.Logger
 
 	fields []service.Field // the effective fields so far
 	live   []service.Field // as the items call for (recorded as the describe)
@@ -392,18 +396,52 @@ func (c *collectionRead) read(ctx context.Context, src Source, progress Progress
 	}
 	ids, total, err := subscriptionIDs(ctx, src)
 	if err != nil {
-		return total, err
+		return total, err // a 403 or 404 here: the tenant has no webhooks (skipped)
 	}
 	for _, id := range ids {
 		st, err := src.ReadList(ctx, extract.DeliveryLogList(id), extract.CollectionQuery{}, func(_ context.Context, p *extract.Page) (service.PageInfo, error) {
 			return c.page(p, id, progress)
 		})
 		total = addStats(total, st)
-		if err != nil {
+		switch {
+		case err == nil:
+		case errors.Is(err, extract.ErrBadListPath):
+			// No URL names its log: the other subscriptions' logs are read.
+			c.logger().Warn("a subscription's delivery log is not read: its id cannot be put in the log's URL",
+				"stream", c.name, "step", "read log", "subscription", id, "err", err)
+		case errors.Is(err, extract.ErrNotFound):
+			// Deleted since the list was read: its log went with it
+			// (service-interface.md, D), unless it is still listed.
+			still, lst, lerr := c.stillListed(ctx, src, id)
+			total = addStats(total, lst)
+			if lerr != nil || still {
+				return total, fmt.Errorf("logs of subscription %s: %w", id, err)
+			}
+			c.logger().Warn("a subscription was deleted since the subscriptions were listed: its log is gone with it and not read",
+				"stream", c.name, "step", "read log", "subscription", id, "entries_read_before", st.Rows, "err", err)
+		default:
 			return total, fmt.Errorf("logs of subscription %s: %w", id, err)
 		}
 	}
 	return total, nil
+}
+
+// stillListed reports whether the subscription id is listed (again): a
+// 404 to its log is a deletion since the first listing only when it is
+// not.
+func (c *collectionRead) stillListed(ctx context.Context, src Source, id string) (bool, extract.ReadStats, error) {
+	ids, st, err := subscriptionIDs(ctx, src)
+	if err != nil {
+		return false, st, fmt.Errorf("list subscriptions again: %w", err)
+	}
+	return slices.Contains(ids, id), st, nil
+}
+
+func (c *collectionRead) logger() *slog.Logger {
+	if c.log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.log
 }
 
 // subscriptionIDs lists the ids of the webhook subscriptions.

@@ -1,10 +1,16 @@
 package pipeline_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -75,5 +81,183 @@ func TestCollectionsLand(t *testing.T) {
 	res, err = pipeline.Sync(ctx, c, pipeline.Config{Out: t.TempDir(), Only: []string{"themes", "course"}, Now: clock(day1)})
 	if err != nil || len(res.Objects) != 2 {
 		t.Fatalf("%v %+v", err, res)
+	}
+}
+
+// subscriptionsTenant is a fake tenant with two subscriptions, "first"
+// and "second", whose logs hold deliveries, served through wrap (which
+// may answer a request itself, or change the service's answer) to a
+// client with the developer API token.
+func subscriptionsTenant(t *testing.T, wrap func(svc *servicetest.Service, w http.ResponseWriter, r *http.Request)) (*extract.Client, []*extract.Subscription) {
+	t.Helper()
+	svc := servicetest.New(servicetest.WithUsers(200), servicetest.WithDeliveryRetryDelays(time.Millisecond))
+	t.Cleanup(svc.Close)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { wrap(svc, w, r) }))
+	t.Cleanup(srv.Close)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(receiver.Close)
+	c := client(t, srv.URL, svc.AccessToken(), extract.WithAPIToken(svc.APIToken()))
+	ctx := context.Background()
+	var subs []*extract.Subscription
+	for _, name := range []string{"first", "second"} {
+		s, err := c.CreateSubscription(ctx, extract.SubscriptionRequest{Name: name, URL: receiver.URL + "/hook", Method: "POST",
+			Types: []string{servicetest.EventCourseCompleted}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs = append(subs, s)
+	}
+	if svc.Advance(3*24*time.Hour) == 0 {
+		t.Fatal("no events")
+	}
+	if err := svc.WaitDeliveries(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c, subs
+}
+
+// syncDeliveryLogs syncs the delivery log stream alone, its log lines in
+// logs.
+func syncDeliveryLogs(t *testing.T, c *extract.Client, out string, logs *bytes.Buffer) (pipeline.ObjectResult, error) {
+	t.Helper()
+	res, err := pipeline.Sync(context.Background(), c, pipeline.Config{Out: out, Only: []string{pipeline.StreamDeliveryLogs}, Now: clock(day1),
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if res == nil {
+		t.Fatalf("sync: %v", err)
+	}
+	return objectResult(t, res, pipeline.StreamDeliveryLogs), err
+}
+
+// service-interface.md, D: a Delete "permanently removes the webhook and
+// its whole log history"; field-notes.md: "Deleting a subscription
+// deletes its whole log." A subscription deleted between the listing of
+// subscriptions and the read of its log (someone deletes one in the
+// administration UI during a run) answers 404 to its logs: the whole
+// delivery-log stream stopped, was classed as not entitled (skipped), and
+// the logs of every other subscription were not loaded. The deleted one
+// is now passed over with a warning naming it, and the others commit.
+func TestDeliveryLogsOfASubscriptionDeletedDuringTheRun(t *testing.T) {
+	var once sync.Once
+	var doomed atomic.Value
+	doomed.Store("")
+	c, subs := subscriptionsTenant(t, func(svc *servicetest.Service, w http.ResponseWriter, r *http.Request) {
+		if id := doomed.Load().(string); id != "" && r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/subscriptions/"+id+"/logs") {
+			once.Do(func() {
+				del := httptest.NewRequest(http.MethodDelete, "/webhooks/v1/subscriptions/"+id, nil)
+				del.Header.Set("Authorization", "Bearer "+svc.APIToken())
+				rec := httptest.NewRecorder()
+				svc.ServeHTTP(rec, del)
+				if rec.Code != http.StatusNoContent {
+					t.Errorf("delete: %d %s", rec.Code, rec.Body)
+				}
+			})
+		}
+		svc.ServeHTTP(w, r)
+	})
+	doomed.Store(subs[0].ID) // the subscriptions list oldest first: its log is read first
+	out := t.TempDir()
+	var logs bytes.Buffer
+	o, err := syncDeliveryLogs(t, c, out, &logs)
+	if err != nil || o.Err != nil || o.Status != pipeline.StatusOK || o.Rows == 0 {
+		t.Fatalf("sync err %v; %s: status %q, rows %d, err %v (the second subscription's log was not loaded)",
+			err, pipeline.StreamDeliveryLogs, o.Status, o.Rows, o.Err)
+	}
+	db := warehousetest.Open(t, out)
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM webhook_delivery_logs WHERE subscriptionId = ?`, subs[1].ID); n != o.Rows {
+		t.Errorf("the second subscription's log has %d rows in the table, want all %d the stream loaded", n, o.Rows)
+	}
+	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "deleted since") || !strings.Contains(l, "subscription="+subs[0].ID) {
+		t.Errorf("log %q: want a warning naming the deleted subscription", l)
+	}
+}
+
+// A subscription whose id ReadList cannot put in a URL (a slash in it)
+// failed the whole delivery-log stream; it is passed over with a warning
+// naming it, and the other subscriptions' logs commit.
+func TestDeliveryLogsPassOverAnIDNoURLCanName(t *testing.T) {
+	const bad = "01JBAD/../x"
+	c, subs := subscriptionsTenant(t, func(svc *servicetest.Service, w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/subscriptions") {
+			svc.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		svc.ServeHTTP(rec, r)
+		var page struct {
+			Count int               `json:"count"`
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &page); err != nil || rec.Code != http.StatusOK {
+			t.Errorf("subscriptions: %d %s (%v)", rec.Code, rec.Body, err)
+		}
+		page.Count++
+		page.Items = append(page.Items, json.RawMessage(`{"id":"`+bad+`","name":"odd"}`))
+		b, _ := json.Marshal(page)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(b)
+	})
+	out := t.TempDir()
+	var logs bytes.Buffer
+	o, err := syncDeliveryLogs(t, c, out, &logs)
+	if err != nil || o.Status != pipeline.StatusOK || o.Rows == 0 {
+		t.Fatalf("sync err %v; status %q, rows %d, err %v", err, o.Status, o.Rows, o.Err)
+	}
+	db := warehousetest.Open(t, out)
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(DISTINCT subscriptionId) FROM webhook_delivery_logs WHERE subscriptionId IN (?, ?)`, subs[0].ID, subs[1].ID); n != 2 {
+		t.Errorf("logs of %d subscriptions loaded, want both", n)
+	}
+	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "subscription="+bad) {
+		t.Errorf("log %q: want a warning naming the subscription %s", l, bad)
+	}
+}
+
+// A tenant without webhooks answers 403 or 404 to the subscription list
+// itself: the delivery-log stream is still skipped (not entitled), not
+// failed, and not committed empty.
+func TestDeliveryLogsSkippedWhenTheSubscriptionListIsRefused(t *testing.T) {
+	for _, status := range []int{http.StatusForbidden, http.StatusNotFound} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			c, _ := subscriptionsTenant(t, func(svc *servicetest.Service, w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/subscriptions") {
+					http.Error(w, http.StatusText(status), status)
+					return
+				}
+				svc.ServeHTTP(w, r)
+			})
+			_, err := pipeline.Sync(context.Background(), c, pipeline.Config{Out: t.TempDir(), Only: []string{pipeline.StreamDeliveryLogs}, Now: clock(day1)})
+			var re *pipeline.RunError
+			if !errors.As(err, &re) || len(re.Skipped) != 1 || re.Skipped[0].Object != pipeline.StreamDeliveryLogs || len(re.Failed) != 0 {
+				t.Fatalf("sync err %v: want the stream skipped", err)
+			}
+		})
+	}
+}
+
+// A 404 to the log of a subscription that is still listed is no deletion:
+// the delivery-log stream is skipped as before (not committed without
+// that log), and the list is read once more to tell.
+func TestDeliveryLogsSkippedWhenAListedSubscriptionsLogIsNotFound(t *testing.T) {
+	var missing atomic.Value
+	missing.Store("")
+	var lists atomic.Int64
+	c, subs := subscriptionsTenant(t, func(svc *servicetest.Service, w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/subscriptions") {
+			lists.Add(1)
+		}
+		if id := missing.Load().(string); id != "" && r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/subscriptions/"+id+"/logs") {
+			http.Error(w, http.StatusText(http.StatusNotFound), http.StatusNotFound)
+			return
+		}
+		svc.ServeHTTP(w, r)
+	})
+	missing.Store(subs[1].ID)
+	lists.Store(0)
+	_, err := pipeline.Sync(context.Background(), c, pipeline.Config{Out: t.TempDir(), Only: []string{pipeline.StreamDeliveryLogs}, Now: clock(day1)})
+	var re *pipeline.RunError
+	if !errors.As(err, &re) || len(re.Skipped) != 1 || len(re.Failed) != 0 || !errors.Is(err, extract.ErrNotFound) || !strings.Contains(err.Error(), subs[1].ID) {
+		t.Fatalf("sync err %v: want the stream skipped, naming the subscription and the 404", err)
+	}
+	if n := lists.Load(); n != 2 {
+		t.Errorf("the subscriptions were listed %d times, want 2", n)
 	}
 }

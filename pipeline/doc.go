@@ -41,7 +41,10 @@
 // An object that fails does not stop the others: the run commits what
 // succeeded, records the failure, and Sync returns a *RunError listing each
 // object's error. A stream whose interface the tenant is not entitled to
-// (403, or 404 for a whole collection) is skipped, and one the announced
+// (403, or 404 for a whole collection) is skipped; the delivery log stream
+// passes over, with a warning naming it, a subscription deleted since it
+// was listed (404 to its log, gone from the list) or whose id no URL can
+// name (collections.go), and commits the other logs. One the announced
 // request quota would not cover, or whose 429 asks for a wait past the
 // retry budget, is deferred (extract.ErrQuotaExhausted);
 // both are recorded with their reason and make the run partial, and a

@@ -875,7 +875,7 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, lh *lakehouse.
 			pk = []string{"id"} // items carry an id (docs/service-interface.md)
 		}
 		cr := &collectionRead{name: id, contract: contract, stored: pr.fields[id], keys: pk, required: mode == load.Merge,
-			spool: lake.SpoolPath(run.RunID, name), create: func() (*os.File, error) { return lake.CreateSpool(run.RunID, name) }, writers: writers, opts: []transform.Option{transform.WithAllocator(cfg.Allocator), transform.WithMaxValueBytes(cfg.MaxValueBytes)}}
+			spool: lake.SpoolPath(run.RunID, name), create: func() (*os.File, error) { return lake.CreateSpool(run.RunID, name) }, writers: writers, opts: []transform.Option{transform.WithAllocator(cfg.Allocator), transform.WithMaxValueBytes(cfg.MaxValueBytes)}, log: log}
 		defer cr.close()
 		var err error
 		stats, err = cr.read(ctx, src, cfg.Progress)
