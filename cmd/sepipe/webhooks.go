@@ -331,7 +331,7 @@ values REDACTED (they may hold the destination's credentials).`,
 			tw := tabwriter.NewWriter(termSafe(g.stdout), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "DELIVERED_AT\tEVENT\tTYPE\tATTEMPT\tSTATUS\tDURATION\tOUTCOME\tERROR")
 			for _, l := range logs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%dms\t%s\t%s\n", l.DeliveredAt.UTC().Format(time.RFC3339Nano), cell(l.EventID),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%dms\t%s\t%s\n", instant(l.DeliveredAt, time.RFC3339Nano), cell(l.EventID),
 					cell(l.EventType), l.Attempt, l.Response.Status, l.DurationMs, cell(l.Outcome), cell(l.Error))
 			}
 			return tw.Flush()
@@ -375,12 +375,21 @@ func printSubscriptionsAs(w io.Writer, format string, subs []extract.Subscriptio
 	return nil
 }
 
+// instant prints t in UTC in layout, or "-" for a zero time: one the
+// service sent in a form no ISO 8601 reader takes (extract leaves it zero).
+func instant(t time.Time, layout string) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(layout)
+}
+
 func printSubscriptions(w io.Writer, subs []extract.Subscription) {
 	tw := tabwriter.NewWriter(termSafe(w), 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tMETHOD\tURL\tTYPES\tHEADERS\tREQUESTS\tCREATED")
 	for _, s := range subs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", cell(s.ID), cell(s.Name), cell(s.Method), cell(s.URL), cell(strings.Join(s.Types, ",")),
-			len(s.Headers), s.RequestCount, s.CreatedAt.UTC().Format(time.RFC3339))
+			len(s.Headers), s.RequestCount, instant(s.CreatedAt, time.RFC3339))
 	}
 	tw.Flush()
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
 )
 
@@ -175,5 +176,16 @@ func TestWebhookCreateThenListenEndToEnd(t *testing.T) {
 		"SELECT count(*) || '/' || count(*) FILTER (subscription = 'cli') AS n FROM events")
 	if want := fmt.Sprintf("n\n%d/%d\n", n, n); code != exitOK || out != want || n == 0 {
 		t.Fatalf("events after listen: %q (%s), want %q", out, errOut, want)
+	}
+}
+
+// A subscription whose createdAt the service wrote in no ISO 8601 form
+// (extract leaves it zero, the subscription kept) is listed with "-", not
+// as created in the year 1.
+func TestWebhookListPrintsAnUnreadTimeAsADash(t *testing.T) {
+	var b strings.Builder
+	printSubscriptions(&b, []extract.Subscription{{ID: "01A", Name: "odd"}, {ID: "01B", Name: "ok", CreatedAt: time.Date(2026, 3, 5, 9, 53, 27, 0, time.UTC)}})
+	if out := b.String(); strings.Contains(out, "0001-01-01") || !strings.Contains(out, "2026-03-05T09:53:27Z") || !strings.Contains(out, " -\n") {
+		t.Errorf("list:\n%s", out)
 	}
 }
