@@ -139,6 +139,14 @@ type collectionRead struct {
 	w         *bufio.Writer
 	f         *os.File
 	pages     int
+	size      int64     // bytes of the spooled pages (buffered ones included)
+	mark      spoolMark // where the delivery log being read began
+}
+
+// spoolMark is a place in the spool: its size and pages up to there.
+type spoolMark struct {
+	size  int64
+	pages int
 }
 
 func (c *collectionRead) open() error {
@@ -146,7 +154,7 @@ func (c *collectionRead) open() error {
 	if err != nil {
 		return err
 	}
-	c.f, c.w, c.pages = f, bufio.NewWriterSize(f, 1<<20), 0
+	c.f, c.w, c.pages, c.size = f, bufio.NewWriterSize(f, 1<<20), 0, 0
 	return nil
 }
 
@@ -203,6 +211,11 @@ func (c *collectionRead) setSchema(live []service.Field) error {
 // page handles one page of the list (parent: the subscription of a
 // delivery log page, "" otherwise).
 func (c *collectionRead) page(p *extract.Page, parent string, progress Progress) (service.PageInfo, error) {
+	if p.Restart && parent != "" {
+		// One subscription's log did not add up and is read again: only
+		// its pages go, the logs read before it stay.
+		return service.PageInfo{}, c.discardFrom(c.mark)
+	}
 	if p.Restart {
 		// The pages did not add up; the list is read again from the start.
 		c.widen = false
@@ -213,7 +226,7 @@ func (c *collectionRead) page(p *extract.Page, parent string, progress Progress)
 			return service.PageInfo{}, err
 		}
 		c.w.Reset(c.f)
-		c.pages = 0
+		c.pages, c.size = 0, 0
 		if c.sink != nil {
 			return service.PageInfo{}, c.sink.restart()
 		}
@@ -317,7 +330,57 @@ func (c *collectionRead) keep(n int, parent string, body []byte) error {
 		return fmt.Errorf("spool %s: %w", c.spool, err)
 	}
 	c.pages++
+	c.size += int64(len(hdr) + len(parent) + len(body))
 	return nil
+}
+
+// discardFrom drops the pages spooled from m on (the delivery log of one
+// subscription, read again or gone) and gives the sink again the pages
+// before m, decoded again (the sink cannot take back what it was given);
+// when the schema is to widen, finish gives it every page anyway.
+func (c *collectionRead) discardFrom(m spoolMark) error {
+	if c.pages == m.pages {
+		return nil
+	}
+	if err := c.w.Flush(); err != nil {
+		return fmt.Errorf("spool %s: %w", c.spool, err)
+	}
+	if err := c.f.Truncate(m.size); err != nil {
+		return fmt.Errorf("spool %s: %w", c.spool, err)
+	}
+	c.pages, c.size = m.pages, m.size
+	if c.sink != nil {
+		if err := c.sink.restart(); err != nil {
+			return err
+		}
+		if !c.widen {
+			if err := c.addSpooled(); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := c.f.Seek(m.size, io.SeekStart); err != nil {
+		return fmt.Errorf("spool %s: %w", c.spool, err)
+	}
+	c.w.Reset(c.f)
+	return nil
+}
+
+// addSpooled decodes every spooled page again, each with the decoder of
+// its parent, and gives it to the sink.
+func (c *collectionRead) addSpooled() error {
+	return c.replay(func(n int, parent string, body []byte) error {
+		dec, err := c.decoderFor(parent)
+		if err != nil {
+			return err
+		}
+		r, err := dec.DecodePage(n, body)
+		if err != nil {
+			return err
+		}
+		defer r.Record.Release()
+		return c.sink.add(r, body)
+	})
 }
 
 // replay calls fn with every spooled page, in order.
@@ -370,21 +433,17 @@ func (c *collectionRead) finish(progress Progress) error {
 	if err := c.setSchema(in.Fields()); err != nil {
 		return err
 	}
-	return c.replay(func(n int, parent string, body []byte) error {
-		dec, err := c.decoderFor(parent)
-		if err != nil {
-			return err
-		}
-		r, err := dec.DecodePage(n, body)
-		if err != nil {
-			return err
-		}
-		defer r.Record.Release()
-		return c.sink.add(r, body)
-	})
+	return c.addSpooled()
 }
 
-// readCollection reads the collection c.name from src into c's sink.
+// read reads the collection c.name from src into c's sink. The delivery
+// log stream lists the subscriptions and reads each one's log in turn. A
+// log the client reads again from its start (its pages shifted) discards
+// its own pages only. A subscription deleted since the listing (a 404 to
+// its log, and no longer listed) and one whose id no URL can name are
+// passed over with a warning naming them, what was read of their log
+// dropped; any other error of a log fails the stream as a 403 or 404 to
+// the list itself does (skipped: no webhooks).
 func (c *collectionRead) read(ctx context.Context, src Source, progress Progress) (extract.ReadStats, error) {
 	if err := c.open(); err != nil {
 		return extract.ReadStats{}, err
@@ -399,6 +458,7 @@ func (c *collectionRead) read(ctx context.Context, src Source, progress Progress
 		return total, err // a 403 or 404 here: the tenant has no webhooks (skipped)
 	}
 	for _, id := range ids {
+		c.mark = spoolMark{size: c.size, pages: c.pages}
 		st, err := src.ReadList(ctx, extract.DeliveryLogList(id), extract.CollectionQuery{}, func(_ context.Context, p *extract.Page) (service.PageInfo, error) {
 			return c.page(p, id, progress)
 		})
@@ -412,13 +472,20 @@ func (c *collectionRead) read(ctx context.Context, src Source, progress Progress
 		case errors.Is(err, extract.ErrNotFound):
 			// Deleted since the list was read: its log went with it
 			// (service-interface.md, D), unless it is still listed.
-			still, lst, lerr := c.stillListed(ctx, src, id)
+			still, lst, lerr := stillListed(ctx, src, id)
 			total = addStats(total, lst)
-			if lerr != nil || still {
+			if lerr != nil {
+				return total, fmt.Errorf("logs of subscription %s: %w; %w", id, err, lerr)
+			}
+			if still {
+				return total, fmt.Errorf("logs of subscription %s (still listed): %w", id, err)
+			}
+			// What was read of its log before the 404 goes too.
+			if err := c.discardFrom(c.mark); err != nil {
 				return total, fmt.Errorf("logs of subscription %s: %w", id, err)
 			}
-			c.logger().Warn("a subscription was deleted since the subscriptions were listed: its log is gone with it and not read",
-				"stream", c.name, "step", "read log", "subscription", id, "entries_read_before", st.Rows, "err", err)
+			c.logger().Warn("a subscription was deleted since the subscriptions were listed: its log is gone with it and not loaded",
+				"stream", c.name, "step", "read log", "subscription", id, "err", err)
 		default:
 			return total, fmt.Errorf("logs of subscription %s: %w", id, err)
 		}
@@ -429,7 +496,7 @@ func (c *collectionRead) read(ctx context.Context, src Source, progress Progress
 // stillListed reports whether the subscription id is listed (again): a
 // 404 to its log is a deletion since the first listing only when it is
 // not.
-func (c *collectionRead) stillListed(ctx context.Context, src Source, id string) (bool, extract.ReadStats, error) {
+func stillListed(ctx context.Context, src Source, id string) (bool, extract.ReadStats, error) {
 	ids, st, err := subscriptionIDs(ctx, src)
 	if err != nil {
 		return false, st, fmt.Errorf("list subscriptions again: %w", err)

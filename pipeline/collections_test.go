@@ -87,8 +87,8 @@ func TestCollectionsLand(t *testing.T) {
 // subscriptionsTenant is a fake tenant with two subscriptions, "first"
 // and "second", whose logs hold deliveries, served through wrap (which
 // may answer a request itself, or change the service's answer) to a
-// client with the developer API token.
-func subscriptionsTenant(t *testing.T, wrap func(svc *servicetest.Service, w http.ResponseWriter, r *http.Request)) (*extract.Client, []*extract.Subscription) {
+// client with the developer API token and opts.
+func subscriptionsTenant(t *testing.T, wrap func(svc *servicetest.Service, w http.ResponseWriter, r *http.Request), opts ...extract.Option) (*extract.Client, []*extract.Subscription) {
 	t.Helper()
 	svc := servicetest.New(servicetest.WithUsers(200), servicetest.WithDeliveryRetryDelays(time.Millisecond))
 	t.Cleanup(svc.Close)
@@ -96,7 +96,7 @@ func subscriptionsTenant(t *testing.T, wrap func(svc *servicetest.Service, w htt
 	t.Cleanup(srv.Close)
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	t.Cleanup(receiver.Close)
-	c := client(t, srv.URL, svc.AccessToken(), extract.WithAPIToken(svc.APIToken()))
+	c := client(t, srv.URL, svc.AccessToken(), append([]extract.Option{extract.WithAPIToken(svc.APIToken())}, opts...)...)
 	ctx := context.Background()
 	var subs []*extract.Subscription
 	for _, name := range []string{"first", "second"} {
@@ -135,13 +135,25 @@ func syncDeliveryLogs(t *testing.T, c *extract.Client, out string, logs *bytes.B
 // administration UI during a run) answers 404 to its logs: the whole
 // delivery-log stream stopped, was classed as not entitled (skipped), and
 // the logs of every other subscription were not loaded. The deleted one
-// is now passed over with a warning naming it, and the others commit.
+// is now passed over with a warning naming it (what was read of its log
+// before goes too), and the others commit.
 func TestDeliveryLogsOfASubscriptionDeletedDuringTheRun(t *testing.T) {
+	// offset: the page of the log whose request comes after the deletion.
+	for _, c := range []struct {
+		name   string
+		offset string
+	}{{"before its log is read", "0"}, {"while its log is read", "5"}} {
+		t.Run(c.name, func(t *testing.T) { deleteDuringTheRun(t, c.offset) })
+	}
+}
+
+func deleteDuringTheRun(t *testing.T, offset string) {
 	var once sync.Once
 	var doomed atomic.Value
 	doomed.Store("")
 	c, subs := subscriptionsTenant(t, func(svc *servicetest.Service, w http.ResponseWriter, r *http.Request) {
-		if id := doomed.Load().(string); id != "" && r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/subscriptions/"+id+"/logs") {
+		if id := doomed.Load().(string); id != "" && r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/subscriptions/"+id+"/logs") &&
+			r.URL.Query().Get("offset") == offset {
 			once.Do(func() {
 				del := httptest.NewRequest(http.MethodDelete, "/webhooks/v1/subscriptions/"+id, nil)
 				del.Header.Set("Authorization", "Bearer "+svc.APIToken())
@@ -153,7 +165,7 @@ func TestDeliveryLogsOfASubscriptionDeletedDuringTheRun(t *testing.T) {
 			})
 		}
 		svc.ServeHTTP(w, r)
-	})
+	}, extract.WithPageSize(5))
 	doomed.Store(subs[0].ID) // the subscriptions list oldest first: its log is read first
 	out := t.TempDir()
 	var logs bytes.Buffer
@@ -165,6 +177,9 @@ func TestDeliveryLogsOfASubscriptionDeletedDuringTheRun(t *testing.T) {
 	db := warehousetest.Open(t, out)
 	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM webhook_delivery_logs WHERE subscriptionId = ?`, subs[1].ID); n != o.Rows {
 		t.Errorf("the second subscription's log has %d rows in the table, want all %d the stream loaded", n, o.Rows)
+	}
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM webhook_delivery_logs WHERE subscriptionId = ?`, subs[0].ID); n != 0 {
+		t.Errorf("the deleted subscription's log has %d rows in the table, want none: it went with the subscription", n)
 	}
 	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "deleted since") || !strings.Contains(l, "subscription="+subs[0].ID) {
 		t.Errorf("log %q: want a warning naming the deleted subscription", l)
@@ -259,5 +274,65 @@ func TestDeliveryLogsSkippedWhenAListedSubscriptionsLogIsNotFound(t *testing.T) 
 	}
 	if n := lists.Load(); n != 2 {
 		t.Errorf("the subscriptions were listed %d times, want 2", n)
+	}
+}
+
+// A subscription's log read again from its start (new deliveries shifted
+// its pages while they were read: the client heals by reading again)
+// discarded what the stream had kept of every subscription's log, so the
+// logs read before it were missing from the committed table. Only the
+// pages of the log read again are discarded now.
+func TestDeliveryLogsOfOneSubscriptionReadAgainKeepTheOthers(t *testing.T) {
+	var once sync.Once
+	var shifting atomic.Value
+	shifting.Store("")
+	var firstPages atomic.Int64
+	c, subs := subscriptionsTenant(t, func(svc *servicetest.Service, w http.ResponseWriter, r *http.Request) {
+		id := shifting.Load().(string)
+		if id == "" || r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/subscriptions/"+id+"/logs") {
+			svc.ServeHTTP(w, r)
+			return
+		}
+		if r.URL.Query().Get("offset") == "0" {
+			firstPages.Add(1)
+		} else {
+			once.Do(func() {
+				if svc.Advance(24*time.Hour) == 0 {
+					t.Error("no new events")
+				}
+				if err := svc.WaitDeliveries(r.Context()); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		svc.ServeHTTP(w, r)
+	}, extract.WithPageSize(5))
+	ctx := context.Background()
+	before, err := c.SubscriptionLogs(ctx, subs[0].ID)
+	if err != nil || len(before) <= 5 {
+		t.Fatalf("the first log holds %d entries (%v), want more than a page", len(before), err)
+	}
+	shifting.Store(subs[1].ID) // read second: its second page comes after new deliveries
+	out := t.TempDir()
+	var logs bytes.Buffer
+	o, err := syncDeliveryLogs(t, c, out, &logs)
+	if err != nil || o.Status != pipeline.StatusOK {
+		t.Fatalf("sync err %v; status %q, err %v", err, o.Status, o.Err)
+	}
+	if n := firstPages.Load(); n < 2 {
+		t.Fatalf("the second log's first page was read %d times: the test shifted nothing", n)
+	}
+	after, err := c.SubscriptionLogs(ctx, subs[1].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := warehousetest.Open(t, out)
+	for i, want := range []int{len(before), len(after)} {
+		if n := warehousetest.Scalar[int64](t, db, `SELECT count(DISTINCT id) FROM webhook_delivery_logs WHERE subscriptionId = ?`, subs[i].ID); n != int64(want) {
+			t.Errorf("subscription %d: %d log entries in the table, want the %d read", i+1, n, want)
+		}
+	}
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) - count(DISTINCT id) FROM webhook_delivery_logs`); n != 0 {
+		t.Errorf("%d log entries twice in the table", n)
 	}
 }

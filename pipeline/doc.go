@@ -44,10 +44,11 @@
 // (403, or 404 for a whole collection) is skipped; the delivery log stream
 // passes over, with a warning naming it, a subscription deleted since it
 // was listed (404 to its log, gone from the list) or whose id no URL can
-// name (collections.go), and commits the other logs. One the announced
-// request quota would not cover, or whose 429 asks for a wait past the
-// retry budget, is deferred (extract.ErrQuotaExhausted);
-// both are recorded with their reason and make the run partial, and a
+// name, and commits the other logs; a log read again from its start (its
+// pages shifted) discards only its own pages (collections.go). A stream
+// the announced request quota would not cover, or whose 429 asks for a
+// wait past the retry budget, is deferred (extract.ErrQuotaExhausted);
+// skipped and deferred streams are recorded with their reason and make the run partial, and a
 // later run of the same snapshot day reads only the deferred streams and
 // those that failed that day (load.Warehouse.Unfinished) among its streams
 // (Config.Continuation); RunError.ResumeAt says when the quota resets. A cancelled context stops
