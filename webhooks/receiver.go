@@ -326,7 +326,7 @@ type wireEvent struct {
 	Type        string          `json:"type"`
 	SpecVersion json.RawMessage `json:"specversion,omitempty"`
 	ID          string          `json:"id"`
-	Time        string          `json:"time,omitempty"`
+	Time        json.RawMessage `json:"time,omitempty"` // a string as sent; kept raw so another JSON value does not refuse the event
 	Data        json.RawMessage `json:"data,omitempty"`
 }
 
@@ -353,7 +353,10 @@ func parseEventQuery(rawQuery string) (ev *service.Event, unread string, err err
 		}
 		return ""
 	}
-	w := wireEvent{Type: last("type"), ID: last("id"), Time: last("time")}
+	w := wireEvent{Type: last("type"), ID: last("id")}
+	if t := last("time"); t != "" {
+		w.Time, _ = json.Marshal(t)
+	}
 	if v := last("specversion"); v != "" {
 		if _, err := strconv.Atoi(v); err == nil {
 			w.SpecVersion = json.RawMessage(v)
@@ -375,11 +378,11 @@ func parseEventQuery(rawQuery string) (ev *service.Event, unread string, err err
 }
 
 // event checks the event's id and type and reads its time in any ISO 8601
-// form service.ParseTime reads. A time it cannot read, or one the spool
-// cannot hold (outside the years 1678 to 2262), does not refuse the
-// event: the service does not retry a 4xx, so refusing would lose it. The
-// event's Time is then zero (a null time; Raw keeps the value as sent) and
-// unread says why, naming the value.
+// form service.ParseTime reads. A time it cannot read (not a string, or
+// in no such form), or one the spool cannot hold (outside the years 1678
+// to 2262), does not refuse the event: the service does not retry a 4xx,
+// so refusing would lose it. The event's Time is then zero (a null time;
+// Raw keeps the value as sent) and unread says why, naming the value.
 func (w wireEvent) event(raw []byte) (ev *service.Event, unread string, err error) {
 	if w.ID == "" || w.Type == "" {
 		return nil, "", fmt.Errorf("%w: want an id and a type", ErrMalformedDelivery)
@@ -389,27 +392,42 @@ func (w wireEvent) event(raw []byte) (ev *service.Event, unread string, err erro
 	}
 	ev = &service.Event{ID: w.ID, Type: w.Type, Data: w.Data, Raw: raw}
 	_ = json.Unmarshal(w.SpecVersion, &ev.SpecVersion) // 1 as sent; another form ("1.0") stays in Raw
-	if w.Time != "" {
-		t, ok := service.ParseTime(w.Time)
-		switch {
-		case !ok:
-			unread = fmt.Sprintf("time %s is not an ISO 8601 date-time", quoteShort(w.Time))
-		case !spoolableTime(t):
-			unread = fmt.Sprintf("time %s is outside the years 1678 to 2262", quoteShort(w.Time))
-		default:
-			ev.Time = t
-		}
+	var s string
+	switch {
+	case len(w.Time) == 0, string(w.Time) == "null":
+		return ev, "", nil // no time
+	case json.Unmarshal(w.Time, &s) != nil:
+		return ev, fmt.Sprintf("time %s is not a string", cut(string(w.Time))), nil
+	case s == "":
+		return ev, "", nil
+	}
+	t, ok := service.ParseTime(s)
+	switch {
+	case !ok:
+		unread = fmt.Sprintf("time %s is not an ISO 8601 date-time", quoteShort(s))
+	case !spoolableTime(t):
+		unread = fmt.Sprintf("time %s is outside the years 1678 to 2262", quoteShort(s))
+	default:
+		ev.Time = t
 	}
 	return ev, unread, nil
 }
 
-// quoteShort quotes s for a message, cut to its first 64 bytes: a
-// delivery's time may be as long as its body.
+// quoteShort quotes s for a message, cut as cut cuts it.
 func quoteShort(s string) string {
 	if len(s) > 64 {
 		return strconv.Quote(strings.ToValidUTF8(s[:64], "")) + "..."
 	}
 	return strconv.Quote(s)
+}
+
+// cut is s for a message, cut to its first 64 bytes: a delivery's time
+// may be as long as its body.
+func cut(s string) string {
+	if len(s) > 64 {
+		return strings.ToValidUTF8(s[:64], "") + "..."
+	}
+	return s
 }
 
 // storableText reports text of an event that the warehouse cannot store:

@@ -425,21 +425,23 @@ func TestReceiverReadsTimesInOtherISO8601Forms(t *testing.T) {
 func TestReceiverKeepsAnEventWhoseTimeItCannotRead(t *testing.T) {
 	ts := rNow.Unix()
 	for _, c := range []struct{ name, method, query, time string }{
-		{"post, not a date", "POST", "", "yesterday"},
-		{"post, a time the spool cannot hold", "POST", "", "1000-01-01T00:00:00Z"},
-		{"get, not a date", "GET", "subscription=lms&type=x&id=ev-x&time=next+week", "next week"},
+		{"post, not a date", "POST", "", `"yesterday"`},
+		{"post, a time the spool cannot hold", "POST", "", `"1000-01-01T00:00:00Z"`},
+		{"post, a number", "POST", "", `1795406400`},
+		{"post, an object", "POST", "", `{"at":"2026-11-23T04:00:00Z"}`},
+		{"get, not a date", "GET", "subscription=lms&type=x&id=ev-x&time=next+week", `"next week"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var logs bytes.Buffer
 			sink := newMemSink()
 			rc, err := webhooks.NewReceiver(sink, []string{rKey}, webhooks.WithReceiverClock(func() time.Time { return rNow }),
-				webhooks.WithReceiverLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+				webhooks.WithReceiverLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
 			if err != nil {
 				t.Fatal(err)
 			}
 			var req *http.Request
 			if c.method == "POST" {
-				body := []byte(`{"type":"x","id":"ev-x","time":"` + c.time + `"}`)
+				body := []byte(`{"type":"x","id":"ev-x","time":` + c.time + `}`)
 				req = httptest.NewRequest("POST", "/hook", bytes.NewReader(body))
 				req.Header.Set(webhooks.SignatureHeader, webhooktest.Sign(rKey, body, ts))
 			} else {
@@ -453,16 +455,18 @@ func TestReceiverKeepsAnEventWhoseTimeItCannotRead(t *testing.T) {
 			if w.Code != 200 || !ok {
 				t.Fatalf("status %d, stored %v: %s (a 4xx is not retried: the event is lost)", w.Code, ok, w.Body)
 			}
-			var raw struct{ Time string }
-			if err := json.Unmarshal(ev.Raw, &raw); err != nil || !ev.Time.IsZero() || raw.Time != c.time {
+			var raw struct{ Time json.RawMessage }
+			if err := json.Unmarshal(ev.Raw, &raw); err != nil || !ev.Time.IsZero() || string(raw.Time) != c.time {
 				t.Errorf("stored time %v, raw %s (%v): want a zero time and the value as sent", ev.Time, ev.Raw, err)
 			}
+			shown := strings.Trim(c.time, `"`)
 			var answer struct{ Status, Warning string }
-			if err := json.Unmarshal(w.Body.Bytes(), &answer); err != nil || answer.Status != "accepted" || !strings.Contains(answer.Warning, c.time) {
+			if err := json.Unmarshal(w.Body.Bytes(), &answer); err != nil || answer.Status != "accepted" || !strings.Contains(answer.Warning, shown) {
 				t.Errorf("answer %s: want accepted, with a warning naming the time", w.Body)
 			}
-			if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "id=ev-x") || !strings.Contains(l, c.time) {
-				t.Errorf("log %q: want a warning naming the event and its time", l)
+			var line struct{ Level, ID, Reason string }
+			if err := json.Unmarshal(logs.Bytes(), &line); err != nil || line.Level != "WARN" || line.ID != "ev-x" || !strings.Contains(line.Reason, shown) {
+				t.Errorf("log %s (%v): want a warning naming the event and its time", logs.Bytes(), err)
 			}
 		})
 	}
