@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/load"
@@ -44,20 +46,8 @@ type globals struct {
 	stderr    io.Writer
 }
 
-func (g *globals) logger() (*slog.Logger, error) {
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
-		return nil, usagef("--log-level %q: want debug, info, warn or error", g.logLevel)
-	}
-	opts := &slog.HandlerOptions{Level: lvl}
-	switch g.logFormat {
-	case "text":
-		return slog.New(slog.NewTextHandler(g.stderr, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(g.stderr, opts)), nil
-	}
-	return nil, usagef("--log-format %q: want text or json", g.logFormat)
-}
+// logger is the logger the flags ask for, on stderr (loggerTo).
+func (g *globals) logger() (*slog.Logger, error) { return g.loggerTo(g.stderr) }
 
 func newRoot(g *globals) *cobra.Command {
 	root := &cobra.Command{
@@ -71,6 +61,18 @@ Start with 'sepipe demo': it runs against a built-in fake tenant.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.ArbitraryArgs,
+		// Every command: the global flags and the required flags are
+		// usage errors naming the flag, whether or not the command goes
+		// on to make a logger (version and query never did).
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := g.loggerTo(io.Discard); err != nil {
+				return err
+			}
+			if missing := missingFlags(cmd); len(missing) > 0 {
+				return usagef("%s: %s is required; see '%s --help'", cmd.CommandPath(), strings.Join(missing, " and "), cmd.CommandPath())
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				msg := fmt.Sprintf("unknown command %q", args[0])
@@ -88,9 +90,80 @@ Start with 'sepipe demo': it runs against a built-in fake tenant.`,
 	root.SetErr(g.stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	for _, mk := range commands {
-		root.AddCommand(mk(g))
+		cmd := mk(g)
+		usageArgs(cmd)
+		root.AddCommand(cmd)
 	}
 	return root
+}
+
+// usageArgs makes the argument check of cmd and its subcommands a usage
+// error (exit 2) naming the command and what it takes: cobra's own says
+// "accepts 1 arg(s), received 0" and exited 1.
+func usageArgs(cmd *cobra.Command) {
+	if check := cmd.Args; check != nil {
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if err := check(c, args); err != nil {
+				return argsError(c, args, err)
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		usageArgs(sub)
+	}
+}
+
+// argsError says what command c takes instead of args, by the operands
+// its Use line names ("query SQL", "get ID"); err is cobra's message.
+func argsError(c *cobra.Command, args []string, err error) error {
+	path := c.CommandPath()
+	ops := operands(c.Use)
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = fmt.Sprintf("%q", a)
+	}
+	got := strings.Join(quoted, " ")
+	switch {
+	case len(ops) == 0 && c.HasSubCommands() && len(args) > 0:
+		return usagef("%s: unknown command %s; run '%s --help' for its commands", path, quoted[0], path)
+	case len(ops) == 0 && len(args) > 0:
+		return usagef("%s takes no arguments, got %s (flags start with --)", path, got)
+	case len(ops) > len(args):
+		return usagef("%s: missing %s (usage: %s %s)", path, strings.Join(ops[len(args):], " "), path, strings.Join(ops, " "))
+	case len(ops) > 0 && len(ops) < len(args):
+		return usagef("%s takes %s, got %d arguments: %s (quote an argument that holds spaces)", path, strings.Join(ops, " "), len(args), got)
+	}
+	return usagef("%s: %v", path, err)
+}
+
+// operands are the positional arguments a Use line names: its upper-case
+// words that are neither a flag, a flag's value nor optional.
+func operands(use string) []string {
+	words := strings.Fields(use)
+	var out []string
+	depth := 0 // inside [optional ...]
+	for i := 1; i < len(words); i++ {
+		w := words[i]
+		opt := depth > 0 || strings.HasPrefix(w, "[")
+		depth += strings.Count(w, "[") - strings.Count(w, "]")
+		if opt || strings.HasPrefix(w, "-") || strings.HasPrefix(words[i-1], "-") || w != strings.ToUpper(w) {
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// missingFlags names the required flags of cmd not given, as --flag.
+func missingFlags(cmd *cobra.Command) []string {
+	var out []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if req := f.Annotations[cobra.BashCompOneRequiredFlag]; len(req) > 0 && req[0] == "true" && !f.Changed {
+			out = append(out, "--"+f.Name)
+		}
+	})
+	return out
 }
 
 // commands holds the constructors of the subcommands; each command's file

@@ -144,3 +144,43 @@ func TestVersionAndHelp(t *testing.T) {
 		}
 	}
 }
+
+// A missing argument, an extra one or a missing required flag is bad
+// usage (exit 2) naming the command and what is missing, not cobra's
+// "accepts 1 arg(s), received 0" with exit 1.
+func TestMissingArgumentOrRequiredFlagIsUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"query"}, "sepipe query: missing SQL"},
+		{[]string{"query", "select 1", "select 2"}, "sepipe query takes SQL, got 2 arguments"},
+		{[]string{"describe"}, "sepipe describe: missing OBJECT"},
+		{[]string{"webhooks", "get"}, "sepipe webhooks get: missing ID"},
+		{[]string{"webhooks", "update"}, "sepipe webhooks update: missing ID"},
+		{[]string{"lake", "expire"}, "sepipe lake expire: --older-than is required"},
+		{[]string{"sync", "extra-arg"}, `sepipe sync takes no arguments, got "extra-arg"`},
+	} {
+		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
+			code, _, errOut := runCLI(t, tc.args...)
+			if code != exitUsage || !strings.Contains(errOut, tc.msg) {
+				t.Errorf("sepipe %s: exit %d, want %d saying %q\n%s", strings.Join(tc.args, " "), code, exitUsage, tc.msg, errOut)
+			}
+		})
+	}
+}
+
+// --log-level and --log-format are checked for every command, not only
+// by the ones that talk to the service (version and query took anything).
+func TestBadGlobalFlagIsRefusedByEveryCommand(t *testing.T) {
+	for _, args := range [][]string{
+		{"--log-level", "bogus", "version"},
+		{"--log-format", "xml", "version"},
+		{"--log-level", "bogus", "query", "--out", t.TempDir(), "select 1"},
+	} {
+		code, _, errOut := runCLI(t, args...)
+		if code != exitUsage || !strings.Contains(errOut, "--log-") {
+			t.Errorf("sepipe %s: exit %d, want %d naming the flag\n%s", strings.Join(args, " "), code, exitUsage, errOut)
+		}
+	}
+}

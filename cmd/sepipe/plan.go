@@ -29,8 +29,11 @@ which cursor value, the schema changes since the warehouse's last load (and
 whether the stream's contract lets them through), the rows the read would
 return and the requests it would take (one page with resultsPerPage 1 gives
 the service's totalResults), and the lake partition it would write or
-replace. A stream that would fail (bad filter, schema drift under a freeze
-contract, describe refused) is shown with the reason, and plan exits 1.`,
+replace. A stream that would fail (schema drift under a freeze contract,
+describe refused) is shown with the reason, and plan exits 1. A config the
+sync would refuse (an unknown object, a filter, primary key or cursor that
+does not fit the object's fields) is a configuration error: plan names its
+line and exits 2, as sync does.`,
 		Example: `  sepipe plan
   sepipe plan --full-refresh userCourseProgress
   sepipe plan --objects course,user --out ./warehouse`,

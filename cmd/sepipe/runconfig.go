@@ -95,18 +95,14 @@ func (f *runFlags) load(cmd *cobra.Command, g *globals) (*Config, error) {
 	if fl.Changed("page-size") {
 		c.Requests.PageSize = f.pageSize
 	}
+	// The flags' values were checked before any command ran (the root's
+	// PersistentPreRunE); the config's are checked by Validate.
 	if fl.Changed("log-level") {
-		if _, err := parseLevel(g.logLevel); err != nil {
-			return nil, usagef("--log-level %q: want debug, info, warn or error", g.logLevel)
-		}
 		c.Log.Level = g.logLevel
 	} else {
 		g.logLevel = c.Log.Level
 	}
 	if fl.Changed("log-format") {
-		if g.logFormat != "text" && g.logFormat != "json" {
-			return nil, usagef("--log-format %q: want text or json", g.logFormat)
-		}
 		c.Log.Format = g.logFormat
 	} else {
 		g.logFormat = c.Log.Format
