@@ -55,6 +55,11 @@ Open the result with any DuckDB client, e.g.:
 			if users < 1 {
 				return usagef("--users must be at least 1, got %d", users)
 			}
+			if days < 1 {
+				// demo.Config takes 0 for its default; the flag has
+				// its default already, so 0 here is a mistake.
+				return usagef("--days must be at least 1, got %d", days)
+			}
 			log, err := g.logger()
 			if err != nil {
 				return err

@@ -81,6 +81,8 @@ func TestBadInputExitCodes(t *testing.T) {
 		{"query without warehouse", "", []string{"query", "--out", t.TempDir(), "select 1"}, exitUsage, "no warehouse at", ""},
 		{"bad format", "", []string{"query", "--format", "xml", "select 1"}, exitUsage, `--format "xml"`, ""},
 		{"demo zero users", "", []string{"demo", "--users", "0"}, exitUsage, "--users must be at least 1", ""},
+		{"demo zero days", "", []string{"demo", "--days", "0"}, exitUsage, "--days must be at least 1", ""},
+		{"demo negative days", "", []string{"demo", "--days", "-1"}, exitUsage, "--days must be at least 1", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

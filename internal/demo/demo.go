@@ -18,7 +18,7 @@ type Config struct {
 	Out   string
 	Users int
 	Seed  int64
-	Days  int // snapshot days of history to build, ending today (default 3)
+	Days  int // snapshot days of history to build, ending today (0: the default 3)
 	// ShapeVariants makes some of the fake's assets send a field as
 	// another JSON type (servicetest.WithShapeVariants).
 	ShapeVariants bool
@@ -51,7 +51,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Users < 1 {
 		return nil, fmt.Errorf("demo: users must be at least 1, got %d", cfg.Users)
 	}
-	if cfg.Days <= 0 {
+	if cfg.Days < 0 {
+		return nil, fmt.Errorf("demo: days must be at least 1 (or 0 for the default 3), got %d", cfg.Days)
+	}
+	if cfg.Days == 0 {
 		cfg.Days = 3
 	}
 	if cfg.Now == nil {
