@@ -23,7 +23,8 @@ import (
 type ListenConfig struct {
 	// Addr is HOST:PORT to listen on; ignored when Listener is set.
 	Addr string
-	// Listener, if set, is served instead of listening on Addr (tests).
+	// Listener, if set, is served instead of listening on Addr (tests,
+	// and sepipe listen, which opens it to name --addr in its error).
 	// Listen closes it.
 	Listener net.Listener
 	// Out is the output folder: events go to its working database, table

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 
@@ -74,9 +73,9 @@ docs/dashboard.md.`,
 			if err != nil {
 				return err
 			}
-			ln, err := net.Listen("tcp", addr)
+			ln, err := listenOn(addr)
 			if err != nil {
-				return usagef("--addr %s: %v", addr, err)
+				return err
 			}
 			srv := &http.Server{Handler: dashboard.Handler(dashboard.Config{Out: out, PanelsDir: panelsDir, Logger: log,
 				Addr: addr, AllowedHosts: hosts}),

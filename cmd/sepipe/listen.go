@@ -13,6 +13,11 @@ import (
 
 func init() { register(newListenCmd) }
 
+// defaultListenAddr is where listen receives without --addr or
+// webhooks.listen: not the dashboard's 127.0.0.1:8787, so both run on
+// one host without flags.
+const defaultListenAddr = "127.0.0.1:8090"
+
 func newListenCmd(g *globals) *cobra.Command {
 	var (
 		cfg        webhooks.ListenConfig
@@ -49,12 +54,13 @@ Secrets come from --secret (repeatable), SEPIPE_WEBHOOK_SECRET
 (comma-separated) and the config's webhooks.secrets (each "${VAR}"); all
 of them are accepted at once, for rotation. Prefer the environment: flags
 show in the process list. --addr and --out default to the config's
-webhooks.listen and output.dir.
+webhooks.listen and output.dir (127.0.0.1:8090 and ./sepipe-data without
+them; the dashboard's default is 127.0.0.1:8787).
 
 The subscription column holds the ?subscription= value of the delivery URL
 (add it to the URL you subscribe); the service sends no header naming it.`,
 		Example: `  export SEPIPE_WEBHOOK_SECRET=...
-  sepipe listen --addr 0.0.0.0:8787 --out ./sepipe-data
+  sepipe listen --addr 0.0.0.0:8090 --out ./sepipe-data
   sepipe webhooks create --base-url https://acme.example.com --name lms \
       --url 'https://hooks.example.com/sepipe?subscription=lms' --types COURSE_COMPLETED`,
 		Args: cobra.NoArgs,
@@ -89,7 +95,7 @@ The subscription column holds the ?subscription= value of the delivery URL
 				return usagef("no signing secret: export SEPIPE_WEBHOOK_SECRET (the signing secret 'sepipe webhooks create' printed), list it in the config's webhooks.secrets, or pass --secret")
 			}
 			if cfg.Addr == "" {
-				return usagef("--addr is required (HOST:PORT, e.g. 127.0.0.1:8787)")
+				return usagef("--addr is required (HOST:PORT, e.g. %s)", defaultListenAddr)
 			}
 			if err := webhooks.CheckMaxBody(cfg.MaxBody); err != nil {
 				return usagef("--max-body: %w", err)
@@ -102,11 +108,14 @@ The subscription column holds the ?subscription= value of the delivery URL
 				return err
 			}
 			cfg.Logger = log
+			if cfg.Listener, err = listenOn(cfg.Addr); err != nil {
+				return err
+			}
 			return webhooks.Listen(cmd.Context(), cfg)
 		},
 	}
 	cmd.Flags().StringVar(&configPath, "config", "", "config file (default ./sepipe.yaml when it exists)")
-	cmd.Flags().StringVar(&cfg.Addr, "addr", "127.0.0.1:8787", "HOST:PORT to listen on; overrides webhooks.listen")
+	cmd.Flags().StringVar(&cfg.Addr, "addr", defaultListenAddr, "HOST:PORT to listen on; overrides webhooks.listen")
 	cmd.Flags().StringVar(&cfg.Out, "out", "./sepipe-data", "output folder holding warehouse.duckdb (and the spool in .sepipe/events); overrides output.dir")
 	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant whose events these are, of the config's tenants (<out>/<tenant>)")
 	cmd.Flags().StringArrayVar(&secrets, "secret", nil, "signing secret (repeatable), besides SEPIPE_WEBHOOK_SECRET and webhooks.secrets")

@@ -8,6 +8,17 @@ import (
 	"time"
 )
 
+// listenOn opens the HOST:PORT a command serves on (--addr of dashboard,
+// listen and simulate); an address that is bad or taken is a usage error
+// naming the flag.
+func listenOn(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, usagef("--addr %s: %v", addr, err)
+	}
+	return ln, nil
+}
+
 // serve runs srv on ln until ctx ends (Ctrl-C), then gives the requests in
 // flight up to five seconds to finish. A server that stops on its own
 // returns its error.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 
@@ -156,9 +155,9 @@ clock.`,
 			if err != nil {
 				return err
 			}
-			ln, err := net.Listen("tcp", f.addr)
+			ln, err := listenOn(f.addr)
 			if err != nil {
-				return usagef("--addr %s: %v", f.addr, err)
+				return err
 			}
 			svc := servicetest.New(opts...)
 			defer svc.Close()

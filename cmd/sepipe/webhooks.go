@@ -92,7 +92,7 @@ type subscriptionFlags struct {
 
 func (s *subscriptionFlags) add(cmd *cobra.Command, method string) {
 	cmd.Flags().StringVar(&s.name, "name", "", "subscription name (unique)")
-	cmd.Flags().StringVar(&s.url, "url", "", "where deliveries go, e.g. http://host:8787/events?subscription=NAME")
+	cmd.Flags().StringVar(&s.url, "url", "", "where deliveries go, e.g. http://host:8090/events?subscription=NAME")
 	cmd.Flags().StringVar(&s.method, "method", method, "delivery method: POST (JSON body) or GET (query parameters)")
 	cmd.Flags().StringArrayVar(&s.headers, "header", nil, "header sent with each delivery, NAME=VALUE (repeatable)")
 	cmd.Flags().StringSliceVar(&s.types, "types", nil, "comma-separated event types, e.g. COURSE_COMPLETED,shared-space-created")

@@ -189,3 +189,33 @@ func TestWebhookListPrintsAnUnreadTimeAsADash(t *testing.T) {
 		t.Errorf("list:\n%s", out)
 	}
 }
+
+// listen --addr defaulted to 127.0.0.1:8787, the dashboard's default, so
+// the two without flags collided ("address already in use").
+func TestListenAndDashboardDefaultAddrsDiffer(t *testing.T) {
+	_, lh, _ := runCLI(t, "listen", "--help")
+	_, dh, _ := runCLI(t, "dashboard", "--help")
+	def := func(help string) string {
+		for _, l := range strings.Split(help, "\n") {
+			if strings.Contains(l, "--addr ") {
+				if _, d, ok := strings.Cut(l, `(default "`); ok {
+					return strings.TrimSuffix(d, `")`)
+				}
+			}
+		}
+		return ""
+	}
+	if l, d := def(lh), def(dh); l == "" || l == d {
+		t.Errorf("listen --addr defaults to %q, dashboard --addr to %q", l, d)
+	}
+}
+
+// A bad --addr is bad usage naming the flag (exit 2), as dashboard and
+// simulate say it; listen exited 1 with Go's net error.
+func TestListenBadAddrIsUsage(t *testing.T) {
+	t.Setenv("SEPIPE_WEBHOOK_SECRET", "abcdefghijklmnop")
+	code, _, errOut := runCLI(t, "listen", "--out", t.TempDir(), "--addr", "bad")
+	if code != exitUsage || !strings.Contains(errOut, "--addr bad") {
+		t.Errorf("listen --addr bad: exit %d, want %d naming --addr\n%s", code, exitUsage, errOut)
+	}
+}
