@@ -972,3 +972,29 @@ func TestCheckRefusesWhatSyncRefuses(t *testing.T) {
 		t.Errorf("check of a good config: exit %d\n%s\n%s", code, stdout, errOut)
 	}
 }
+
+// ./sepipe.yaml is read when it exists (docs/cli.md): publish and query
+// looked in their own default folder, not the config's output.dir, and
+// told the user to run 'sepipe sync' in the folder of a synced config.
+func TestPublishAndQueryFollowTheConfigsOutputDir(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	setEnv(t, srv)
+	dir := t.TempDir()
+	writeConfig(t, dir, srv.URL, "./custom", "")
+	t.Chdir(dir)
+	mustRun(t, "sync", "--quiet", "--objects", "course")
+	if _, err := os.Stat(filepath.Join(dir, "custom", "warehouse.duckdb")); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runCLI(t, "publish"); code != exitOK || !strings.Contains(out, "custom") {
+		t.Errorf("publish beside sepipe.yaml (output.dir ./custom): exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := runCLI(t, "query", "SELECT count(*) FROM course"); code != exitOK {
+		t.Errorf("query beside sepipe.yaml (output.dir ./custom): exit %d\n%s%s", code, out, errOut)
+	}
+	// The flag still wins.
+	if code, _, errOut := runCLI(t, "query", "--out", filepath.Join(dir, "elsewhere"), "SELECT 1"); code != exitUsage || !strings.Contains(errOut, "elsewhere") {
+		t.Errorf("query --out elsewhere: exit %d, want %d naming it\n%s", code, exitUsage, errOut)
+	}
+}

@@ -722,11 +722,12 @@ func (c *Config) UseTenant(name string) error {
 }
 
 // folderOf resolves the output folder of a command that works on an
-// output folder only (listen, dashboard): with tenant, that tenant's folder
-// under out (when given) or output.dir; without, out (when given) as it
+// output folder only (listen, dashboard, publish, query): with tenant, that
+// tenant's folder under out (when given) or output.dir; without, out (when
+// given, or when there is no config file: the command's own default) as it
 // is, or output.dir of a config without tenants.
 func (c *Config) folderOf(tenant, out string, outGiven bool) (string, error) {
-	if tenant == "" && outGiven {
+	if tenant == "" && (outGiven || c.file == "") {
 		return out, nil
 	}
 	if err := c.UseTenant(tenant); err != nil {

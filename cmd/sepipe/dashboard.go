@@ -13,7 +13,10 @@ import (
 func init() { register(newDashboardCmd) }
 
 func newDashboardCmd(g *globals) *cobra.Command {
-	var out, addr, panelsDir, configPath, tenant, allowedHosts string
+	var (
+		f                             folderFlags
+		addr, panelsDir, allowedHosts string
+	)
 	cmd := &cobra.Command{
 		Use:   "dashboard [--out DIR] [--addr 127.0.0.1:8787]",
 		Short: "Serve the enablement numbers as a web page over the warehouse",
@@ -40,11 +43,8 @@ docs/dashboard.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fl := cmd.Flags()
-			conf, err := LoadConfig(configPath, fl.Changed("config"))
+			conf, out, err := f.load(cmd)
 			if err != nil {
-				return err
-			}
-			if out, err = conf.folderOf(tenant, out, fl.Changed("out")); err != nil {
 				return err
 			}
 			if !fl.Changed("addr") && conf.Dashboard.Addr != "" {
@@ -84,9 +84,7 @@ docs/dashboard.md.`,
 			return serve(cmd.Context(), srv, ln)
 		},
 	}
-	cmd.Flags().StringVar(&configPath, "config", "", "config file (default ./sepipe.yaml when it exists)")
-	cmd.Flags().StringVar(&out, "out", "./sepipe-demo", "output folder holding warehouse.duckdb; overrides output.dir")
-	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant whose warehouse to show, of the config's tenants (<out>/<tenant>)")
+	f.add(cmd, "./sepipe-demo", "output folder holding warehouse.duckdb (default: the config's output.dir when there is a config, else ./sepipe-demo)")
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8787", "HOST:PORT to serve on; overrides dashboard.addr")
 	cmd.Flags().StringVar(&panelsDir, "panels-dir", "", "folder of your own panel files (*.yaml); overrides dashboard.panels_dir")
 	cmd.Flags().StringVar(&allowedHosts, "allowed-hosts", "", "host names to answer besides localhost, IP addresses and the --addr host, comma-separated (a proxy's name); overrides dashboard.allowed_hosts")

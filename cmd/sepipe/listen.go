@@ -20,10 +20,9 @@ const defaultListenAddr = "127.0.0.1:8090"
 
 func newListenCmd(g *globals) *cobra.Command {
 	var (
-		cfg        webhooks.ListenConfig
-		secrets    []string
-		configPath string
-		tenant     string
+		cfg     webhooks.ListenConfig
+		secrets []string
+		f       folderFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "listen --addr HOST:PORT --out DIR",
@@ -66,15 +65,13 @@ The subscription column holds the ?subscription= value of the delivery URL
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fl := cmd.Flags()
-			conf, err := LoadConfig(configPath, fl.Changed("config"))
+			conf, out, err := f.load(cmd)
 			if err != nil {
 				return err
 			}
+			cfg.Out = out
 			if !fl.Changed("addr") && conf.Webhooks.Listen != "" {
 				cfg.Addr = conf.Webhooks.Listen
-			}
-			if cfg.Out, err = conf.folderOf(tenant, cfg.Out, fl.Changed("out")); err != nil {
-				return err
 			}
 			if !fl.Changed("publish-interval") && conf.Webhooks.PublishInterval != 0 {
 				cfg.PublishInterval = time.Duration(conf.Webhooks.PublishInterval)
@@ -114,10 +111,8 @@ The subscription column holds the ?subscription= value of the delivery URL
 			return webhooks.Listen(cmd.Context(), cfg)
 		},
 	}
-	cmd.Flags().StringVar(&configPath, "config", "", "config file (default ./sepipe.yaml when it exists)")
+	f.add(cmd, defaultOut, "output folder holding warehouse.duckdb (and the spool in .sepipe/events)")
 	cmd.Flags().StringVar(&cfg.Addr, "addr", defaultListenAddr, "HOST:PORT to listen on; overrides webhooks.listen")
-	cmd.Flags().StringVar(&cfg.Out, "out", "./sepipe-data", "output folder holding warehouse.duckdb (and the spool in .sepipe/events); overrides output.dir")
-	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant whose events these are, of the config's tenants (<out>/<tenant>)")
 	cmd.Flags().StringArrayVar(&secrets, "secret", nil, "signing secret (repeatable), besides SEPIPE_WEBHOOK_SECRET and webhooks.secrets")
 	cmd.Flags().Int64Var(&cfg.MaxBody, "max-body", webhooks.DefaultMaxDeliveryBody, "largest delivery accepted, bytes (at most 63 MiB)")
 	cmd.Flags().IntVar(&cfg.BatchSize, "batch-size", 500, "load as soon as this many events wait")

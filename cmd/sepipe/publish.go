@@ -12,7 +12,7 @@ import (
 func init() { register(newPublishCmd) }
 
 func newPublishCmd(g *globals) *cobra.Command {
-	var out string
+	var f folderFlags
 	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "publish",
@@ -23,10 +23,14 @@ sync and listen does this itself after each commit; run publish to finish a
 publish that could not happen (a program held warehouse.duckdb open for
 writing, or the process died mid-publish). It does nothing when the published
 file is already current. Readers holding the old file keep it until they
-reconnect.`,
+reconnect. --out defaults to the config's output.dir, as the sync's.`,
 		Example: `  sepipe publish --out ./sepipe-data`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, out, err := f.load(cmd)
+			if err != nil {
+				return err
+			}
 			lake := load.Lake{Root: out}
 			pending := lake.PublishPending()
 			if err := load.PublishState(cmd.Context(), lake, load.WithLockWait(wait)); err != nil {
@@ -40,7 +44,7 @@ reconnect.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&out, "out", "./sepipe-data", "output folder")
+	f.add(cmd, defaultOut, "output folder")
 	cmd.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for a sync or listen holding the working database")
 	return cmd
 }

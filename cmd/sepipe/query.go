@@ -16,7 +16,10 @@ import (
 func init() { register(newQueryCmd) }
 
 func newQueryCmd(g *globals) *cobra.Command {
-	var out, format string
+	var (
+		f      folderFlags
+		format string
+	)
 	cmd := &cobra.Command{
 		Use:   "query SQL",
 		Short: "Run SQL on the warehouse and print the result",
@@ -41,6 +44,10 @@ hive_partitioning = true).`,
 			default:
 				return usagef("--format %q: want table, csv or json", format)
 			}
+			_, out, err := f.load(cmd)
+			if err != nil {
+				return err
+			}
 			path := filepath.Join(out, "warehouse.duckdb")
 			if _, err := os.Stat(path); err != nil {
 				return usagef("no warehouse at %s: run 'sepipe sync' or 'sepipe demo' first, or pass --out", path)
@@ -64,7 +71,7 @@ hive_partitioning = true).`,
 			return printRows(g.stdout, rows)
 		},
 	}
-	cmd.Flags().StringVar(&out, "out", "./sepipe-demo", "output folder holding warehouse.duckdb")
+	f.add(cmd, "./sepipe-demo", "output folder holding warehouse.duckdb (default: the config's output.dir when there is a config, else ./sepipe-demo)")
 	cmd.Flags().StringVar(&format, "format", "table", "output format: table, csv or json (one object per line)")
 	return cmd
 }

@@ -49,6 +49,32 @@ func (f *runFlags) add(cmd *cobra.Command, withOut bool) {
 	fl.IntVar(&f.pageSize, "page-size", extract.DefaultPageSize, "rows per page requested; overrides requests.page_size")
 }
 
+// folderFlags are the flags of a command that works on an output folder
+// only (listen, dashboard, publish, query): the folder is --out, else the
+// config's output.dir (./sepipe.yaml when it exists), per --tenant.
+type folderFlags struct{ config, tenant, out string }
+
+func (f *folderFlags) add(cmd *cobra.Command, defOut, what string) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", "", "config file (default ./sepipe.yaml when it exists)")
+	fl.StringVar(&f.out, "out", defOut, what+"; overrides output.dir")
+	fl.StringVar(&f.tenant, "tenant", "", "the tenant whose folder it is, of the config's tenants (<out>/<tenant>)")
+}
+
+// load reads the config and resolves the output folder (Config.folderOf).
+func (f *folderFlags) load(cmd *cobra.Command) (*Config, string, error) {
+	fl := cmd.Flags()
+	c, err := LoadConfig(f.config, fl.Changed("config"))
+	if err != nil {
+		return nil, "", err
+	}
+	dir, err := c.folderOf(f.tenant, f.out, fl.Changed("out"))
+	if err != nil {
+		return nil, "", err
+	}
+	return c, dir, nil
+}
+
 // connect loads the config (see load), makes the logger (on stderr; the
 // config's warnings go to it) and the client: the start of every command
 // that talks to the service but does not run a sync.
