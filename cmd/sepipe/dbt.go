@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -15,8 +14,9 @@ func init() { register(newDBTSourcesCmd) }
 
 func newDBTSourcesCmd(g *globals) *cobra.Command {
 	var (
-		baseURL, outFile string
-		demo             bool
+		f       runFlags
+		outFile string
+		demo    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "dbt-sources [--base-url URL | --demo] [--out-file PATH]",
@@ -29,38 +29,36 @@ accepted_values from picklist options, relationships between objects), then
 the collections, the webhook events table and sepipe's bookkeeping tables.
 Rerun it when the service's schema changes, then 'dbt build'.
 
-The OAuth access token comes from SEPIPE_ACCESS_TOKEN. --demo describes
-sepipe's built-in fake instead of a tenant. --out-file - writes to stdout.`,
+The tenant and its credentials are the sync's: --base-url or the config's
+service.tenant_url (./sepipe.yaml when it exists, or --config), the OAuth
+access token from SEPIPE_ACCESS_TOKEN (or the variable the config names, or
+its OAuth client). --demo describes sepipe's built-in fake instead of a
+tenant. --out-file - writes to stdout.`,
 		Example: `  export SEPIPE_ACCESS_TOKEN=...
   sepipe dbt-sources --base-url https://acme.example.com
   sepipe dbt-sources --demo --out-file dbt/models/staging/sources.yml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := g.logger()
-			if err != nil {
-				return err
-			}
-			opts := []extract.Option{extract.WithLogger(log)}
+			var client *extract.Client
 			switch {
-			case demo && baseURL != "":
-				return usagef("--demo and --base-url exclude each other")
+			case demo && (cmd.Flags().Changed("base-url") || cmd.Flags().Changed("config")):
+				return usagef("--demo excludes --base-url and --config")
 			case demo:
+				log, err := g.logger()
+				if err != nil {
+					return err
+				}
 				srv := servicetest.NewServer()
 				defer srv.Close()
-				baseURL = srv.URL
-				opts = append(opts, extract.WithAccessToken(srv.Service.AccessToken()), extract.WithHTTPClient(srv.Client()))
-			case baseURL == "":
-				return usagef("--base-url is required (the tenant's URL, e.g. https://acme.example.com), or --demo")
-			default:
-				token := os.Getenv("SEPIPE_ACCESS_TOKEN")
-				if token == "" {
-					return usagef("SEPIPE_ACCESS_TOKEN is not set: export the OAuth access token with Coach reporting access")
+				if client, err = extract.New(srv.URL, extract.WithLogger(log),
+					extract.WithAccessToken(srv.Service.AccessToken()), extract.WithHTTPClient(srv.Client())); err != nil {
+					return err
 				}
-				opts = append(opts, extract.WithAccessToken(token))
-			}
-			client, err := extract.New(baseURL, opts...)
-			if err != nil {
-				return usagef("--base-url: %v", err)
+			default:
+				var err error
+				if _, _, client, err = f.connect(cmd, g, true); err != nil {
+					return err
+				}
 			}
 			if outFile == "-" {
 				b, err := dbtgen.Sources(cmd.Context(), client)
@@ -77,7 +75,7 @@ sepipe's built-in fake instead of a tenant. --out-file - writes to stdout.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&baseURL, "base-url", "", "tenant URL (https://<subdomain>.<domain>)")
+	f.add(cmd, false)
 	cmd.Flags().BoolVar(&demo, "demo", false, "describe sepipe's built-in fake tenant instead of a real one")
 	cmd.Flags().StringVar(&outFile, "out-file", "dbt/models/staging/sources.yml", "file to write; - for stdout")
 	return cmd

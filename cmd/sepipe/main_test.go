@@ -186,3 +186,5 @@ func TestBadGlobalFlagIsRefusedByEveryCommand(t *testing.T) {
 		}
 	}
 }
+
+func firstLine(s string) string { l, _, _ := strings.Cut(s, "\n"); return l }

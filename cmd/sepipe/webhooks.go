@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -18,29 +17,44 @@ func init() { register(newWebhooksCmd) }
 
 // webhookFlags are the flags every webhooks subcommand shares.
 type webhookFlags struct {
+	config     string
+	tenant     string
 	baseURL    string
 	webhookURL string
 	format     string
 }
 
 func (f *webhookFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.baseURL, "base-url", "", "tenant URL (https://<subdomain>.<domain>)")
-	cmd.Flags().StringVar(&f.webhookURL, "webhook-url", "", "webhook API base (default: <base-url>/webhooks/v1)")
+	cmd.Flags().StringVar(&f.config, "config", "", "config file (default ./sepipe.yaml when it exists)")
+	cmd.Flags().StringVar(&f.tenant, "tenant", "", "the tenant to work on, of the config's tenants")
+	cmd.Flags().StringVar(&f.baseURL, "base-url", "", "tenant URL (https://<subdomain>.<domain>); overrides service.tenant_url")
+	cmd.Flags().StringVar(&f.webhookURL, "webhook-url", "", "webhook API base (default: <base-url>/webhooks/v1); overrides service.webhooks_url")
 	cmd.Flags().StringVar(&f.format, "format", "table", "output format: table or json")
 }
 
-// client checks the flags and builds the client; the developer API token
-// comes from SEPIPE_API_TOKEN only, never from a flag.
-func (f *webhookFlags) client(g *globals) (*extract.Client, error) {
+// client checks the flags and builds the client. The URLs default to the
+// config's service.tenant_url and webhooks_url; the developer API token
+// comes from the variable credentials.api_token names (SEPIPE_API_TOKEN
+// by default), never from a flag.
+func (f *webhookFlags) client(cmd *cobra.Command, g *globals) (*extract.Client, error) {
 	if f.format != "table" && f.format != "json" {
 		return nil, usagef("--format %q: want table or json", f.format)
 	}
-	if f.baseURL == "" && f.webhookURL == "" {
-		return nil, usagef("--base-url is required (the tenant's URL, e.g. https://acme.example.com)")
+	c, err := LoadConfig(f.config, cmd.Flags().Changed("config"))
+	if err != nil {
+		return nil, err
 	}
-	token := os.Getenv("SEPIPE_API_TOKEN")
-	if token == "" {
-		return nil, usagef("SEPIPE_API_TOKEN is not set: export the tenant's developer API token first")
+	if err := c.UseTenant(f.tenant); err != nil {
+		return nil, err
+	}
+	if f.baseURL == "" && f.webhookURL == "" {
+		f.baseURL, f.webhookURL = c.Service.TenantURL, c.Service.WebhooksURL
+	}
+	if f.baseURL == "" && f.webhookURL == "" {
+		return nil, usagef("--base-url is required (the tenant's URL, e.g. https://acme.example.com), or write service.tenant_url in ./sepipe.yaml")
+	}
+	if !c.Credentials.APIToken.Set() {
+		return nil, c.secretMissing("credentials.api_token", c.Credentials.APIToken)
 	}
 	log, err := g.logger()
 	if err != nil {
@@ -50,15 +64,18 @@ func (f *webhookFlags) client(g *globals) (*extract.Client, error) {
 	if base == "" {
 		base = f.webhookURL
 	}
-	opts := []extract.Option{extract.WithAPIToken(token), extract.WithLogger(log)}
+	opts := []extract.Option{extract.WithAPIToken(c.Credentials.APIToken.Value.Reveal()), extract.WithLogger(log)}
 	if f.webhookURL != "" {
 		opts = append(opts, extract.WithWebhookURL(f.webhookURL))
 	}
-	c, err := extract.New(base, opts...)
+	client, err := extract.New(base, opts...)
 	if err != nil {
+		if !cmd.Flags().Changed("base-url") && !cmd.Flags().Changed("webhook-url") {
+			return nil, c.errf("service", "%v", err)
+		}
 		return nil, usagef("--base-url/--webhook-url: %v", err)
 	}
-	return c, nil
+	return client, nil
 }
 
 func newWebhooksCmd(g *globals) *cobra.Command {
@@ -70,7 +87,10 @@ service pushes, to which URL, by POST or GET. Point a subscription at
 'sepipe listen' to land its events in the warehouse's events table.
 
 The developer API token is read from the environment variable
-SEPIPE_API_TOKEN; it is never taken from a flag.`,
+SEPIPE_API_TOKEN (or the one the config's credentials.api_token names); it
+is never taken from a flag. --base-url and --webhook-url default to the
+config's service.tenant_url and service.webhooks_url (./sepipe.yaml when it
+exists, or --config; --tenant for a config with tenants).`,
 		Example: `  export SEPIPE_API_TOKEN=...
   sepipe webhooks create --base-url https://acme.example.com --name lms \
       --url 'https://hooks.example.com/sepipe?subscription=lms' --types COURSE_COMPLETED
@@ -128,7 +148,7 @@ events table's subscription column.`,
       --url 'https://hooks.example.com/sepipe?subscription=lms' --types COURSE_COMPLETED`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := f.client(g)
+			c, err := f.client(cmd, g)
 			if err != nil {
 				return err
 			}
@@ -172,7 +192,7 @@ replaces the whole list. The signing secret never changes.`,
 		Example: `  sepipe webhooks update --base-url https://acme.example.com 01M6AV2ZR0... --types COURSE_COMPLETED,shared-space-created`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client(g)
+			c, err := f.client(cmd, g)
 			if err != nil {
 				return err
 			}
@@ -226,7 +246,7 @@ func newWebhooksDeleteCmd(g *globals) *cobra.Command {
 		Example: `  sepipe webhooks delete --base-url https://acme.example.com 01M6AV2ZR0...`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client(g)
+			c, err := f.client(cmd, g)
 			if err != nil {
 				return err
 			}
@@ -252,7 +272,7 @@ func newWebhooksGetCmd(g *globals) *cobra.Command {
 		Example: `  sepipe webhooks get --base-url https://acme.example.com --format json 01M6AV2ZR0...`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client(g)
+			c, err := f.client(cmd, g)
 			if err != nil {
 				return err
 			}
@@ -275,7 +295,7 @@ func newWebhooksListCmd(g *globals) *cobra.Command {
 		Example: `  sepipe webhooks list --base-url https://acme.example.com`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := f.client(g)
+			c, err := f.client(cmd, g)
 			if err != nil {
 				return err
 			}
@@ -303,7 +323,7 @@ values REDACTED (they may hold the destination's credentials).`,
 		Example: `  sepipe webhooks logs --base-url https://acme.example.com 01M6AV2ZR0... --limit 20`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client(g)
+			c, err := f.client(cmd, g)
 			if err != nil {
 				return err
 			}

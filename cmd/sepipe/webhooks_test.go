@@ -219,3 +219,20 @@ func TestListenBadAddrIsUsage(t *testing.T) {
 		t.Errorf("listen --addr bad: exit %d, want %d naming --addr\n%s", code, exitUsage, errOut)
 	}
 }
+
+// webhooks and dbt-sources without --base-url required it even beside a
+// ./sepipe.yaml naming service.tenant_url; they read it as sync does.
+func TestWebhooksAndDBTSourcesReadTheConfigsTenantURL(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	setEnv(t, srv)
+	dir := t.TempDir()
+	writeConfig(t, dir, srv.URL, filepath.Join(dir, "data"), "")
+	t.Chdir(dir)
+	if code, out, errOut := runCLI(t, "webhooks", "list"); code != exitOK {
+		t.Errorf("webhooks list beside sepipe.yaml: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := runCLI(t, "dbt-sources", "--out-file", "-"); code != exitOK || !strings.Contains(out, "userCourseProgress") {
+		t.Errorf("dbt-sources beside sepipe.yaml: exit %d\n%s%s", code, firstLine(out), errOut)
+	}
+}
