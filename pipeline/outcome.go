@@ -19,6 +19,10 @@ const (
 )
 
 // streamInterface is the interface a stream is read from.
+// StreamInterface names the interface stream id is read from
+// (extract.IfaceReporting for a report object).
+func StreamInterface(id string) string { return streamInterface(id) }
+
 func streamInterface(id string) string {
 	switch id {
 	case StreamThemes:

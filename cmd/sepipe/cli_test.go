@@ -998,3 +998,22 @@ func TestPublishAndQueryFollowTheConfigsOutputDir(t *testing.T) {
 		t.Errorf("query --out elsewhere: exit %d, want %d naming it\n%s", code, exitUsage, errOut)
 	}
 }
+
+// discover printed "subscriptions" (an id --objects refuses) and left out
+// webhook_delivery_logs; it lists the stream ids --objects, include and
+// streams take, and each of them syncs.
+func TestDiscoverListsTheStreamIDsObjectsTakes(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	setEnv(t, srv)
+	out := mustRun(t, "discover", "--base-url", srv.URL, "--out", t.TempDir())
+	if strings.Contains(out, "\nsubscriptions ") {
+		t.Errorf("discover lists %q, not a stream id:\n%s", "subscriptions", out)
+	}
+	for _, id := range []string{"themes", "assets", "webhook_subscriptions", "webhook_delivery_logs"} {
+		if !strings.Contains(out, "\n"+id+" ") {
+			t.Errorf("discover does not list the stream id %q that --objects takes:\n%s", id, out)
+		}
+	}
+	mustRun(t, "sync", "--quiet", "--base-url", srv.URL, "--out", t.TempDir(), "--objects", "webhook_subscriptions,webhook_delivery_logs")
+}

@@ -28,12 +28,13 @@ func newDiscoverCmd(g *globals) *cobra.Command {
 		Use:   "discover",
 		Short: "List the tenant's report objects and collections",
 		Long: `Discover lists what sepipe can read from the tenant: every Coach report
-object (id, display name, number of fields, rows) and the collections of the
-other interfaces (v3 assets, v4 themes, webhook subscriptions) with their
-item counts. A collection whose credential is missing or refused is listed
-with the reason. Nothing is written.
+object (id, display name, number of fields, rows) and the collection streams
+of the other interfaces (themes, assets, webhook_subscriptions,
+webhook_delivery_logs) with their item counts. A collection whose credential
+is missing or refused is listed with the reason. Nothing is written.
 
-Use the object ids in sepipe.yaml (include, exclude, streams.<id>) and
+Use the ids of both lists in sepipe.yaml (include, exclude, streams.<id>)
+and --objects, and
 'sepipe describe OBJECT' for an object's fields.`,
 		Example: `  sepipe discover
   sepipe discover --config ./acme.yaml`,
@@ -82,6 +83,9 @@ Use the object ids in sepipe.yaml (include, exclude, streams.<id>) and
 
 type collection struct{ name, iface, items string }
 
+// collections lists every collection stream by the id --objects, include
+// and streams take (pipeline.Collections), with its item count, or why a
+// sync cannot read it (pipeline.Readable: a credential is missing).
 func collections(ctx context.Context, c *Config, client *extract.Client) []collection {
 	reason := func(err error) string {
 		if errors.Is(err, extract.ErrUnauthorized) || errors.Is(err, extract.ErrForbidden) {
@@ -89,34 +93,42 @@ func collections(ctx context.Context, c *Config, client *extract.Client) []colle
 		}
 		return "error: " + err.Error()
 	}
+	readable := pipeline.Readable(client)
+	subs, subsErr := -1, error(nil)
 	var out []collection
-	assets := collection{name: "assets", iface: "v3"}
-	total, err := pipeline.CountItems(ctx, client, extract.V3List("assets"))
-	switch {
-	case err != nil:
-		assets.items = reason(err)
-	case total >= 0:
-		assets.items = fmt.Sprint(total)
-	default:
-		assets.items = "?"
+	for _, name := range pipeline.Collections {
+		col := collection{name: name, iface: pipeline.StreamInterface(name), items: "?"}
+		switch {
+		case !slices.Contains(readable, name) && col.iface == extract.IfaceWebhooks:
+			col.items = "not readable: " + c.Credentials.APIToken.String() + " is not set (a sync skips it)"
+		case !slices.Contains(readable, name):
+			col.items = "not readable: no credential for the " + col.iface + " interface (a sync skips it)"
+		case name == pipeline.StreamAssets:
+			if total, err := pipeline.CountItems(ctx, client, extract.V3List("assets")); err != nil {
+				col.items = reason(err)
+			} else if total >= 0 {
+				col.items = fmt.Sprint(total)
+			}
+		case name == pipeline.StreamThemes:
+			if ts, err := client.Themes(ctx, extract.ThemeQuery{}); err != nil {
+				col.items = reason(err)
+			} else {
+				col.items = fmt.Sprint(len(ts))
+			}
+		case name == pipeline.StreamSubscriptions:
+			if ss, err := client.Subscriptions(ctx); err != nil {
+				subsErr, col.items = err, reason(err)
+			} else {
+				subs, col.items = len(ss), fmt.Sprint(len(ss))
+			}
+		case name == pipeline.StreamDeliveryLogs && subsErr != nil:
+			col.items = reason(subsErr)
+		case name == pipeline.StreamDeliveryLogs && subs >= 0:
+			col.items = fmt.Sprintf("the logs of %d subscriptions", subs)
+		}
+		out = append(out, col)
 	}
-	out = append(out, assets)
-	themes := collection{name: "themes", iface: "v4"}
-	if ts, err := client.Themes(ctx, extract.ThemeQuery{}); err != nil {
-		themes.items = reason(err)
-	} else {
-		themes.items = fmt.Sprint(len(ts))
-	}
-	out = append(out, themes)
-	subs := collection{name: "subscriptions", iface: "webhooks"}
-	if !c.Credentials.APIToken.Set() {
-		subs.items = "not readable: " + c.Credentials.APIToken.String() + " is not set"
-	} else if ss, err := client.Subscriptions(ctx); err != nil {
-		subs.items = reason(err)
-	} else {
-		subs.items = fmt.Sprint(len(ss))
-	}
-	return append(out, subs)
+	return out
 }
 
 // countRows asks for page 1 with one row per page: totalResults.
