@@ -120,7 +120,7 @@ func runChecks(ctx context.Context, c *Config, client *extract.Client) []checkRe
 			// them (selectRun): check passed a config the sync then
 			// refused, an include naming no object (found by review).
 			try("config", "include, exclude, streams", func() (string, error) {
-				run, _, err := selectRun(ctx, c, client, nil)
+				run, _, err := selectRun(ctx, c, client, nil, nil)
 				return fmt.Sprintf("%d streams to sync", len(run)), err
 			})
 		}

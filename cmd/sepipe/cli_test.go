@@ -1017,3 +1017,28 @@ func TestDiscoverListsTheStreamIDsObjectsTakes(t *testing.T) {
 	}
 	mustRun(t, "sync", "--quiet", "--base-url", srv.URL, "--out", t.TempDir(), "--objects", "webhook_subscriptions,webhook_delivery_logs")
 }
+
+// sync --objects course --full-refresh userCourseProgress said "unknown
+// report object in this run" with a hint to run discover, and exited 1:
+// the stream exists, it is not among --objects, and that is bad usage.
+func TestFullRefreshOutsideObjectsIsUsage(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	setEnv(t, srv)
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--objects", "course", "--full-refresh", "userCourseProgress"}, "--full-refresh userCourseProgress: not among the streams of this run (--objects course)"},
+		{[]string{"--full-refresh", "nosuch"}, `--full-refresh: unknown report object "nosuch"`},
+	} {
+		args := append([]string{"sync", "--quiet", "--base-url", srv.URL, "--out", t.TempDir()}, tc.args...)
+		code, _, errOut := runCLI(t, args...)
+		if code != exitUsage || !strings.Contains(errOut, tc.msg) {
+			t.Errorf("sepipe %s: exit %d, want %d saying %q\n%s", strings.Join(tc.args, " "), code, exitUsage, tc.msg, errOut)
+		}
+		if strings.Contains(tc.msg, "not among") && strings.Contains(errOut, "discover") {
+			t.Errorf("the hint points to discover for a stream that exists:\n%s", errOut)
+		}
+	}
+}

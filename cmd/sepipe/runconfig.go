@@ -206,9 +206,10 @@ func newClient(c *Config, log *slog.Logger, needToken bool, extra ...extract.Opt
 
 // selectRun resolves the objects of a run: --objects, else the config's
 // include or exclude, checked against the service's list, and every
-// filter checked against its object's describe. Config faults come back
+// filter checked against its object's describe; each of fullRefresh
+// (--full-refresh) must be a stream of the run. Config faults come back
 // with their file and line.
-func selectRun(ctx context.Context, c *Config, client *extract.Client, flagObjects []string) (run, all []string, err error) {
+func selectRun(ctx context.Context, c *Config, client *extract.Client, flagObjects, fullRefresh []string) (run, all []string, err error) {
 	objs, err := client.Objects(ctx)
 	// A tenant without Coach reporting (403) still syncs its other
 	// interfaces: the run skips the report objects and says why. Report
@@ -265,11 +266,24 @@ func selectRun(ctx context.Context, c *Config, client *extract.Client, flagObjec
 			return nil, nil, c.errf("exclude", "excludes every object the service has")
 		}
 	}
-	// Filters: validated against the live describe before any data moves.
 	check := run
 	if len(check) == 0 {
 		check = ids
 	}
+	for _, id := range fullRefresh {
+		switch {
+		case slices.Contains(check, id) || len(run) == 0 && have(id):
+		case len(flagObjects) > 0:
+			return nil, nil, usagef("--full-refresh %s: not among the streams of this run (--objects %s): add it to --objects, or leave it out of --full-refresh", id, strings.Join(flagObjects, ","))
+		case len(c.Include) > 0 && have(id):
+			return nil, nil, c.errf("include", "--full-refresh %s: not among the streams of this run (include: %s): pass it in --objects too, or leave it out of --full-refresh", id, strings.Join(c.Include, ", "))
+		case len(c.Exclude) > 0 && have(id):
+			return nil, nil, c.errf("exclude", "--full-refresh %s: the config excludes it", id)
+		default:
+			return nil, nil, usageError{fmt.Errorf("--full-refresh: %w %q (the service has: %s)", pipeline.ErrUnknownObject, id, strings.Join(ids, ", "))}
+		}
+	}
+	// Filters: validated against the live describe before any data moves.
 	for _, id := range check {
 		s, ok := c.Streams[id]
 		if !ok || len(s.Filters) == 0 || !reporting && !pipeline.IsCollection(id) {

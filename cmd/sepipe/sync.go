@@ -87,7 +87,7 @@ func runSync(ctx context.Context, g *globals, c *Config, log *slog.Logger, fb fe
 	if err != nil {
 		return nil, err
 	}
-	run, _, err := selectRun(ctx, c, client, objects)
+	run, _, err := selectRun(ctx, c, client, objects, fullRefresh)
 	if err != nil {
 		return nil, err
 	}
