@@ -12,11 +12,57 @@ import (
 	"github.com/sepipe/sepipe/service"
 )
 
+// CheckStream checks the stream configuration sc of report object object
+// against the object's fields (its describe): the primary key and the
+// cursor name fields, the cursor is a date or a number, a lookback has a
+// date cursor, and each filter suits its field (extract.Query.Validate).
+// It returns a *StreamConfigError naming the StreamConfig field at fault
+// (for a filter, its index). Sync and Plan call it before a stream's read;
+// the CLI calls it to name the config's line before the run starts.
+func CheckStream(object string, sc StreamConfig, fields []service.Field) error {
+	bad := func(field string, format string, a ...any) error {
+		return &StreamConfigError{Field: field, Err: fmt.Errorf(format, a...)}
+	}
+	byID := map[string]service.Field{}
+	for _, f := range fields {
+		byID[f.ID] = f
+	}
+	for _, k := range sc.PrimaryKey {
+		if _, ok := byID[k]; !ok {
+			return bad("PrimaryKey", "primary key field %q is not a field of %s", k, object)
+		}
+	}
+	if sc.Cursor != "" {
+		cf, ok := byID[sc.Cursor]
+		if !ok {
+			return bad("Cursor", "cursor field %q is not a field of %s", sc.Cursor, object)
+		}
+		switch cf.Type {
+		case service.TypeDate, service.TypeInt, service.TypeFloat, service.TypePercent:
+		default:
+			return bad("Cursor", "cursor field %q of %s has type %s; a cursor must be a date or a number", sc.Cursor, object, cf.Type)
+		}
+		if sc.Lookback != 0 && cf.Type != service.TypeDate {
+			return bad("Lookback", "lookback %s needs a date cursor; cursor field %q of %s has type %s (remove the lookback, or widen the read with a filter)",
+				sc.Lookback, sc.Cursor, object, cf.Type)
+		}
+	}
+	for i, f := range sc.Filters {
+		if err := (extract.Query{Filters: []extract.Filter{f}}).Validate(fields); err != nil {
+			return &StreamConfigError{Field: "Filters", Filter: i, Err: err}
+		}
+	}
+	return nil
+}
+
 // streamQuery builds the read of one stream: its configured filters and,
 // for an incremental stream with a saved watermark, cursor >= watermark -
 // lookback. since is the cursor value read from ("" for a full read);
 // aside says why a saved watermark was set aside (buildQuery).
 func streamQuery(object string, sc StreamConfig, fields []service.Field, st load.State, fullRefresh bool, day string) (q extract.Query, since, aside string, err error) {
+	if err := CheckStream(object, sc, fields); err != nil {
+		return q, "", "", err
+	}
 	q, since, aside, err = buildQuery(object, sc, fields, st, fullRefresh, day)
 	if err != nil {
 		return q, "", "", err
@@ -27,36 +73,21 @@ func streamQuery(object string, sc StreamConfig, fields []service.Field, st load
 	return q, since, aside, nil
 }
 
-// buildQuery is streamQuery before the filters' check. aside says why a
-// saved watermark was set aside for a whole read ("" when none was, or the
-// read is from it): the cursor or the filters changed, or it is a date
-// later than the run could be.
+// buildQuery is streamQuery after CheckStream (sc fits fields) and
+// before the whole query's check. aside says why a saved watermark was set
+// aside for a whole read ("" when none was, or the read is from it): the
+// cursor or the filters changed, or it is a date later than the run could
+// be.
 func buildQuery(object string, sc StreamConfig, fields []service.Field, st load.State, fullRefresh bool, day string) (q extract.Query, since, aside string, err error) {
 	q.Filters = slices.Clone(sc.Filters)
-	byID := map[string]service.Field{}
-	for _, f := range fields {
-		byID[f.ID] = f
-	}
-	for _, k := range sc.PrimaryKey {
-		if _, ok := byID[k]; !ok {
-			return q, "", "", fmt.Errorf("primary key field %q is not a field of %s", k, object)
-		}
-	}
 	if sc.Cursor == "" {
 		return q, "", "", nil
 	}
-	cf, ok := byID[sc.Cursor]
-	if !ok {
-		return q, "", "", fmt.Errorf("cursor field %q is not a field of %s", sc.Cursor, object)
-	}
-	switch cf.Type {
-	case service.TypeDate, service.TypeInt, service.TypeFloat, service.TypePercent:
-	default:
-		return q, "", "", fmt.Errorf("cursor field %q of %s has type %s; a cursor must be a date or a number", sc.Cursor, object, cf.Type)
-	}
-	if sc.Lookback != 0 && cf.Type != service.TypeDate {
-		return q, "", "", fmt.Errorf("lookback %s needs a date cursor; cursor field %q of %s has type %s (remove the lookback, or widen the read with a filter)",
-			sc.Lookback, sc.Cursor, object, cf.Type)
+	var cf service.Field
+	for _, f := range fields {
+		if f.ID == sc.Cursor {
+			cf = f
+		}
 	}
 	// The watermark holds for reads like the ones it was saved from: with
 	// other filters, the rows below it they let through were never read.

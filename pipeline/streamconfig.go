@@ -10,7 +10,8 @@ import (
 )
 
 // StreamConfigError is a StreamConfig that cannot run, found before any
-// request. Field names the field at fault ("Mode", "PrimaryKey",
+// data moves: by Validate, without the network, or by CheckStream, against
+// the object's describe. Field names the field at fault ("Mode", "PrimaryKey",
 // "Cursor", "Lookback", "Contract" or "Filters"; Filter is then the
 // index of the filter, whose *extract.FilterError Err wraps).
 type StreamConfigError struct {

@@ -41,7 +41,9 @@ streams) or skipped (not configured):
   webhooks   API token         list subscriptions
   legacy     login_dir [+ username/password]   create a session
   iceberg    the catalog of output.lake.iceberg   list the namespace's tables
-  config     include, exclude, streams   the objects they name exist, as sync checks them
+  config     include, exclude, streams   the objects they name exist, and each
+             stream's primary_key, cursor, lookback and filters fit its
+             object's fields, as sync checks them
 
 The access token (or the OAuth client that refreshes it) is required; the API
 token and the legacy login are checked when configured. Nothing is written
@@ -120,7 +122,10 @@ func runChecks(ctx context.Context, c *Config, client *extract.Client) []checkRe
 			// them (selectRun): check passed a config the sync then
 			// refused, an include naming no object (found by review).
 			try("config", "include, exclude, streams", func() (string, error) {
-				run, _, err := selectRun(ctx, c, client, nil, nil)
+				run, all, err := selectRun(ctx, c, client, nil, nil)
+				if len(run) == 0 { // no include or exclude: every stream
+					run = all
+				}
 				return fmt.Sprintf("%d streams to sync", len(run)), err
 			})
 		}

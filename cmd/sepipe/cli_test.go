@@ -1042,3 +1042,46 @@ func TestFullRefreshOutsideObjectsIsUsage(t *testing.T) {
 		}
 	}
 }
+
+// check said "0 streams to sync" for a config with no include or exclude,
+// which syncs every stream.
+func TestCheckCountsEveryStreamWithoutInclude(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	setEnv(t, srv)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, srv.URL, filepath.Join(dir, "data"), "")
+	code, stdout, errOut := runCLI(t, "check", "--config", cfg)
+	if code != exitOK {
+		t.Fatalf("check: exit %d\n%s\n%s", code, stdout, errOut)
+	}
+	if !strings.Contains(stdout, " 9 streams to sync") {
+		t.Errorf("check does not count the 9 streams a config without include syncs:\n%s", stdout)
+	}
+}
+
+// A primary_key or cursor naming no field of the object passed check
+// (exit 0), and sync failed the stream at run time (exit 1) with no file,
+// line or key: both refuse it as a config error naming sepipe.yaml:LINE.
+func TestStreamKeyNamingNoFieldIsAConfigError(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	setEnv(t, srv)
+	for _, tc := range []struct{ from, to, key string }{
+		{"primary_key: [userId, courseId]", "primary_key: [userId, corseId]", "streams.userCourseProgress.primary_key"},
+		{"cursor: lastModifiedDate", "cursor: lastModifed", "streams.userCourseProgress.cursor"},
+		{"cursor: lastModifiedDate", "cursor: courseTitle", "streams.userCourseProgress.cursor"},
+	} {
+		dir := t.TempDir()
+		cfg := writeConfig(t, dir, srv.URL, filepath.Join(dir, "data"), "")
+		b, _ := os.ReadFile(cfg)
+		os.WriteFile(cfg, []byte(strings.Replace(string(b), tc.from, tc.to, 1)), 0o644)
+		if code, stdout, _ := runCLI(t, "check", "--config", cfg); code == exitOK || !strings.Contains(stdout, tc.key) {
+			t.Errorf("%s: check: exit %d, want a failure naming %s:\n%s", tc.to, code, tc.key, stdout)
+		}
+		code, _, errOut := runCLI(t, "sync", "--config", cfg, "--quiet", "--objects", "userCourseProgress")
+		if code != exitUsage || !strings.Contains(errOut, "sepipe.yaml:") || !strings.Contains(errOut, tc.key) {
+			t.Errorf("%s: sync: exit %d, want %d naming sepipe.yaml:LINE and %s\n%s", tc.to, code, exitUsage, tc.key, errOut)
+		}
+	}
+}

@@ -938,7 +938,7 @@ func (s StreamConfig) pipeline() pipeline.StreamConfig {
 }
 
 // streamErr names the key of a stream's fault found by
-// pipeline.StreamConfig.Validate.
+// pipeline.StreamConfig.Validate or pipeline.CheckStream.
 func (c *Config) streamErr(id string, err error) error {
 	key := "streams." + id
 	var se *pipeline.StreamConfigError
@@ -948,6 +948,9 @@ func (c *Config) streamErr(id string, err error) error {
 	var fe *extract.FilterError
 	if se.Field == "Filters" && errors.As(se.Err, &fe) {
 		return c.errf(fmt.Sprintf("%s.filters[%d].%s", key, se.Filter, fe.Part), "%s", fe.Reason)
+	}
+	if se.Field == "Filters" { // against the describe (pipeline.CheckStream)
+		return c.errf(fmt.Sprintf("%s.filters[%d]", key, se.Filter), "bad filter: %v", se.Err)
 	}
 	if field, ok := map[string]string{"Mode": "mode", "PrimaryKey": "primary_key", "Cursor": "cursor", "Lookback": "lookback", "Contract": "contract"}[se.Field]; ok {
 		key += "." + field

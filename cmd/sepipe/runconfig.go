@@ -283,21 +283,25 @@ func selectRun(ctx context.Context, c *Config, client *extract.Client, flagObjec
 			return nil, nil, usageError{fmt.Errorf("--full-refresh: %w %q (the service has: %s)", pipeline.ErrUnknownObject, id, strings.Join(ids, ", "))}
 		}
 	}
-	// Filters: validated against the live describe before any data moves.
+	// Primary key, cursor, lookback and filters: checked against the live
+	// describe before any data moves, by the sync's own rules
+	// (pipeline.CheckStream), so a fault is the config's line, not a
+	// stream failing at run time.
 	for _, id := range check {
 		s, ok := c.Streams[id]
-		if !ok || len(s.Filters) == 0 || !reporting && !pipeline.IsCollection(id) {
+		if !ok || pipeline.IsCollection(id) || !reporting {
+			continue
+		}
+		ps := s.pipeline()
+		if len(ps.PrimaryKey) == 0 && ps.Cursor == "" && len(ps.Filters) == 0 {
 			continue
 		}
 		fields, err := client.Describe(ctx, id)
 		if err != nil {
 			return nil, nil, fmt.Errorf("describe %s: %w", id, err)
 		}
-		for i, f := range s.Filters {
-			q := extract.Query{Filters: []extract.Filter{{Field: f.Field, Operator: f.Operator, Values: f.Values}}}
-			if err := q.Validate(fields); err != nil {
-				return nil, nil, c.errf(fmt.Sprintf("streams.%s.filters[%d]", id, i), "bad filter: %v", err)
-			}
+		if err := pipeline.CheckStream(id, ps, fields); err != nil {
+			return nil, nil, c.streamErr(id, err)
 		}
 	}
 	return run, ids, nil
