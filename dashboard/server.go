@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sepipe/sepipe/internal/colnames"
 	"github.com/sepipe/sepipe/load"
 )
 
@@ -275,6 +276,7 @@ func run(ctx context.Context, wh *load.Warehouse, timeout time.Duration, res *Re
 	if res.Columns, err = rows.Columns(); err != nil {
 		return err
 	}
+	res.Columns = colnames.Unique(res.Columns) // x and y name one column each
 	cts, err := rows.ColumnTypes()
 	if err != nil {
 		return err

@@ -258,3 +258,21 @@ func TestQueryAppliesConfigDefaults(t *testing.T) {
 		t.Errorf("panel broken: error %q, want one naming no_such_table", p.Err)
 	}
 }
+
+// A panel whose SQL returns two columns of one name (SELECT * over a
+// join) gets them named apart, status and status_1, so its y can name
+// either (by name, the first one always won).
+func TestPanelColumnsOfOneNameAreNamedApart(t *testing.T) {
+	out, dir := testWarehouse(t), t.TempDir()
+	writePanel(t, dir, "dup.yaml", "name: dup\ntitle: Two columns of one name\nkind: bar\nx: status\ny: [status_1]\n"+
+		"sql: SELECT 'a' AS status, 2 AS status\n")
+	rec := get(Handler(Config{Out: out, PanelsDir: dir}), "127.0.0.1:8787", "/api/panels")
+	var ans Answer
+	if err := json.NewDecoder(rec.Body).Decode(&ans); err != nil {
+		t.Fatalf("%d: %v", rec.Code, err)
+	}
+	i := slices.IndexFunc(ans.Panels, func(p Result) bool { return p.Name == "dup" })
+	if i < 0 || ans.Panels[i].Err != "" || !slices.Equal(ans.Panels[i].Columns, []string{"status", "status_1"}) {
+		t.Fatalf("panel dup: %+v", ans.Panels[i:i+1])
+	}
+}

@@ -1085,3 +1085,26 @@ func TestStreamKeyNamingNoFieldIsAConfigError(t *testing.T) {
 		}
 	}
 }
+
+// Two columns of one name (SELECT * over a join: u.status, c.status) made
+// a JSON line with a duplicate key, which JSON readers take as one column
+// (the last); the later columns are named apart as DuckDB names them in a
+// subquery, in json, csv and the table alike.
+func TestQueryNamesColumnsOfOneNameApart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo")
+	mustRun(t, "demo", "--out", dir, "--users", "5", "--days", "1", "--log-level", "warn")
+	const q = "SELECT * FROM userCourseProgress u JOIN course c ON u.courseId = c.courseId LIMIT 1"
+	out := mustRun(t, "query", "--out", dir, "--format", "json", q)
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &obj); err != nil {
+		t.Fatal(err)
+	}
+	n := len(strings.Split(strings.Split(mustRun(t, "query", "--out", dir, "--format", "csv", q), "\n")[0], ","))
+	if len(obj) != n || strings.Count(out, `"status":`) != 1 || obj["status_1"] == nil {
+		t.Errorf("the json line has %d distinct keys for %d columns:\n%s", len(obj), n, out)
+	}
+	head := strings.Split(strings.Split(mustRun(t, "query", "--out", dir, "--format", "csv", q), "\n")[0], ",")
+	if slices.Index(head, "status") < 0 || slices.Index(head, "status_1") < 0 {
+		t.Errorf("the csv header does not name the two status columns apart: %v", head)
+	}
+}

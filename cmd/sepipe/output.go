@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sepipe/sepipe/internal/colnames"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
 )
@@ -54,7 +55,7 @@ func printRows(w io.Writer, rows *sql.Rows) error {
 	types := dbTypes(rows)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := make([]string, len(cols))
-	for i, c := range cols {
+	for i, c := range colnames.Unique(cols) {
 		head[i] = cell(c)
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t"))

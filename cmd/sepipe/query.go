@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sepipe/sepipe/internal/colnames"
 	"github.com/sepipe/sepipe/load"
 )
 
@@ -78,10 +79,10 @@ hive_partitioning = true).`,
 
 func scanAll(rows *sql.Rows, fn func(cols, types []string, vals []any) error) error {
 	cols, err := rows.Columns()
-
 	if err != nil {
 		return err
 	}
+	cols = colnames.Unique(cols) // a JSON reader keeps one of two equal keys
 	vals := make([]any, len(cols))
 	ptrs := make([]any, len(cols))
 	for i := range vals {

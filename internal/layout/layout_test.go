@@ -24,12 +24,13 @@ var allowed = map[string][]string{
 	"transform":              {"schemas", "service"},
 	"load":                   {"internal/faults", "internal/flock", "schemas", "service", "transform"},
 	"pipeline":               {"extract", "internal/cpuidle", "internal/faults", "internal/flock", "lakehouse", "load", "schemas", "service", "transform"},
-	"dashboard":              {"load"},
+	"dashboard":              {"internal/colnames", "load"},
 	"lakehouse":              nil, // Iceberg tables through iceberg-go; takes Arrow, knows no stage
 	"internal/bench":         {"extract", "extract/servicetest", "load", "pipeline", "service"},
 	"internal/demo":          {"extract", "extract/servicetest", "pipeline", "webhooks"},
 	"internal/dbtgen":        {"extract", "load", "pipeline", "schemas", "service"},
 	"internal/layout":        nil,
+	"internal/colnames":      nil,                                                      // unique names for a query result's columns
 	"internal/cpuidle":       nil,                                                      // whether the processors were mostly idle lately (the early load)
 	"internal/faults":        nil,                                                      // the run protocol\'s crash points and the tests\' hook
 	"internal/flock":         nil,                                                      // the output folder\'s advisory locks
