@@ -270,6 +270,41 @@ func TestSchemaDriftContracts(t *testing.T) {
 	})
 }
 
+// TestCheckStreamNamesTheFieldAtFault: CheckStream, which the CLI calls
+// to name the config's key before a run, says which StreamConfig field
+// does not fit the describe (and which filter), by the sync's own rules.
+func TestCheckStreamNamesTheFieldAtFault(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	fields, err := client(t, srv.URL, srv.Service.AccessToken()).Describe(context.Background(), "course")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		sc     pipeline.StreamConfig
+		field  string
+		filter int
+	}{
+		{pipeline.StreamConfig{Mode: load.Merge, PrimaryKey: []string{"courseId", "nope"}}, "PrimaryKey", 0},
+		{pipeline.StreamConfig{Mode: load.Append, Cursor: "nope"}, "Cursor", 0},
+		{pipeline.StreamConfig{Mode: load.Append, Cursor: "courseTitle"}, "Cursor", 0},
+		{pipeline.StreamConfig{Mode: load.Append, Cursor: "courseId", Lookback: time.Hour}, "Lookback", 0},
+		{pipeline.StreamConfig{Filters: []extract.Filter{extract.Eq("courseId", 1), extract.Co("courseId", "1")}}, "Filters", 1},
+	} {
+		err := pipeline.CheckStream("course", tc.sc, fields)
+		var se *pipeline.StreamConfigError
+		if !errors.As(err, &se) || se.Field != tc.field || se.Filter != tc.filter {
+			t.Errorf("CheckStream(%+v) = %v, want a *StreamConfigError on %s (filter %d)", tc.sc, err, tc.field, tc.filter)
+		}
+	}
+	if err := pipeline.CheckStream("course", ucpMerge, fields); err == nil {
+		t.Errorf("CheckStream passes userCourseProgress's key and cursor on course")
+	}
+	if err := pipeline.CheckStream("course", pipeline.StreamConfig{Mode: load.Merge, PrimaryKey: []string{"courseId"}}, fields); err != nil {
+		t.Errorf("CheckStream refuses a key of the object: %v", err)
+	}
+}
+
 func TestStreamConfigErrors(t *testing.T) {
 	srv := servicetest.NewServer(servicetest.WithUsers(5))
 	defer srv.Close()

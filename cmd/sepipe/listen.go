@@ -108,6 +108,9 @@ The subscription column holds the ?subscription= value of the delivery URL
 			if cfg.Listener, err = listenOn(cfg.Addr); err != nil {
 				return err
 			}
+			// Listen closes it once it serves; not when it fails before
+			// (another listener holds the spool).
+			defer cfg.Listener.Close()
 			return webhooks.Listen(cmd.Context(), cfg)
 		},
 	}
