@@ -298,7 +298,11 @@ func selectRun(ctx context.Context, c *Config, client *extract.Client, flagObjec
 		}
 		fields, err := client.Describe(ctx, id)
 		if err != nil {
-			return nil, nil, fmt.Errorf("describe %s: %w", id, err)
+			// Not the config's fault (an outage, a quota, an object gone):
+			// the sync meets it again on this stream alone, which fails,
+			// is skipped or deferred while the others go on. It failed the
+			// whole run here.
+			continue
 		}
 		if err := pipeline.CheckStream(id, ps, fields); err != nil {
 			return nil, nil, c.streamErr(id, err)

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -604,5 +606,38 @@ func TestSyncRefusesAWarehouseItDidNotWrite(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(out, ".sepipe", "state.duckdb*")); len(left) > 0 {
 		t.Errorf("the refused adoption left %v", left)
+	}
+}
+
+// TestDescribeRefusedForOneStreamFailsThatStreamAlone: the config's checks
+// against the live describe (primary key, cursor, filters) are the
+// config's faults; a describe the service refuses is not, and fails that
+// stream alone while the others commit (exit 3). It failed the whole run
+// before any data moved ("describe userCourseProgress: ...", exit 1).
+func TestDescribeRefusedForOneStreamFailsThatStreamAlone(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	setEnv(t, srv)
+	target, _ := url.Parse(srv.URL)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/objects/userCourseProgress/describe") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"response":{"code":3004,"name":"ResourceNotFoundError","message":"no such object"}}`)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "data")
+	cfg := writeConfig(t, dir, front.URL, out, "")
+	code, _, stderr := runCLI(t, "sync", "--config", cfg, "--quiet", "--objects", "course,userCourseProgress")
+	if code != exitPartial || !strings.Contains(stderr, "userCourseProgress") {
+		t.Fatalf("sync with one object's describe refused: exit %d, want %d naming the stream\n%s", code, exitPartial, stderr)
+	}
+	if n := queryOne(t, out, "SELECT count(*) FROM course"); n == "0" || n == "" {
+		t.Errorf("course has %q rows: the other stream did not commit", n)
 	}
 }
