@@ -57,6 +57,15 @@ func (c *Client) get(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.B
 	return c.do(ctx, info, u, buf)
 }
 
+// resetPrecision is how precisely a service announces when its window
+// reopens: in whole seconds (Retry-After, X-RateLimit-Reset, RateLimit-Reset),
+// each rounded its own way, so a request that slept the Retry-After a 429
+// gave may find the announced reset up to a second later. That second is
+// not counted against requests.max_wait: a sync right after a plan that
+// spent the window, allowed to wait the window, failed on it ("in 0s, more
+// than the 2m0s a request may wait").
+const resetPrecision = time.Second
+
 // do sends a request, retrying within the client's budget, and leaves a
 // success body in buf. Every attempt first takes a slot of the shared
 // budget (adaptive concurrency, then the adaptive rate).
@@ -80,15 +89,6 @@ func (c *Client) get(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.B
 // before (at least a second), however short the Retry-After, so that a
 // service whose window is longer than its Retry-After says is outwaited
 // rather than failed.
-// resetPrecision is how precisely a service announces when its window
-// reopens: in whole seconds (Retry-After, X-RateLimit-Reset, RateLimit-Reset),
-// each rounded its own way, so a request that slept the Retry-After a 429
-// gave may find the announced reset up to a second later. That second is
-// not counted against requests.max_wait: a sync right after a plan that
-// spent the window, allowed to wait the window, failed on it ("in 0s, more
-// than the 2m0s a request may wait").
-const resetPrecision = time.Second
-
 func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Buffer) (reqStats, error) {
 	info = info.withDefaults()
 	safe := !info.noRetry && (info.method == http.MethodGet || info.method == http.MethodHead || info.method == http.MethodDelete)

@@ -122,7 +122,7 @@ func runChecks(ctx context.Context, c *Config, client *extract.Client) []checkRe
 			// them (selectRun): check passed a config the sync then
 			// refused, an include naming no object (found by review).
 			try("config", "include, exclude, streams", func() (string, error) {
-				run, all, err := selectRun(ctx, c, client, nil, nil)
+				run, all, err := selectRun(ctx, c, client, nil, nil, true)
 				if len(run) == 0 { // no include or exclude: every stream
 					run = all
 				}

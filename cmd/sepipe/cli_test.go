@@ -1067,10 +1067,10 @@ func TestStreamKeyNamingNoFieldIsAConfigError(t *testing.T) {
 	srv := servicetest.NewServer(servicetest.WithUsers(5))
 	defer srv.Close()
 	setEnv(t, srv)
-	for _, tc := range []struct{ from, to, key string }{
-		{"primary_key: [userId, courseId]", "primary_key: [userId, corseId]", "streams.userCourseProgress.primary_key"},
-		{"cursor: lastModifiedDate", "cursor: lastModifed", "streams.userCourseProgress.cursor"},
-		{"cursor: lastModifiedDate", "cursor: courseTitle", "streams.userCourseProgress.cursor"},
+	for _, tc := range []struct{ from, to, key, field string }{
+		{"primary_key: [userId, courseId]", "primary_key: [userId, corseId]", "streams.userCourseProgress.primary_key", "corseId"},
+		{"cursor: lastModifiedDate", "cursor: lastModifed", "streams.userCourseProgress.cursor", "lastModifed"},
+		{"cursor: lastModifiedDate", "cursor: courseTitle", "streams.userCourseProgress.cursor", "courseTitle"},
 	} {
 		dir := t.TempDir()
 		cfg := writeConfig(t, dir, srv.URL, filepath.Join(dir, "data"), "")
@@ -1079,9 +1079,16 @@ func TestStreamKeyNamingNoFieldIsAConfigError(t *testing.T) {
 		if code, stdout, _ := runCLI(t, "check", "--config", cfg); code == exitOK || !strings.Contains(stdout, tc.key) {
 			t.Errorf("%s: check: exit %d, want a failure naming %s:\n%s", tc.to, code, tc.key, stdout)
 		}
-		code, _, errOut := runCLI(t, "sync", "--config", cfg, "--quiet", "--objects", "userCourseProgress")
+		code, _, errOut := runCLI(t, "plan", "--config", cfg, "--objects", "userCourseProgress")
 		if code != exitUsage || !strings.Contains(errOut, "sepipe.yaml:") || !strings.Contains(errOut, tc.key) {
-			t.Errorf("%s: sync: exit %d, want %d naming sepipe.yaml:LINE and %s\n%s", tc.to, code, exitUsage, tc.key, errOut)
+			t.Errorf("%s: plan: exit %d, want %d naming sepipe.yaml:LINE and %s\n%s", tc.to, code, exitUsage, tc.key, errOut)
+		}
+		// A sync leaves it to the stream (the service may have dropped the
+		// field since): that stream fails, naming the field, and the
+		// others go on (TestADescribeChangeOfOneObjectFailsThatStreamAlone).
+		code, _, errOut = runCLI(t, "sync", "--config", cfg, "--quiet", "--objects", "userCourseProgress")
+		if code != exitFailed || !strings.Contains(errOut, "userCourseProgress") || !strings.Contains(errOut, tc.field) {
+			t.Errorf("%s: sync: exit %d, want %d naming the stream and the field\n%s", tc.to, code, exitFailed, errOut)
 		}
 	}
 }

@@ -276,9 +276,7 @@ func LoadConfig(path string, explicit bool) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		if !explicit && errors.Is(err, fs.ErrNotExist) {
-			c := &Config{lines: map[string]int{}}
-			c.SetDefaults()
-			return c, nil
+			return defaultConfig(), nil
 		}
 		return nil, usagef("config %s: %v", path, unwrapPathError(err))
 	}
@@ -288,6 +286,14 @@ func LoadConfig(path string, explicit bool) (*Config, error) {
 	}
 	c.SetDefaults()
 	return c, nil
+}
+
+// defaultConfig is the config of a command run without a config file:
+// every default, credentials from the SEPIPE_* variables.
+func defaultConfig() *Config {
+	c := &Config{lines: map[string]int{}}
+	c.SetDefaults()
+	return c
 }
 
 func unwrapPathError(err error) error {

@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
 )
@@ -185,7 +184,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "sepipe: "+termEscape(err.Error(), false))
 	var ue usageError
 	var re *pipeline.RunError
-	var qe *extract.QuotaError
+	var qb quotaBeforeRun
 	switch {
 	case errors.As(err, &ue):
 		if h := hint(err); h != "" {
@@ -197,11 +196,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "hint: "+termEscape(h, false))
 		}
 		return exitPartial
-	case !errors.As(err, &re) && errors.As(err, &qe):
-		// Spent before the run could list what to read (a plan or another
-		// client used the window): nothing was read and nothing is lost,
-		// as when every stream is deferred.
-		fmt.Fprintln(stderr, "hint: the service's request quota resets at "+qe.Reset.UTC().Format(time.RFC3339)+": a sync after it reads the streams")
+	case errors.As(err, &qb):
+		fmt.Fprintln(stderr, "hint: the service's request quota resets at "+qb.Reset.UTC().Format(time.RFC3339)+": a sync after it reads the streams")
 		return exitPartial
 	case errors.Is(err, pipeline.ErrLakePending):
 		// Committed; the Iceberg lake catches up on the next run.

@@ -44,7 +44,7 @@ line and exits 2, as sync does.`,
 				return err
 			}
 			ctx := cmd.Context()
-			run, _, err := selectRun(ctx, c, client, f.objects, f.fullRefresh)
+			run, _, err := selectRun(ctx, c, client, f.objects, f.fullRefresh, true)
 			if err != nil {
 				return err
 			}

@@ -27,7 +27,7 @@ reconnect. --out defaults to the config's output.dir, as the sync's.`,
 		Example: `  sepipe publish --out ./sepipe-data`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, out, err := f.load(cmd)
+			out, err := f.folder(cmd)
 			if err != nil {
 				return err
 			}

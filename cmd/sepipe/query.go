@@ -45,7 +45,7 @@ hive_partitioning = true).`,
 			default:
 				return usagef("--format %q: want table, csv or json", format)
 			}
-			_, out, err := f.load(cmd)
+			out, err := f.folder(cmd)
 			if err != nil {
 				return err
 			}

@@ -61,6 +61,19 @@ func (f *folderFlags) add(cmd *cobra.Command, defOut, what string) {
 	fl.StringVar(&f.tenant, "tenant", "", "the tenant whose folder it is, of the config's tenants (<out>/<tenant>)")
 }
 
+// folder resolves the output folder alone, for the commands that need
+// nothing else of the config (query, publish): --out without --tenant or
+// --config is the folder, whatever ./sepipe.yaml holds (one whose ${VAR}s
+// this shell has not set stopped a local query).
+func (f *folderFlags) folder(cmd *cobra.Command) (string, error) {
+	fl := cmd.Flags()
+	if fl.Changed("out") && f.tenant == "" && !fl.Changed("config") {
+		return f.out, nil
+	}
+	_, dir, err := f.load(cmd)
+	return dir, err
+}
+
 // load reads the config and resolves the output folder (Config.folderOf).
 func (f *folderFlags) load(cmd *cobra.Command) (*Config, string, error) {
 	fl := cmd.Flags()
@@ -209,7 +222,7 @@ func newClient(c *Config, log *slog.Logger, needToken bool, extra ...extract.Opt
 // filter checked against its object's describe; each of fullRefresh
 // (--full-refresh) must be a stream of the run. Config faults come back
 // with their file and line.
-func selectRun(ctx context.Context, c *Config, client *extract.Client, flagObjects, fullRefresh []string) (run, all []string, err error) {
+func selectRun(ctx context.Context, c *Config, client *extract.Client, flagObjects, fullRefresh []string, keys bool) (run, all []string, err error) {
 	objs, err := client.Objects(ctx)
 	// A tenant without Coach reporting (403) still syncs its other
 	// interfaces: the run skips the report objects and says why. Report
@@ -283,16 +296,22 @@ func selectRun(ctx context.Context, c *Config, client *extract.Client, flagObjec
 			return nil, nil, usageError{fmt.Errorf("--full-refresh: %w %q (the service has: %s)", pipeline.ErrUnknownObject, id, strings.Join(ids, ", "))}
 		}
 	}
-	// Primary key, cursor, lookback and filters: checked against the live
-	// describe before any data moves, by the sync's own rules
-	// (pipeline.CheckStream), so a fault is the config's line, not a
-	// stream failing at run time.
+	// Checked against the live describe before any data moves, by the
+	// sync's own rules (pipeline.CheckStream), so a fault is the config's
+	// line: the filters always (a filter the service would refuse), the
+	// primary key, cursor and lookback when keys is set (check, plan). A
+	// sync leaves those to each stream: the service may drop or retype a
+	// field a config names, and that fails the stream alone while the
+	// others commit; refused here, it stopped every stream of every run.
 	for _, id := range check {
 		s, ok := c.Streams[id]
 		if !ok || pipeline.IsCollection(id) || !reporting {
 			continue
 		}
 		ps := s.pipeline()
+		if !keys {
+			ps = pipeline.StreamConfig{Filters: ps.Filters}
+		}
 		if len(ps.PrimaryKey) == 0 && ps.Cursor == "" && len(ps.Filters) == 0 {
 			continue
 		}

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/pipeline"
 )
 
@@ -78,6 +80,14 @@ func continuationFor(objects []string) pipeline.Continuation {
 	return pipeline.ContinueOrReadAll
 }
 
+// quotaBeforeRun is a sync that met the service's request quota spent
+// before it could list what to read (a plan or another client used the
+// window, and it resets after requests.max_wait): nothing was read and
+// nothing is lost, as in a run whose streams the quota deferred (exit 3).
+type quotaBeforeRun struct{ *extract.QuotaError }
+
+func (e quotaBeforeRun) Unwrap() error { return e.QuotaError }
+
 // runSync runs one sync of objects (nil: the configuration's include or
 // exclude, or every stream) and prints its summary; cont says what it
 // reads on a day a quota deferred streams. It is shared by sync and
@@ -87,7 +97,10 @@ func runSync(ctx context.Context, g *globals, c *Config, log *slog.Logger, fb fe
 	if err != nil {
 		return nil, err
 	}
-	run, _, err := selectRun(ctx, c, client, objects, fullRefresh)
+	run, _, err := selectRun(ctx, c, client, objects, fullRefresh, false)
+	if qe := (*extract.QuotaError)(nil); errors.As(err, &qe) {
+		return nil, quotaBeforeRun{qe}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -639,5 +640,111 @@ func TestDescribeRefusedForOneStreamFailsThatStreamAlone(t *testing.T) {
 	}
 	if n := queryOne(t, out, "SELECT count(*) FROM course"); n == "0" || n == "" {
 		t.Errorf("course has %q rows: the other stream did not commit", n)
+	}
+}
+
+// Publish and query with --out need nothing of ./sepipe.yaml: they
+// must not need ./sepipe.yaml to be loadable (a ${VAR} only the sync's
+// environment sets, or any other fault of the sync's config).
+func TestQueryAndPublishWithOutNeedNoConfig(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	setEnv(t, srv)
+	data := t.TempDir()
+	mustRun(t, "sync", "--quiet", "--base-url", srv.URL, "--objects", "course", "--out", data)
+	cwd := t.TempDir()
+	if err := os.WriteFile(filepath.Join(cwd, "sepipe.yaml"), []byte("service:\n  tenant_url: ${SEPIPE_TEST_UNSET_OUTDIR}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(cwd)
+	if code, out, errOut := runCLI(t, "query", "--out", data, "SELECT count(*) FROM course"); code != exitOK {
+		t.Errorf("query --out DIR beside a sync config whose variable is unset: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := runCLI(t, "publish", "--out", data); code != exitOK {
+		t.Errorf("publish --out DIR beside a sync config whose variable is unset: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// A sync checks only a configured stream's filters against the describe
+// before the run: checking its primary key and cursor there too cost
+// every such stream a second describe request a run (counted against the
+// service's quota, and not in plan's request count; found by review).
+func TestSyncDescribesAConfiguredStreamOnce(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	setEnv(t, srv)
+	var describes atomic.Int64
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/userCourseProgress/describe") {
+			describes.Add(1)
+		}
+		srv.Service.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	dir := t.TempDir()
+	writeConfig(t, dir, proxy.URL, filepath.Join(dir, "out"), "")
+	mustRun(t, "sync", "--quiet", "--config", filepath.Join(dir, "sepipe.yaml"), "--objects", "userCourseProgress")
+	if n := describes.Load(); n != 1 {
+		t.Errorf("one sync of userCourseProgress described it %d times, want 1", n)
+	}
+}
+
+// webhooks with --base-url needs no ./sepipe.yaml:
+// beside a config with tenants (or one whose variables the shell lacks)
+// 'sepipe webhooks list --base-url URL' exited 2 asking for --tenant,
+// though the URL and SEPIPE_API_TOKEN name everything it needs.
+func TestWebhooksWithBaseURLBesideATenantsConfig(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	setEnv(t, srv)
+	cwd := t.TempDir()
+	doc := "tenants:\n  acme:\n    service:\n      tenant_url: https://acme.example.com\n  globex:\n    service:\n      tenant_url: https://globex.example.com\n"
+	if err := os.WriteFile(filepath.Join(cwd, "sepipe.yaml"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(cwd)
+	if code, out, errOut := runCLI(t, "webhooks", "list", "--base-url", srv.URL); code != exitOK {
+		t.Errorf("webhooks list --base-url beside a tenants config: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// A sync leaves a configured stream's cursor and primary key to that
+// stream: checked against the live describe before the run, a misfit
+// refused the whole config (exit 2). A describe the service changed (a field dropped from
+// one object) is not the config's fault: before, that stream alone failed
+// (exit 3) and the others committed; now nothing syncs.
+func TestADescribeChangeOfOneObjectFailsThatStreamAlone(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	setEnv(t, srv)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/userCourseProgress/describe") {
+			srv.Service.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		srv.Service.ServeHTTP(rec, r)
+		var body map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+			t.Errorf("describe: %v", err)
+		}
+		fields, _ := body["fields"].([]any)
+		var kept []any
+		for _, f := range fields {
+			if m, _ := f.(map[string]any); m["id"] != "lastModifiedDate" {
+				kept = append(kept, f)
+			}
+		}
+		body["fields"] = kept
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rec.Code)
+		_ = json.NewEncoder(w).Encode(body)
+	}))
+	defer proxy.Close()
+	dir := t.TempDir()
+	writeConfig(t, dir, proxy.URL, filepath.Join(dir, "out"), "")
+	code, out, errOut := runCLI(t, "sync", "--quiet", "--config", filepath.Join(dir, "sepipe.yaml"), "--objects", "course,userCourseProgress")
+	if code != exitPartial {
+		t.Errorf("sync with userCourseProgress's cursor field gone from its describe: exit %d, want %d (course committed, userCourseProgress failed)\n%s%s", code, exitPartial, out, errOut)
 	}
 }

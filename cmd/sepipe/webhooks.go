@@ -40,12 +40,19 @@ func (f *webhookFlags) client(cmd *cobra.Command, g *globals) (*extract.Client, 
 	if f.format != "table" && f.format != "json" {
 		return nil, usagef("--format %q: want table or json", f.format)
 	}
-	c, err := LoadConfig(f.config, cmd.Flags().Changed("config"))
-	if err != nil {
-		return nil, err
-	}
-	if err := c.UseTenant(f.tenant); err != nil {
-		return nil, err
+	fl := cmd.Flags()
+	c := defaultConfig()
+	if !(fl.Changed("base-url") || fl.Changed("webhook-url")) || fl.Changed("config") || f.tenant != "" {
+		// The config gives the URLs and the API token; --base-url
+		// without --config or --tenant needs none of it (beside a
+		// config of several tenants it asked which).
+		var err error
+		if c, err = LoadConfig(f.config, fl.Changed("config")); err != nil {
+			return nil, err
+		}
+		if err := c.UseTenant(f.tenant); err != nil {
+			return nil, err
+		}
 	}
 	if f.baseURL == "" && f.webhookURL == "" {
 		f.baseURL, f.webhookURL = c.Service.TenantURL, c.Service.WebhooksURL
@@ -70,7 +77,7 @@ func (f *webhookFlags) client(cmd *cobra.Command, g *globals) (*extract.Client, 
 	}
 	client, err := extract.New(base, opts...)
 	if err != nil {
-		if !cmd.Flags().Changed("base-url") && !cmd.Flags().Changed("webhook-url") {
+		if !fl.Changed("base-url") && !fl.Changed("webhook-url") {
 			return nil, c.errf("service", "%v", err)
 		}
 		return nil, usagef("--base-url/--webhook-url: %v", err)
