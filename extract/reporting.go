@@ -523,7 +523,7 @@ func (r *reader) run(ctx context.Context) error {
 		// The page size may be past the service's maximum, which the
 		// interface does not show: once more at a size it takes. Any
 		// other fault of the query fails page 1 again, as it would have.
-		r.c.log.WarnContext(ctx, "page 1 refused as a bad request; reading again at a smaller page size (set requests.page_size to the service's maximum)",
+		r.c.log.WarnContext(ctx, "page 1 refused as a bad request, perhaps for its page size: asking again at a smaller one (if that is answered, set requests.page_size to the service's maximum)",
 			"object", r.object, "asked", r.size, "now", safePageSize, "err", err)
 		r.size, r.q.ResultsPerPage = safePageSize, safePageSize
 		first, err = r.fetch(ctx, 1)
