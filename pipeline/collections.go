@@ -457,6 +457,10 @@ func (c *collectionRead) read(ctx context.Context, src Source, progress Progress
 	if err != nil {
 		return total, err // a 403 or 404 here: the tenant has no webhooks (skipped)
 	}
+	if n := total.Rows - int64(len(ids)); n > 0 {
+		c.logger().Warn("subscriptions without an id are listed: their delivery logs cannot be read",
+			"stream", c.name, "step", "list subscriptions", "subscriptions", n)
+	}
 	for _, id := range ids {
 		c.mark = spoolMark{size: c.size, pages: c.pages}
 		st, err := src.ReadList(ctx, extract.DeliveryLogList(id), extract.CollectionQuery{}, func(_ context.Context, p *extract.Page) (service.PageInfo, error) {

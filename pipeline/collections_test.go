@@ -205,8 +205,8 @@ func TestDeliveryLogsPassOverAnIDNoURLCanName(t *testing.T) {
 		if err := json.Unmarshal(rec.Body.Bytes(), &page); err != nil || rec.Code != http.StatusOK {
 			t.Errorf("subscriptions: %d %s (%v)", rec.Code, rec.Body, err)
 		}
-		page.Count++
-		page.Items = append(page.Items, json.RawMessage(`{"id":"`+bad+`","name":"odd"}`))
+		page.Count += 2
+		page.Items = append(page.Items, json.RawMessage(`{"id":"`+bad+`","name":"odd"}`), json.RawMessage(`{"name":"no id"}`))
 		b, _ := json.Marshal(page)
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(b)
@@ -223,6 +223,11 @@ func TestDeliveryLogsPassOverAnIDNoURLCanName(t *testing.T) {
 	}
 	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "subscription="+bad) {
 		t.Errorf("log %q: want a warning naming the subscription %s", l, bad)
+	}
+	// One without an id: no URL names its log either, and it was passed
+	// over without a word.
+	if l := logs.String(); !strings.Contains(l, "subscriptions without an id are listed") || !strings.Contains(l, "subscriptions=1") {
+		t.Errorf("log %q: want a warning counting the subscription without an id", l)
 	}
 }
 
