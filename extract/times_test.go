@@ -2,6 +2,7 @@ package extract
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -61,5 +62,24 @@ func TestItemTimesInISO8601Forms(t *testing.T) {
 	var th Theme
 	if err := json.Unmarshal([]byte(`[1]`), &th); err == nil {
 		t.Error("a theme that is not an object decoded")
+	}
+}
+
+// TestUnreadTimesAreLeftOutOfJSON: a subscription or delivery log entry
+// whose time was in no ISO 8601 form (left zero) prints without it in
+// `sepipe webhooks list --format json`, not as created in the year 1.
+func TestUnreadTimesAreLeftOutOfJSON(t *testing.T) {
+	for _, v := range []any{Subscription{ID: "01A"}, DeliveryLog{ID: "l1"}} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "0001-01-01") {
+			t.Errorf("%T with an unread time: %s", v, b)
+		}
+	}
+	b, _ := json.Marshal(Subscription{ID: "01B", CreatedAt: time.Date(2026, 3, 5, 9, 53, 27, 0, time.UTC)})
+	if !strings.Contains(string(b), `"createdAt":"2026-03-05T09:53:27Z"`) {
+		t.Errorf("a read time left out: %s", b)
 	}
 }

@@ -66,8 +66,8 @@ type Subscription struct {
 	Method       string    `json:"method"`
 	Headers      []Header  `json:"headers"`
 	Types        []string  `json:"types"`
-	CreatedAt    time.Time `json:"createdAt"`
-	UpdatedAt    time.Time `json:"updatedAt"`
+	CreatedAt    time.Time `json:"createdAt,omitzero"` // zero: a time in no ISO 8601 form
+	UpdatedAt    time.Time `json:"updatedAt,omitzero"`
 	RequestCount int64     `json:"requestCount"`
 	// SignatureKey is the delivery signing secret, returned on create
 	// only; it prints as REDACTED (use Reveal).
@@ -103,7 +103,7 @@ type DeliveryLog struct {
 		Body   string `json:"body"`
 	} `json:"response"`
 	Error       string          `json:"error"`
-	DeliveredAt time.Time       `json:"deliveredAt"`
+	DeliveredAt time.Time       `json:"deliveredAt,omitzero"` // zero: unread
 	DurationMs  int64           `json:"durationMs"`
 	Outcome     string          `json:"outcome"` // delivered, failed, retrying
 	Extra       json.RawMessage `json:"-"`
