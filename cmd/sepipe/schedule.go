@@ -152,7 +152,9 @@ func unfinished(err error) int {
 }
 
 // continueAt is when to continue a run that ended with err: after the
-// reset of the quota that deferred its streams (ok false: not at all).
+// reset of the quota that deferred its streams (ok false: not at all), or,
+// for a run that met the quota spent before it could list what to read
+// (quotaBeforeRun), after that reset, as the whole run again (whole).
 // When it is not continued for a reason worth a warning, why says it, and
 // streams names them. A run whose deferred streams each need more than a
 // whole window's quota (and none failed) is not continued: no window holds
@@ -160,6 +162,10 @@ func unfinished(err error) int {
 // run before it (before) stalled and is not continued either, so a chain
 // ends after at most as many continuations as the first run left streams.
 func continueAt(err error, cont bool, before int) (at time.Time, ok bool, why string, streams []string) {
+	if qb := (quotaBeforeRun{}); errors.As(err, &qb) {
+		// Nothing read: the whole run again once the quota resets (whole).
+		return qb.Reset.Add(continueMargin), true, "", nil
+	}
 	var re *pipeline.RunError
 	if !errors.As(err, &re) {
 		return time.Time{}, false, "", nil
@@ -195,6 +201,7 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 		cancelled bool
 		runs      int  // scheduled runs started
 		cont      bool // the current or last run is a continuation
+		whole     bool // the pending continuation runs the whole run again (quotaBeforeRun)
 		left      int  // streams the last run left unfinished
 		contAt    time.Time
 		contC     <-chan time.Time // a pending continuation's timer
@@ -257,6 +264,13 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 				s.log.Info("next run", "at", next.Format(time.RFC3339))
 			}
 		case <-contC:
+			if whole {
+				// The run read nothing: run it again as scheduled (a
+				// continuation reads only what a run of the day left).
+				s.log.Info("run starting again: the quota was spent before it could list what to read", "run", runs, "quota_reset", contAt.Add(-continueMargin).Format(time.RFC3339))
+				start(false)
+				break
+			}
 			s.log.Info("run continuing the streams the quota deferred", "run", runs, "quota_reset", contAt.Add(-continueMargin).Format(time.RFC3339))
 			start(true)
 		case err := <-done:
@@ -272,6 +286,7 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 			}
 			at, ok, why, streams := continueAt(err, cont, left)
 			left = unfinished(err)
+			whole = errors.As(err, new(quotaBeforeRun))
 			switch {
 			case stopping:
 			case why != "" && ticksLeft():
@@ -287,7 +302,11 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 				contAt = at
 				contTimer = time.NewTimer(max(at.Sub(s.now()), 0))
 				contC = contTimer.C
-				s.log.Info("continuing the streams the quota deferred after it resets", "at", at.Format(time.RFC3339))
+				if whole {
+					s.log.Info("running again after the quota resets: it was spent before the run could list what to read", "at", at.Format(time.RFC3339))
+				} else {
+					s.log.Info("continuing the streams the quota deferred after it resets", "at", at.Format(time.RFC3339))
+				}
 			}
 			if !ticksLeft() && contC == nil {
 				stop("max runs reached")
