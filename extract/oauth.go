@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -443,12 +444,21 @@ func truncate(s string, n int) string {
 
 // scrubValues replaces each value (of 8 bytes or more) in text by
 // REDACTED: a last guard, since credentials are never put in messages.
+// jsonEscaped is v as encoding/json writes it inside a string, without
+// the quotes (HTML characters escaped too, as json.Marshal does).
+func jsonEscaped(v string) string {
+	b, _ := json.Marshal(v)
+	return string(b[1 : len(b)-1])
+}
+
 func scrubValues(text string, values ...string) string {
 	for _, v := range values {
 		if len(v) >= minScrubLen {
 			text = strings.ReplaceAll(text, v, redacted)
-			// As a form or a query carries it (the token request is a form).
-			for _, e := range []string{url.QueryEscape(v), url.PathEscape(v)} {
+			// As a form or a query carries it (the token request is a
+			// form), and as a JSON body does (the legacy session requests:
+			// a service that echoes the body echoes & as \u0026).
+			for _, e := range []string{url.QueryEscape(v), url.PathEscape(v), jsonEscaped(v)} {
 				if e != v {
 					text = strings.ReplaceAll(text, e, redacted)
 				}

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sepipe/sepipe/extract"
+)
+
+// fbb5000: a run that meets the quota spent before it can list is run
+// again, whole, after the reset. continueAt's quotaBeforeRun branch comes
+// before every guard of the continuation chain (the stall guard: "a chain
+// ends after at most as many continuations as the first run left
+// streams"), and a whole rerun does not count against --max-runs: while
+// another client spends the hourly quota each window, `sepipe schedule
+// --max-runs 1` (a try-out) runs again after every reset and never exits.
+func TestRev4ScheduleWholeRerunsEnd(t *testing.T) {
+	var logs strings.Builder
+	g := &globals{logLevel: "info", logFormat: "text", stderr: &syncWriter{w: &logs}}
+	log, _ := g.loggerTo(g.stderr)
+	n := 0
+	s := &scheduler{sched: &onceSoon{}, loc: time.UTC, log: log, maxRuns: 1, run: func(ctx context.Context, continuation bool) error {
+		n++
+		if n >= 20 {
+			return nil // ends the test on HEAD
+		}
+		// The quota is spent again by the time each run starts; it
+		// resets soon (here: at once).
+		return quotaBeforeRun{&extract.QuotaError{Reset: time.Now().Add(-continueMargin), Err: extract.ErrQuotaExhausted}}
+	}}
+	if err := s.loop(context.Background(), make(chan os.Signal)); err != nil {
+		t.Fatal(err)
+	}
+	if n > 2 {
+		t.Errorf("--max-runs 1: %d runs, the run met the spent quota each time and ran whole again after every reset; want the chain ended (at most one rerun)", n)
+	}
+}
