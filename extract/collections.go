@@ -184,18 +184,7 @@ func decodeV3List(body []byte) (int64, []json.RawMessage, error) {
 	if v.Meta != nil {
 		count = v.Meta.Count
 	}
-	return listCount(count), *v.Response.Items, nil
-}
-
-// listCount reads a list's count as the page headers are read
-// (service.LooseInt: 1000, 1000.0, "1000"); -1, as no count, when it is
-// absent, null or not an integer: the read then ends at a short page and
-// an empty one, so one odd count does not fail the list.
-func listCount(raw json.RawMessage) int64 {
-	if n, ok := service.LooseInt(raw); ok && n >= 0 {
-		return n
-	}
-	return -1
+	return service.ListCount(count), *v.Response.Items, nil
 }
 
 // decodeCountItems reads the v4 and webhook list shape {"count","items"}.
@@ -210,7 +199,7 @@ func decodeCountItems(body []byte) (int64, []json.RawMessage, error) {
 	if v.Items == nil {
 		return 0, nil, errors.New(`no "items" list`)
 	}
-	return listCount(v.Count), *v.Items, nil
+	return service.ListCount(v.Count), *v.Items, nil
 }
 
 // pager reads an offset-paged collection with the integrity rules of

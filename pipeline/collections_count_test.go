@@ -20,7 +20,7 @@ import (
 // transform's page walker, whose header() still fails the page
 // ("page header is not an integer"): sepipe webhooks list reads such a
 // list, but the sync fails the webhook_subscriptions stream.
-func TestRev4SyncReadsAListWhoseCountIsNoInteger(t *testing.T) {
+func TestSyncReadsAListWhoseCountIsNoInteger(t *testing.T) {
 	c, _ := subscriptionsTenant(t, func(svc *servicetest.Service, w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/subscriptions") {
 			svc.ServeHTTP(w, r)

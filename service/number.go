@@ -73,6 +73,18 @@ func LooseInt(raw []byte) (int64, bool) {
 	return ParseInt(raw)
 }
 
+// ListCount reads a list's count (count, total, meta.count) the way both
+// the client and the sync's decoder read it: an integer by LooseInt, and
+// -1, no count, for null, a negative number or anything else: a read
+// without a count ends by its pages (a short page and an empty one), so
+// one odd count does not fail the list.
+func ListCount(raw []byte) int64 {
+	if v, ok := LooseInt(raw); ok && v >= 0 {
+		return v
+	}
+	return -1
+}
+
 // bstr views b as a string without copying, for strconv (which keeps it
 // only inside a *NumError that ParseInt drops).
 func bstr(b []byte) string {

@@ -53,3 +53,16 @@ func FuzzLooseInt(f *testing.F) {
 		}
 	})
 }
+
+// TestListCount: a list's count is an integer, loosely read, or no count
+// (-1) for anything else; it never fails the page.
+func TestListCount(t *testing.T) {
+	for raw, want := range map[string]int64{
+		`23`: 23, `23.0`: 23, `"23"`: 23, ` "23" `: 23, `0`: 0,
+		``: -1, `null`: -1, `-5`: -1, `23.5`: -1, `"many"`: -1, `true`: -1, `{"n":1}`: -1, `1e3`: 1000,
+	} {
+		if got := ListCount([]byte(raw)); got != want {
+			t.Errorf("ListCount(%s) = %d, want %d", raw, got, want)
+		}
+	}
+}

@@ -26,7 +26,13 @@ func walkPage(s *scanner, info *service.PageInfo, perPage func(int), rows func()
 		return rows()
 	}
 	count := func(key string) bool {
-		v, ok := s.header()
+		var v int64
+		ok := true
+		if key == "totalResults" {
+			v, ok = s.header()
+		} else {
+			v, ok = s.listCount()
+		}
 		if ok && (key == "totalResults" || info.TotalResults < 0) {
 			info.TotalResults = v
 		}
@@ -107,6 +113,18 @@ func (s *scanner) header() (int64, bool) {
 		return 0, s.fail("page header is not an integer")
 	}
 	return v, true
+}
+
+// listCount reads a list's count (count, total, meta.count) by
+// service.ListCount: -1, no count, for anything but an integer, where the
+// decoder refused the page (the client read such a list whole, and the
+// sync failed its every page).
+func (s *scanner) listCount() (int64, bool) {
+	start := s.pos
+	if !s.skip() {
+		return 0, false
+	}
+	return service.ListCount(s.buf[start:s.pos]), true
 }
 
 // jsonWriter copies one JSON value compacted, checking what the scanner
