@@ -2,6 +2,7 @@ package transform
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"hash/maphash"
 	"net/url"
@@ -810,8 +811,9 @@ func (d *Decoder) member(st *state, s *scanner, c *node, page, row int, res *Res
 // unknownMember passes over a member the schema does not know, naming it
 // in UnknownFields (by its would-be field id) and, under
 // WithUnknownRejected, keeping its value as a Reject. A member that is
-// null or "" holds nothing to keep (either reads as null in any column,
-// and the Inferrer types neither), so it is passed over unnamed: a
+// null, "" or blank text holds nothing to keep (each reads as null in any
+// typed column, and the Inferrer types none), so it is passed over
+// unnamed: a
 // collection whose items all sent "error": "" warned on every run that
 // its contract kept a field out, and read its pages twice to widen a
 // schema the field never joined.
@@ -820,8 +822,8 @@ func (d *Decoder) unknownMember(st *state, s *scanner, n *node, key []byte, page
 	if !s.skip() {
 		return false
 	}
-	if v := trimSpace(s.buf[vstart:s.pos]); string(v) == "null" || string(v) == `""` {
-		return true
+	if v := trimSpace(s.buf[vstart:s.pos]); string(v) == "null" || blankText(v) {
+		return true // nothing the Inferrer could type
 	}
 	name := key
 	if n.path != "" {
@@ -885,6 +887,21 @@ func jsonKind(c byte) string {
 		return "boolean"
 	}
 	return "number"
+}
+
+// blankText reports whether raw is a JSON string that is empty or white
+// space once its escapes are read ("", "  ", "\t"), as the Inferrer sees
+// it (textKind).
+func blankText(raw []byte) bool {
+	if len(raw) < 2 || raw[0] != '"' {
+		return false
+	}
+	in := raw[1 : len(raw)-1]
+	if bytes.IndexByte(in, '\\') < 0 {
+		return len(trimSpace(in)) == 0
+	}
+	var text string
+	return json.Unmarshal(raw, &text) == nil && len(trimSpace([]byte(text))) == 0
 }
 
 func trimSpace(b []byte) []byte {

@@ -9,14 +9,12 @@ import (
 	"github.com/sepipe/sepipe/transform"
 )
 
-// 09b0435 passes over an unknown member whose value is null or "" because
-// the Inferrer types neither, so naming it only made a collection widen
-// (decode its pages twice) and warn on every run for a field that never
-// gets a column. The Inferrer types no text that is blank once trimmed
-// (textKind: "   " too), but unknownMember checks the raw value for ""
-// only: a member sent as "  " is still named, still widens every run and,
-// under freeze, is still a reject.
-func TestRev4UnknownMembersTheInferrerCannotTypeAreNotNamed(t *testing.T) {
+// An unknown member is passed over unnamed when the Inferrer would type
+// it no column: null, "" and text that is blank once trimmed ("  ", and
+// "\t" written as an escape). A member sent as "  " was still named, so a
+// collection widened (decoded its pages twice) and warned on every run,
+// and under freeze it was a reject (found by review).
+func TestUnknownMembersTheInferrerCannotTypeAreNotNamed(t *testing.T) {
 	body := []byte(`{"items":[{"id":"1","error":"  "},{"id":"2","error":"\t"}]}`)
 	in := transform.NewInferrer("assets")
 	if err := in.Page(1, body); err != nil {
