@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"syscall"
@@ -144,6 +145,9 @@ const continueUnscheduled = time.Hour
 // unfinished counts the streams a run that ended with err left to a
 // continuation (RunError.Unfinished).
 func unfinished(err error) int {
+	if errors.As(err, new(quotaBeforeRun)) {
+		return math.MaxInt // it read nothing: every stream is left
+	}
 	var re *pipeline.RunError
 	if !errors.As(err, &re) {
 		return 0
@@ -163,6 +167,11 @@ func unfinished(err error) int {
 // ends after at most as many continuations as the first run left streams.
 func continueAt(err error, cont bool, before int) (at time.Time, ok bool, why string, streams []string) {
 	if qb := (quotaBeforeRun{}); errors.As(err, &qb) {
+		if cont {
+			// Run again after a reset and the quota was spent again:
+			// someone else takes each window; one rerun is all.
+			return time.Time{}, false, "the quota was spent again before the run could list what to read", nil
+		}
 		// Nothing read: the whole run again once the quota resets (whole).
 		return qb.Reset.Add(continueMargin), true, "", nil
 	}
@@ -220,11 +229,15 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 			contTimer.Stop()
 		}
 	}()
-	start := func(continuation bool) {
+	// start starts a run: a continuation reads only what the day's runs
+	// left; again (a whole run after a quota spent before the last one
+	// could list) reads as a scheduled run does, but counts as a
+	// continuation for ending the chain.
+	start := func(continuation, again bool) {
 		if contTimer != nil {
 			contTimer.Stop() // a scheduled run replaces a pending continuation
 		}
-		running, cont, contC = true, continuation, nil
+		running, cont, contC = true, continuation || again, nil
 		go func() { done <- s.run(runCtx, continuation) }()
 	}
 	stop := func(why string) {
@@ -256,7 +269,7 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 				}
 				runs++
 				s.log.Info("run starting", "run", runs, "scheduled", scheduled.Format(time.RFC3339))
-				start(false)
+				start(false, false)
 			}
 			next = s.sched.Next(s.now().In(s.loc))
 			timer.Reset(next.Sub(s.now()))
@@ -268,11 +281,11 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 				// The run read nothing: run it again as scheduled (a
 				// continuation reads only what a run of the day left).
 				s.log.Info("run starting again: the quota was spent before it could list what to read", "run", runs, "quota_reset", contAt.Add(-continueMargin).Format(time.RFC3339))
-				start(false)
+				start(false, true)
 				break
 			}
 			s.log.Info("run continuing the streams the quota deferred", "run", runs, "quota_reset", contAt.Add(-continueMargin).Format(time.RFC3339))
-			start(true)
+			start(true, false)
 		case err := <-done:
 			running = false
 			var re *pipeline.RunError

@@ -10,14 +10,13 @@ import (
 	"github.com/sepipe/sepipe/extract"
 )
 
-// fbb5000: a run that meets the quota spent before it can list is run
-// again, whole, after the reset. continueAt's quotaBeforeRun branch comes
-// before every guard of the continuation chain (the stall guard: "a chain
-// ends after at most as many continuations as the first run left
-// streams"), and a whole rerun does not count against --max-runs: while
-// another client spends the hourly quota each window, `sepipe schedule
-// --max-runs 1` (a try-out) runs again after every reset and never exits.
-func TestRev4ScheduleWholeRerunsEnd(t *testing.T) {
+// A run that met the quota spent before it could list is run again,
+// whole, after the reset, once: if the quota is spent again by then
+// (another client takes each window), the chain ends and the next
+// scheduled run tries. The rerun counted neither against --max-runs nor
+// as a continuation, so `sepipe schedule --max-runs 1` ran again after
+// every reset and never exited (found by review).
+func TestScheduleWholeRerunsEnd(t *testing.T) {
 	var logs strings.Builder
 	g := &globals{logLevel: "info", logFormat: "text", stderr: &syncWriter{w: &logs}}
 	log, _ := g.loggerTo(g.stderr)

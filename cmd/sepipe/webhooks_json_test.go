@@ -13,7 +13,7 @@ import (
 // omitzero to Subscription's tags. But list (and get, create, update)
 // print subscriptionJSON's map, which puts s.CreatedAt and s.UpdatedAt in
 // as time.Time values: omitzero does not apply, the year 1 is printed.
-func TestRev4WebhooksListJSONLeavesOutUnreadTimes(t *testing.T) {
+func TestWebhooksListJSONLeavesOutUnreadTimes(t *testing.T) {
 	var out bytes.Buffer
 	if err := printSubscriptionsAs(&out, "json", []extract.Subscription{{ID: "01A", Name: "n"}}); err != nil {
 		t.Fatal(err)
