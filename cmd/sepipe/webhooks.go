@@ -377,7 +377,14 @@ func subscriptionJSON(s extract.Subscription, secret string) map[string]any {
 		headers = append(headers, map[string]string{"name": h.Name, "value": "REDACTED"})
 	}
 	m := map[string]any{"id": s.ID, "name": s.Name, "url": s.URL, "method": s.Method, "headers": headers,
-		"types": s.Types, "createdAt": s.CreatedAt, "updatedAt": s.UpdatedAt, "requestCount": s.RequestCount}
+		"types": s.Types, "requestCount": s.RequestCount}
+	// A time the service wrote in no ISO 8601 form is zero: left out, as
+	// extract.Subscription's own JSON leaves it (it printed the year 1).
+	for k, t := range map[string]time.Time{"createdAt": s.CreatedAt, "updatedAt": s.UpdatedAt} {
+		if !t.IsZero() {
+			m[k] = t
+		}
+	}
 	if secret != "" {
 		m["signatureKey"] = secret
 	}

@@ -8,11 +8,9 @@ import (
 	"github.com/sepipe/sepipe/extract"
 )
 
-// 3527ee9 says `sepipe webhooks list --format json` no longer prints an
-// unread time (left zero by extract) as 0001-01-01T00:00:00Z, and adds
-// omitzero to Subscription's tags. But list (and get, create, update)
-// print subscriptionJSON's map, which puts s.CreatedAt and s.UpdatedAt in
-// as time.Time values: omitzero does not apply, the year 1 is printed.
+// `sepipe webhooks list --format json` (and get, create, update, which
+// print subscriptionJSON's map) leaves out a time extract could not read
+// (zero), where it printed 0001-01-01T00:00:00Z (found by review).
 func TestWebhooksListJSONLeavesOutUnreadTimes(t *testing.T) {
 	var out bytes.Buffer
 	if err := printSubscriptionsAs(&out, "json", []extract.Subscription{{ID: "01A", Name: "n"}}); err != nil {
