@@ -424,11 +424,14 @@ func (p *pager) readPages(ctx context.Context, read int, keys *keySet) error {
 	}
 }
 
-// pastEnd reports whether the read expects the page at offset to be past
-// the end of the list: beyond a known count (the page that confirms the
-// end after a full last page), or, without a count, after a short page.
-// Only such a page may be refused (pastTheEnd) and read as empty; never the
-// first page, whose 404 says the list is not there (or not entitled).
+// pastEnd reports whether the page at offset may be past the end of the
+// list: beyond a known count (the page that confirms the end after a full
+// last page), or, without a count, any page after the first (after a
+// short page it is; after a full one it may be, the items having filled
+// the last page exactly: ReadObject's read without totals takes such a
+// refusal as the end too). Only such a page may be refused (pastTheEnd)
+// and read as empty; never the first page, whose 404 says the list is not
+// there (or not entitled).
 func (p *pager) pastEnd(total int64, offset, prevRows int) bool {
 	if offset == 0 {
 		return false
@@ -436,7 +439,7 @@ func (p *pager) pastEnd(total int64, offset, prevRows int) bool {
 	if total >= 0 {
 		return int64(offset) >= total
 	}
-	return prevRows >= 0 && prevRows < p.limit
+	return prevRows >= 0
 }
 
 // checkKeys records item keys and reports one read twice.

@@ -7,15 +7,11 @@ import (
 	"testing"
 )
 
-// 42ab594 reads a page past the end that the service refuses (400, 404,
-// 416) as empty "as ReadObject does", and a6625fc ends a count-less list
-// at an empty page after a full one (its items fill the last page
-// exactly). But pastEnd, for a list without a count, expects the end only
-// after a short page: a count-less list (v4, webhook lists without
-// "count") of exactly 20 items at 10 a page, whose service refuses offset
-// 20 with a 404 instead of sending it empty, fails the whole list, where
-// ReadObject's readWindows reads such a refusal after full pages as the end.
-func TestRev4ReadListWithoutCountRefusedAfterAFullLastPage(t *testing.T) {
+// A list without a count whose items fill its last page exactly, and
+// whose service refuses the page after it (400, 404, 416) instead of
+// sending it empty, ends there, as ReadObject's read without totals does:
+// the whole list failed (found by review).
+func TestReadListWithoutCountRefusedAfterAFullLastPage(t *testing.T) {
 	const n = 20
 	c, _ := newTestClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		off, _ := strconv.Atoi(r.URL.Query().Get("offset"))
