@@ -23,6 +23,16 @@ import (
 // warehouse. CI opens it with DuckDB 1.1 and 1.4 besides the bundled one.
 const StorageVersion = "v1.0.0"
 
+// noMetadataReuse is the DuckDB setting, as a connection option, that makes
+// a checkpoint of the working database write every row group's metadata
+// anew instead of keeping an unchanged one's where it was (DuckDB 1.4 on).
+// A kept row group's metadata block still points on to the rest of the
+// chain it was written in, which the checkpoint frees; DuckDB before 1.4.2
+// follows that pointer and cannot read the file ("Failed to load metadata
+// pointer"), so a byte copy of the working database would not publish.
+// The cost is the metadata only (a few ms a checkpoint), not the data.
+const noMetadataReuse = "experimental_metadata_reuse=false"
+
 // ErrPublishBlocked is wrapped when the published warehouse cannot be
 // replaced because another program holds it open for writing. The run is
 // committed in the working database; PublishState publishes it once that
@@ -40,7 +50,7 @@ func (l Lake) stateLockPath() string { return filepath.Join(l.Root, ".sepipe", "
 // (lockState, Warehouse.Wanted).
 func (l Lake) stateWantPath() string { return filepath.Join(l.Root, ".sepipe", "state.want") }
 
-// nextPath is where a publish writes the working database anew before renaming
+// nextPath is where a publish copies the working database before renaming
 // it over WarehousePath: in the same file system, outside the names a
 // reader opens.
 func (l Lake) nextPath() string { return filepath.Join(l.Root, ".sepipe", "warehouse.duckdb.next") }
@@ -87,7 +97,7 @@ func OpenState(ctx context.Context, lake Lake, opts ...OpenOption) (*Warehouse, 
 			return nil, err
 		}
 	}
-	wh, err := openWarehouse(ctx, lake.StatePath(), "?storage_compatibility_version="+StorageVersion)
+	wh, err := openWarehouse(ctx, lake.StatePath(), "?storage_compatibility_version="+StorageVersion+"&"+noMetadataReuse)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +163,7 @@ func adoptCopy(ctx context.Context, old, tmp string) error {
 			return err
 		}
 	}
-	db, err := sql.Open("duckdb", tmp)
+	db, err := sql.Open("duckdb", tmp+"?"+noMetadataReuse)
 	if err == nil {
 		_, err = db.ExecContext(ctx, "CHECKPOINT")
 		if cerr := closeDuckDB(db); err == nil {
@@ -244,7 +254,7 @@ func checkpointed(ctx context.Context, path string) error {
 	if _, err := os.Stat(path + ".wal"); err != nil {
 		return nil
 	}
-	db, err := sql.Open("duckdb", path)
+	db, err := sql.Open("duckdb", path+"?"+noMetadataReuse)
 	if err != nil {
 		return err
 	}
@@ -292,7 +302,7 @@ func PublishState(ctx context.Context, lake Lake, opts ...OpenOption) error {
 	defer unlock()
 	if _, err := os.Stat(lake.StatePath() + ".wal"); err == nil {
 		// A session died before its checkpoint: opening replays the log.
-		wh, err := openWarehouse(ctx, lake.StatePath(), "")
+		wh, err := openWarehouse(ctx, lake.StatePath(), "?"+noMetadataReuse)
 		if err != nil {
 			return err
 		}
@@ -330,7 +340,7 @@ func (l Lake) publish(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := rewrite(ctx, state, next); err != nil {
+	if err := copyState(ctx, state, next); err != nil {
 		os.Remove(next)
 		os.Remove(next + ".wal")
 		return fmt.Errorf("publish: copy %s: %w", state, err)
@@ -415,17 +425,30 @@ func publishLimit(ctx context.Context, db *sql.DB) (string, error) {
 	return fmt.Sprintf("SET memory_limit = '%dMiB'; SET threads = %d", 64+cols*threads, threads), nil
 }
 
+// copyState copies the (closed, checkpointed) working database at state to
+// next byte for byte when every DuckDB from 1.0 on reads it as it is
+// (metadataChainsResolve), and rewrites it otherwise: a working database
+// last checkpointed by an earlier sepipe, with DuckDB's metadata reuse on,
+// until a session of this one checkpoints it.
+func copyState(ctx context.Context, state, next string) error {
+	if err := metadataChainsResolve(state); err != nil {
+		return rewrite(ctx, state, next)
+	}
+	for _, p := range []string{next, next + ".wal"} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return copyFile(state, next)
+}
+
 // rewrite writes the (closed, checkpointed) working database at state
 // as a new database file at next, in StorageVersion's format: every
 // table, view, constraint and comment, table by table (DuckDB's COPY FROM
-// DATABASE), then fsynced. Not a copy of its bytes: the working database
-// is rewritten in place night after night, and DuckDB 1.5 checkpoints
-// such a file in a way DuckDB 1.1 cannot read (a table's row groups point
-// at a metadata block the older reader does not know of: "Failed to load
-// metadata pointer"), whatever storage version it is told to keep; a file
-// written whole in one go reads in every DuckDB from 1.0 on, and holds no
-// space freed by earlier runs (a demo's warehouse: 13 MB copied, 7 MB
-// rewritten).
+// DATABASE), then fsynced. The publish of a working database a byte copy
+// of which DuckDB 1.1 could not read (copyState): one an earlier release
+// checkpointed with DuckDB's metadata reuse on. About ten times the cost
+// of the copy; the file it writes holds no space freed by earlier runs.
 func rewrite(ctx context.Context, state, next string) error {
 	for _, p := range []string{next, next + ".wal"} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {

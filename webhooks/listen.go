@@ -50,10 +50,12 @@ type ListenConfig struct {
 	// PublishInterval is how often loaded events are published to
 	// Out/warehouse.duckdb (default 10 s): a new reader sees an event
 	// within about BatchInterval + PublishInterval + the publish's time of
-	// its acknowledgement. Each publish writes the whole working database
-	// anew, so a publish waits at least publishGap times as long as the
-	// last one took (a warehouse of 1 GB: about 8 s, so 80 s) whatever
-	// the interval: publishing takes at most about a tenth of the time.
+	// its acknowledgement. Each publish copies the whole working
+	// database, so a publish waits at least publishGap times as long as
+	// the last one took (a warehouse of 1 GB: 1 to 2 s, so 10 to 20 s;
+	// one an earlier release left, written anew once: about 8 s)
+	// whatever the interval: publishing takes at most about a tenth of
+	// the time.
 	PublishInterval time.Duration
 	// LockWait bounds a batch's wait for a sync holding the working
 	// database (default 5 s); the events wait in the spool meanwhile.
@@ -252,11 +254,11 @@ type eventLoader struct {
 }
 
 // publishGap is how many times as long as the last publish took the
-// listener waits at least before the next one. A publish writes the
-// whole working database anew and holds it meanwhile, so batches wait:
-// at a fixed interval of 10 s, a warehouse whose publish takes 8 s would
-// spend four fifths of the listener's time publishing and keep events
-// waiting in the spool.
+// listener waits at least before the next one. A publish copies (or, once
+// after an earlier release, writes anew) the whole working database and
+// holds it meanwhile, so batches wait: at a fixed interval of 10 s, a
+// warehouse whose publish takes 8 s would spend four fifths of the
+// listener's time publishing and keep events waiting in the spool.
 const publishGap = 10
 
 // publishDue reports whether events loaded since the last publish are due

@@ -41,8 +41,8 @@ An event is written to the spool DIR/.sepipe/events and fsynced before the
 200, then loaded into sepipe's working database, table events, in small
 batches, and published to DIR/warehouse.duckdb at most every
 --publish-interval (webhooks.publish_interval, default 10s), and at least
-ten times as long as the last publish took (a publish writes the whole
-warehouse anew: about 8 s a gigabyte): a new reader connection sees an
+ten times as long as the last publish took (a publish copies the whole
+warehouse: 1 to 2 s a gigabyte): a new reader connection sees an
 event within about that time. Readers holding
 warehouse.duckdb never block it, and 'sepipe sync' can run on the same folder
 at the same time. If the process dies, the next 'sepipe listen' replays the
