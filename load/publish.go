@@ -33,6 +33,11 @@ const StorageVersion = "v1.0.0"
 // The cost is the metadata only (a few ms a checkpoint), not the data.
 const noMetadataReuse = "experimental_metadata_reuse=false"
 
+// setNoMetadataReuse is the same as a statement, for connections whose
+// DSN options may be lost (a path holding '#': duckdb-go reads the DSN as
+// a URL, the rest a fragment).
+const setNoMetadataReuse = "SET experimental_metadata_reuse = false"
+
 // ErrPublishBlocked is wrapped when the published warehouse cannot be
 // replaced because another program holds it open for writing. The run is
 // committed in the working database; PublishState publishes it once that
@@ -165,7 +170,7 @@ func adoptCopy(ctx context.Context, old, tmp string) error {
 	}
 	db, err := sql.Open("duckdb", tmp+"?"+noMetadataReuse)
 	if err == nil {
-		_, err = db.ExecContext(ctx, "CHECKPOINT")
+		_, err = db.ExecContext(ctx, setNoMetadataReuse+"; CHECKPOINT")
 		if cerr := closeDuckDB(db); err == nil {
 			err = cerr
 		}
@@ -258,7 +263,7 @@ func checkpointed(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	_, err = db.ExecContext(ctx, "FORCE CHECKPOINT")
+	_, err = db.ExecContext(ctx, setNoMetadataReuse+"; FORCE CHECKPOINT")
 	if cerr := closeDuckDB(db); err == nil {
 		err = cerr
 	}

@@ -30,6 +30,23 @@ func metadataChainsResolve(path string) error {
 	}
 	defer f.Close()
 	const headerSize = 4096
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	// The main header: a checksum, "DUCK", the storage version number. A
+	// byte copy keeps it, and DuckDB 1.1 reads version 64 only (a file of
+	// a newer version is written anew, in StorageVersion's).
+	var mainHeader [20]byte
+	if _, err := f.ReadAt(mainHeader[:], 0); err != nil {
+		return fmt.Errorf("main header: %w", err)
+	}
+	if string(mainHeader[8:12]) != "DUCK" {
+		return ErrNotDuckDB
+	}
+	if v := binary.LittleEndian.Uint64(mainHeader[12:]); v != 64 {
+		return fmt.Errorf("storage version number %d; DuckDB 1.1 reads 64", v)
+	}
 	var h [2][7]uint64
 	for i := range h {
 		var b [8 + 7*8]byte
@@ -53,6 +70,11 @@ func metadataChainsResolve(path string) error {
 	}
 	sub := int64((allocSize - 8) / 64 / 8 * 8) // MetadataManager::GetMetadataBlockSize
 	const blockStart = 3 * headerSize
+	// What the checks below read is bounded by what the file holds (its
+	// block count may be larger: free blocks at its end are cut off), so a
+	// corrupt header or free list is an error, never an allocation or a
+	// walk it names.
+	subBlocks := uint64(max(fi.Size()-blockStart, 0)) / allocSize * 64
 	const idMask = uint64(1)<<56 - 1
 	read := func(ptr uint64) ([]byte, error) {
 		id, idx := ptr&idMask, ptr>>56
@@ -78,8 +100,8 @@ func metadataChainsResolve(path string) error {
 		for n > 0 {
 			if pos == sub {
 				nx := binary.LittleEndian.Uint64(cur)
-				if nx == ^uint64(0) || hops > 1<<20 {
-					return nil, errors.New("free list ends early")
+				if nx == ^uint64(0) || uint64(hops) >= subBlocks {
+					return nil, errors.New("free list ends early, or runs longer than the file")
 				}
 				hops++
 				if cur, err = read(nx); err != nil {
@@ -101,13 +123,25 @@ func metadataChainsResolve(path string) error {
 		}
 		return binary.LittleEndian.Uint64(b), nil
 	}
+	// skip passes over n entries of each bytes, a sub-block at a time.
+	skip := func(n uint64, each int64) error {
+		if n > subBlocks*uint64(sub)/uint64(each) {
+			return fmt.Errorf("free list names %d entries, more than the file holds", n)
+		}
+		for left := int64(n) * each; left > 0; left -= sub {
+			if _, err := next(min(left, sub)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	count := func(each int64) (uint64, error) {
 		n, err := u64()
 		if err == nil && n > blockCount {
 			err = fmt.Errorf("free list names %d blocks of %d", n, blockCount)
 		}
 		if err == nil {
-			_, err = next(int64(n) * each)
+			err = skip(n, each)
 		}
 		return n, err
 	}
@@ -125,16 +159,18 @@ func metadataChainsResolve(path string) error {
 		return fmt.Errorf("%d metadata blocks of %d", n, blockCount)
 	}
 	type mblock struct{ id, free uint64 }
-	blocks := make([]mblock, n)
-	isMeta := make(map[uint64]bool, n)
-	for i := range blocks {
-		if blocks[i].id, err = u64(); err == nil {
-			blocks[i].free, err = u64()
+	var blocks []mblock // grown as read: n may be corrupt
+	isMeta := map[uint64]bool{}
+	for range n {
+		var b mblock
+		if b.id, err = u64(); err == nil {
+			b.free, err = u64()
 		}
 		if err != nil {
 			return err
 		}
-		isMeta[blocks[i].id] = true
+		blocks = append(blocks, b)
+		isMeta[b.id] = true
 	}
 	for _, b := range blocks {
 		for idx := uint64(0); idx < 64; idx++ {

@@ -694,8 +694,11 @@ func openWarehouse(ctx context.Context, path, dsnOpts string) (*Warehouse, error
 	// timestamp's text, a day of it); DuckDB's default is the machine's.
 	// Set on every connection the pool opens (a DSN setting is applied
 	// before ICU, which owns TimeZone, is loaded).
+	// Metadata reuse off too, whatever the DSN says: a path holding '#'
+	// loses the DSN's options (duckdb-go parses it as a URL; see
+	// noMetadataReuse for why the working database needs it off).
 	connector, err := duckdb.NewConnector(path+dsnOpts, func(ex driver.ExecerContext) error {
-		_, err := ex.ExecContext(context.Background(), "SET TimeZone = 'UTC'", nil)
+		_, err := ex.ExecContext(context.Background(), "SET TimeZone = 'UTC'; "+setNoMetadataReuse, nil)
 		return err
 	})
 	if err != nil {
