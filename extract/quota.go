@@ -360,7 +360,7 @@ func (b *budget) reserveQuota(n int) (res *quotaReservation, ok bool, q Quota) {
 func (c *Client) reservePages(pages int) (*quotaReservation, error) {
 	res, ok, q := c.budget.reserveQuota(pages)
 	wait := max(q.Reset.Sub(c.now()), 0)
-	if ok || wait <= c.maxWait+resetPrecision { // as a request waits (do)
+	if ok || wait <= c.maxWait {
 		return res, nil
 	}
 	// A later run reads the first page again too (and more: the object's

@@ -1,7 +1,6 @@
 package extract
 
 import (
-	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -150,20 +149,4 @@ func FuzzRateHints(f *testing.F) {
 			}
 		}
 	})
-}
-
-// TestReservePagesAllowsTheResetsRounding: pages whose window resets just
-// past requests.max_wait, by less than the second services round resets
-// to, wait for it as a request does (resetPrecision) rather than defer
-// the stream.
-func TestReservePagesAllowsTheResetsRounding(t *testing.T) {
-	c, _ := newTestClient(t, http.NotFoundHandler(), WithRetry(3, 2*time.Second))
-	c.budget.observeQuota(quotaInfo{ok: true, limit: 10, remaining: 0, reset: c.now().Add(2*time.Second + 600*time.Millisecond)})
-	if _, err := c.reservePages(3); err != nil {
-		t.Errorf("a reset 0.6 s past max_wait: %v", err)
-	}
-	c.budget.observeQuota(quotaInfo{ok: true, limit: 10, remaining: 0, reset: c.now().Add(4 * time.Second)})
-	if _, err := c.reservePages(3); !errors.Is(err, ErrQuotaExhausted) {
-		t.Errorf("a reset 2 s past max_wait: %v, want ErrQuotaExhausted", err)
-	}
 }
