@@ -100,6 +100,12 @@ Start with 'sepipe demo': it runs against a built-in fake tenant.`,
 // error (exit 2) naming the command and what it takes: cobra's own says
 // "accepts 1 arg(s), received 0" and exited 1.
 func usageArgs(cmd *cobra.Command) {
+	if cmd.HasSubCommands() && !cmd.Runnable() { // never the root: it is not passed here
+		// A command of commands (lake, auth) prints its help; given an
+		// unknown command it printed the help too and exited 0.
+		cmd.Args = cobra.NoArgs
+		cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+	}
 	if check := cmd.Args; check != nil {
 		cmd.Args = func(c *cobra.Command, args []string) error {
 			if err := check(c, args); err != nil {

@@ -162,6 +162,10 @@ func TestMissingArgumentOrRequiredFlagIsUsage(t *testing.T) {
 		{[]string{"webhooks", "update"}, "sepipe webhooks update: missing ID"},
 		{[]string{"lake", "expire"}, "sepipe lake expire: --older-than is required"},
 		{[]string{"sync", "extra-arg"}, `sepipe sync takes no arguments, got "extra-arg"`},
+		// Commands of commands printed their help and exited 0.
+		{[]string{"lake", "bogus"}, `sepipe lake: unknown command "bogus"`},
+		{[]string{"auth", "bogus"}, `sepipe auth: unknown command "bogus"`},
+		{[]string{"webhooks", "bogus"}, `sepipe webhooks: unknown command "bogus"`},
 	} {
 		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
 			code, _, errOut := runCLI(t, tc.args...)
