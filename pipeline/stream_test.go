@@ -409,20 +409,8 @@ func TestChangedFiltersOfAnIncrementalStream(t *testing.T) {
 // would hide every row changed before 2099 from every later read; the
 // watermark is the latest plausible date, the row is kept and counted.
 func TestFutureCursorDoesNotMoveTheWatermark(t *testing.T) {
-	mux := http.NewServeMux()
-	base := servicetest.BasePath
-	mux.HandleFunc(base+"/objects", func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"objects":[{"id":"thing","displayName":"Thing","urls":{"describe":"`+base+`/objects/thing/describe","object":"`+base+`/objects/thing"}}]}`)
-	})
-	mux.HandleFunc(base+"/objects/thing/describe", func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"fields":[{"id":"id","displayName":"ID","type":"int"},{"id":"modified","displayName":"Modified","type":"date"}]}`)
-	})
-	mux.HandleFunc(base+"/objects/thing", func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"page":1,"totalResults":3,"totalPages":1,"results":[`+
-			`{"id":1,"modified":"2026-11-20T10:00:00Z"},{"id":2,"modified":"2099-01-01T00:00:00Z"},{"id":3,"modified":"2026-11-22T08:30:00Z"}]}`)
-	})
-	srv := httptest.NewServer(reportingOnly(mux.ServeHTTP))
-	defer srv.Close()
+	srv := thingServer(t, `{"page":1,"totalResults":3,"totalPages":1,"results":[`+
+		`{"id":1,"modified":"2026-11-20T10:00:00Z"},{"id":2,"modified":"2099-01-01T00:00:00Z"},{"id":3,"modified":"2026-11-22T08:30:00Z"}]}`)
 	out := t.TempDir()
 	streams := map[string]pipeline.StreamConfig{"thing": {Mode: load.Merge, PrimaryKey: []string{"id"}, Cursor: "modified"}}
 	res, err := pipeline.Sync(context.Background(), client(t, srv.URL, "any"), pipeline.Config{Out: out, Streams: streams, Now: clock(day1)})
