@@ -26,13 +26,11 @@ func walkPage(s *scanner, info *service.PageInfo, perPage func(int), rows func()
 		return rows()
 	}
 	count := func(key string) bool {
-		var v int64
-		ok := true
+		read := s.listCount // a list's count: no integer is no count
 		if key == "totalResults" {
-			v, ok = s.header()
-		} else {
-			v, ok = s.listCount()
+			read = s.header // a report page's total: no integer is a bad page
 		}
+		v, ok := read()
 		if ok && (key == "totalResults" || info.TotalResults < 0) {
 			info.TotalResults = v
 		}
