@@ -415,19 +415,24 @@ func (w wireEvent) event(raw []byte) (ev *service.Event, unread string, err erro
 
 // quoteShort quotes s for a message, cut as cut cuts it.
 func quoteShort(s string) string {
-	if len(s) > 64 {
-		return strconv.Quote(strings.ToValidUTF8(s[:64], "")) + "..."
-	}
-	return strconv.Quote(s)
+	head, more := head64(s)
+	return strconv.Quote(head) + more
 }
 
 // cut is s for a message, cut to its first 64 bytes: a delivery's time
 // may be as long as its body.
 func cut(s string) string {
+	head, more := head64(s)
+	return head + more
+}
+
+// head64 is s's first 64 bytes (valid UTF-8) and "..." when that left
+// some out.
+func head64(s string) (head, more string) {
 	if len(s) > 64 {
-		return strings.ToValidUTF8(s[:64], "") + "..."
+		return strings.ToValidUTF8(s[:64], ""), "..."
 	}
-	return s
+	return s, ""
 }
 
 // storableText reports text of an event that the warehouse cannot store:
