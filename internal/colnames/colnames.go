@@ -27,9 +27,10 @@ func Unique(names []string) []string {
 		for {
 			next[key]++
 			c := n + "_" + strconv.Itoa(next[key])
-			if !taken[strings.ToLower(c)] {
-				taken[strings.ToLower(c)] = true
-				seen[strings.ToLower(c)] = true
+			// taken holds every name given, so no later name is c: only
+			// the next suffixes must not take it again.
+			if lc := strings.ToLower(c); !taken[lc] {
+				taken[lc] = true
 				out[i] = c
 				break
 			}
