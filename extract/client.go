@@ -110,6 +110,7 @@ type Client struct {
 	spillFile   func() (*os.File, error) // WithSpillFiles
 	keyMem      int                      // keys a read keeps in memory before they spill (keySet)
 	pageSize    int
+	pageCap     atomic.Int64 // the page size the service took after refusing a larger one (0: none refused)
 	maxAttempts int
 	maxWait     time.Duration
 	backoffBase time.Duration

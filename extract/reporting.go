@@ -321,6 +321,9 @@ func (c *Client) ReadObject(ctx context.Context, objectID string, q Query, fn Pa
 	}
 	var total ReadStats
 	for read := 1; ; read++ {
+		if n := int(c.pageCap.Load()); n > 0 && q.ResultsPerPage > n {
+			q.ResultsPerPage = n // a larger size was refused on an earlier read
+		}
 		r := &reader{c: c, object: objectID, q: q, size: q.ResultsPerPage, fn: fn, read: read,
 			seed: maphash.MakeSeed(), seen: map[uint64]int{}, keys: c.newKeySet()}
 		err := r.run(ctx)
@@ -510,26 +513,56 @@ func (r *reader) keyDup(d *keyDup) error {
 	return r.integrity(1, 2, "row key %s on page %d was already read on page %d: a duplicate (moving data or a repeated page)", d.Key, d.At, d.Prev)
 }
 
-// safePageSize is the page size a read falls back to when the service
-// refuses a larger one on page 1 as a bad parameter: the interface does
-// not show its maximum, and 100 is the page size its own example and our
-// fake take when none is asked.
-const safePageSize = 100
+// fallbackPageSizes are the page sizes a read asks for, largest first,
+// after the service refused a larger one on page 1 as a bad parameter: the
+// interface does not show its maximum, and these are the maxima services
+// commonly set. The last, 100, is the size the interface's own example and
+// our fake take when none is asked.
+var fallbackPageSizes = [...]int{500, 250, 200, 100}
+
+// learnPageCap records that the service refused page 1 at asked rows and
+// took size: every later read of this client (other objects, a re-read
+// after an integrity failure) asks for size at most, without a refused
+// request each. The smallest size learned wins.
+func (c *Client) learnPageCap(ctx context.Context, asked, size int) {
+	for {
+		old := c.pageCap.Load()
+		if old > 0 && old <= int64(size) {
+			return
+		}
+		if c.pageCap.CompareAndSwap(old, int64(size)) {
+			c.log.WarnContext(ctx, "the service refused pages of this size and took smaller ones: every read now asks for the smaller size (set requests.page_size to the service's maximum to skip the refused requests)",
+				"refused", asked, "page_size", size)
+			return
+		}
+	}
+}
 
 func (r *reader) run(ctx context.Context) error {
 	first, err := r.fetch(ctx, 1)
-	var ae *APIError
-	if err != nil && r.size > safePageSize && errors.As(err, &ae) && ae.Status == http.StatusBadRequest && ctx.Err() == nil {
+	asked := r.size
+	for _, smaller := range fallbackPageSizes {
+		var ae *APIError
+		if err == nil || !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ctx.Err() != nil {
+			break
+		}
+		if smaller >= r.size {
+			continue
+		}
 		// The page size may be past the service's maximum, which the
-		// interface does not show: once more at a size it takes. Any
-		// other fault of the query fails page 1 again, as it would have.
-		r.c.log.WarnContext(ctx, "page 1 refused as a bad request, perhaps for its page size: asking again at a smaller one (if that is answered, set requests.page_size to the service's maximum)",
-			"object", r.object, "asked", r.size, "now", safePageSize, "err", err)
-		r.size, r.q.ResultsPerPage = safePageSize, safePageSize
+		// interface does not show: once more at a size it may take. Any
+		// other fault of the query fails page 1 at every size, as it
+		// would have at the first.
+		r.c.log.WarnContext(ctx, "page 1 refused as a bad request, perhaps for its page size: asking again at a smaller one",
+			"object", r.object, "asked", r.size, "now", smaller, "err", err)
+		r.size, r.q.ResultsPerPage = smaller, smaller
 		first, err = r.fetch(ctx, 1)
 	}
 	if err != nil {
 		return err
+	}
+	if r.size < asked {
+		r.c.learnPageCap(ctx, asked, r.size)
 	}
 	if e := first.ResultsPerPage; e > 0 && e != r.size {
 		if e > r.size {

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"reflect"
@@ -576,40 +577,80 @@ func TestReadObjectSilentlyCappedPageSize(t *testing.T) {
 }
 
 // TestReadObjectPageSizeRefused: a service that answers 400 to a page size
-// past its maximum is read at safePageSize, once page 1 is refused; a
-// query the service refuses for another reason fails as before, after one
-// more request.
+// past its maximum is read at the largest of fallbackPageSizes it takes,
+// once page 1 is refused; the client remembers that size, so a second
+// object (and a re-read) asks for it at once; a query the service refuses
+// for another reason fails as before, after one request at each smaller
+// size.
 func TestReadObjectPageSizeRefused(t *testing.T) {
-	const maxSize = 200
-	refuse := func(w http.ResponseWriter, r *http.Request, _ int) bool {
-		raw, _ := base64.StdEncoding.DecodeString(r.URL.Query().Get("parameters"))
-		var q wireQuery
-		_ = json.Unmarshal(raw, &q)
-		if q.ResultsPerPage > maxSize {
-			writeJSON(w, 400, map[string]any{"response": map[string]any{"code": 2001, "name": "InvalidParameterError", "message": "resultsPerPage must be at most 200"}})
-			return true
+	for _, tc := range []struct {
+		max, want int
+	}{{500, 500}, {300, 250}, {200, 200}, {199, 100}} {
+		var sizes []int
+		var mu sync.Mutex
+		refuse := func(w http.ResponseWriter, r *http.Request, _ int) bool {
+			raw, _ := base64.StdEncoding.DecodeString(r.URL.Query().Get("parameters"))
+			var q wireQuery
+			_ = json.Unmarshal(raw, &q)
+			mu.Lock()
+			sizes = append(sizes, q.ResultsPerPage)
+			mu.Unlock()
+			if q.ResultsPerPage > tc.max {
+				writeJSON(w, 400, map[string]any{"response": map[string]any{"code": 2001, "name": "InvalidParameterError", "message": fmt.Sprintf("resultsPerPage must be at most %d", tc.max)}})
+				return true
+			}
+			return false
 		}
-		return false
+		f := &fakeReport{rows: 1230, totals: totalsBoth, fault: refuse}
+		c, _ := newTestClient(t, f, WithPageSize(1000))
+		col := newCollector()
+		if _, err := c.ReadObject(context.Background(), "course", Query{}, col.fn); err != nil {
+			t.Fatalf("max %d: a read past the service's page size maximum: %v", tc.max, err)
+		}
+		col.checkAll(t, 1230)
+		mu.Lock()
+		probes := 0
+		for _, n := range sizes {
+			if n > tc.want {
+				probes++
+			} else if n != tc.want {
+				t.Errorf("max %d: a page asked at %d rows, want %d", tc.max, n, tc.want)
+			}
+		}
+		sizes = nil
+		mu.Unlock()
+		if want := map[int]int{500: 1, 300: 2, 200: 3, 199: 4}[tc.max]; probes != want {
+			t.Errorf("max %d: %d refused requests, want %d (one per size tried above the maximum)", tc.max, probes, want)
+		}
+		// A second read of the same client asks for the size taken at once.
+		col = newCollector()
+		if _, err := c.ReadObject(context.Background(), "course", Query{}, col.fn); err != nil {
+			t.Fatalf("max %d: second read: %v", tc.max, err)
+		}
+		col.checkAll(t, 1230)
+		mu.Lock()
+		for _, n := range sizes {
+			if n != tc.want {
+				t.Errorf("max %d: the second read asked for %d rows a page, want %d", tc.max, n, tc.want)
+			}
+		}
+		mu.Unlock()
 	}
-	f := &fakeReport{rows: 230, totals: totalsBoth, fault: refuse}
-	c, _ := newTestClient(t, f, WithPageSize(1000))
-	col := newCollector()
-	if _, err := c.ReadObject(context.Background(), "course", Query{}, col.fn); err != nil {
-		t.Fatalf("a read past the service's page size maximum: %v", err)
-	}
-	col.checkAll(t, 230)
 
 	bad := &fakeReport{rows: 230, totals: totalsBoth, fault: func(w http.ResponseWriter, r *http.Request, _ int) bool {
 		writeJSON(w, 400, map[string]any{"response": map[string]any{"code": 2001, "name": "InvalidParameterError", "message": "unknown field nope"}})
 		return true
 	}}
-	c, _ = newTestClient(t, bad, WithPageSize(1000))
+	c, _ := newTestClient(t, bad, WithPageSize(1000))
 	_, err := c.ReadObject(context.Background(), "course", Query{}, newCollector().fn)
 	var ae *APIError
 	if !errors.As(err, &ae) || ae.Status != 400 || !strings.Contains(err.Error(), "unknown field nope") {
 		t.Fatalf("a query refused for a bad field: %v, want the service's 400", err)
 	}
-	if n := bad.requests.Load(); n != 2 {
-		t.Errorf("%d requests for a refused query, want 2 (once more at the smaller page size)", n)
+	if n := bad.requests.Load(); n != 5 {
+		t.Errorf("%d requests for a refused query, want 5 (at 1000, then at each smaller size)", n)
+	}
+	if n := c.pageCap.Load(); n != 0 {
+		t.Errorf("a query refused at every size taught the client a page size of %d", n)
 	}
 }
