@@ -268,6 +268,14 @@ func TestBadInputTable(t *testing.T) {
 			msg: `sepipe.yaml:26: schedule.cron: bad cron expression "every night"`, hint: "02:00 every day"},
 		{name: "bad time zone", extra: "schedule:\n  cron: '0 2 * * *'\n  time_zone: Mars/Olympus\n", args: []string{"schedule"}, code: exitUsage,
 			msg: `sepipe.yaml:27: schedule.time_zone: unknown time zone "Mars/Olympus"`},
+		{name: "bad retries", extra: "schedule:\n  cron: '0 2 * * *'\n  retries: -1\n", args: []string{"schedule"}, code: exitUsage,
+			msg: `sepipe.yaml:27: schedule.retries: want 0 to 10, got -1`},
+		{name: "bad retry delay", extra: "schedule:\n  cron: '0 2 * * *'\n  retry_delay: 10ms\n", args: []string{"schedule"}, code: exitUsage,
+			msg: `sepipe.yaml:27: schedule.retry_delay: want at least 1s, got 10ms`},
+		{name: "bad retries flag", args: []string{"schedule", "--cron", "0 2 * * *", "--retries", "11"}, code: exitUsage,
+			msg: `--retries: want 0 to 10, got 11`},
+		{name: "bad retry delay flag", args: []string{"schedule", "--cron", "0 2 * * *", "--retry-delay", "soon"}, code: exitUsage,
+			msg: `--retry-delay: want a duration of at least 1s (e.g. 10m), got "soon"`},
 		{name: "missing config", args: []string{"sync", "--config", filepath.Join(dir, "nope.yaml")}, code: exitUsage,
 			msg: "nope.yaml: no such file or directory"},
 		{name: "config is a folder", args: []string{"sync", "--config", dir}, code: exitUsage, msg: "is a directory"},
@@ -515,7 +523,7 @@ func TestSchedulerSignals(t *testing.T) {
 	log, _ := g.loggerTo(g.stderr)
 	started := make(chan struct{}, 10)
 	var cancelled bool
-	s := &scheduler{sched: sched, loc: time.UTC, log: log, run: func(ctx context.Context, _ bool) error {
+	s := &scheduler{sched: sched, loc: time.UTC, log: log, run: func(ctx context.Context, _ bool, _ []string) error {
 		started <- struct{}{}
 		select {
 		case <-ctx.Done():
@@ -586,7 +594,7 @@ func TestSchedulerContinuesDeferredStreams(t *testing.T) {
 			g := &globals{logLevel: "info", logFormat: "text", stderr: &syncWriter{w: &logs}}
 			log, _ := g.loggerTo(g.stderr)
 			n := 0
-			s := &scheduler{sched: every(50 * time.Millisecond), loc: time.UTC, log: log, maxRuns: tc.scheduled, run: func(ctx context.Context, continuation bool) error {
+			s := &scheduler{sched: every(50 * time.Millisecond), loc: time.UTC, log: log, maxRuns: tc.scheduled, run: func(ctx context.Context, continuation bool, _ []string) error {
 				n++
 				// Only the chain's runs after the first are continuations,
 				// but for a run that read nothing, which runs whole again.
@@ -617,7 +625,7 @@ func TestSchedulerStopsWithAContinuationPending(t *testing.T) {
 	g := &globals{logLevel: "info", logFormat: "text", stderr: logs}
 	log, _ := g.loggerTo(g.stderr)
 	runs := make(chan bool, 4)
-	s := &scheduler{sched: &onceSoon{}, loc: time.UTC, log: log, run: func(ctx context.Context, continuation bool) error {
+	s := &scheduler{sched: &onceSoon{}, loc: time.UTC, log: log, run: func(ctx context.Context, continuation bool, _ []string) error {
 		runs <- continuation
 		return &pipeline.RunError{RunID: "r", Partial: true, Deferred: []*pipeline.ObjectError{{Object: "user", Step: "read",
 			Err: &extract.QuotaError{Reset: time.Now().Add(10 * time.Minute), Err: extract.ErrQuotaExhausted}}}}

@@ -159,6 +159,11 @@ type LogConfig struct {
 type ScheduleConfig struct {
 	Cron     string `yaml:"cron"`
 	TimeZone string `yaml:"time_zone"`
+	// Retries: how many times a failed run is tried again before the next
+	// scheduled run (default 2; 0: never), the first after RetryDelay
+	// (default 10m), each later one after twice the wait before it.
+	Retries    *int     `yaml:"retries"`
+	RetryDelay Duration `yaml:"retry_delay"`
 }
 
 // WebhooksConfig is read by 'sepipe listen'.
@@ -648,6 +653,13 @@ func (c *Config) SetDefaults() {
 	if c.Schedule.TimeZone == "" {
 		c.Schedule.TimeZone = "Local"
 	}
+	if c.Schedule.Retries == nil {
+		n := defaultRetries
+		c.Schedule.Retries = &n
+	}
+	if c.Schedule.RetryDelay == 0 {
+		c.Schedule.RetryDelay = Duration(defaultRetryDelay)
+	}
 	if c.lines == nil {
 		c.lines = map[string]int{}
 	}
@@ -868,8 +880,22 @@ func (c *Config) Validate() error {
 			return c.errf("schedule.cron", "%v", err)
 		}
 	}
+	if n := *c.Schedule.Retries; n < 0 || n > maxRetries {
+		return c.errf("schedule.retries", "want 0 to %d, got %d", maxRetries, n)
+	}
+	if d := time.Duration(c.Schedule.RetryDelay); d < time.Second {
+		return c.errf("schedule.retry_delay", "want at least 1s, got %v", d)
+	}
 	return nil
 }
+
+// Defaults and bounds of schedule.retries and schedule.retry_delay: two
+// more tries of a failed night, 10 and 20 minutes after it failed.
+const (
+	defaultRetries    = 2
+	maxRetries        = 10
+	defaultRetryDelay = 10 * time.Minute
+)
 
 // validateLake checks output.lake.iceberg, when given, by the library's
 // rules (lakehouse.Config.Validate); its key becomes the file's key path

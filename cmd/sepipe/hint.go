@@ -35,7 +35,7 @@ func hint(err error) string {
 		return "open warehouse.duckdb read-only in other programs (docs/bi.md); the data is committed: 'sepipe publish' publishes it once that program is closed"
 	case errors.Is(err, pipeline.ErrNotPublished):
 		return "the run is committed in .sepipe/state.duckdb; 'sepipe publish' (or the next sync) publishes it once the cause is mended (disk space, permissions)"
-	case errors.Is(err, extract.ErrRefreshFailed) && strings.Contains(err.Error(), "invalid_grant"):
+	case refreshRefused(err):
 		return "the refresh token was refused (used already, expired or revoked): authorize again with 'sepipe auth login --out DIR' for this output folder"
 	case errors.Is(err, pipeline.ErrLakePending):
 		return "the warehouse and the local lake have the run; the next sync commits it to the Iceberg lake (check the catalog and the object store are reachable)"
@@ -96,4 +96,11 @@ func configHint(ce *ConfigError) string {
 		return "sepipe.example.yaml and docs/cli.md list every key"
 	}
 	return ""
+}
+
+// refreshRefused reports whether err is a refresh token the token endpoint
+// refused (invalid_grant: used already, expired or revoked), which only a
+// new authorization mends, as against an outage of the endpoint.
+func refreshRefused(err error) bool {
+	return errors.Is(err, extract.ErrRefreshFailed) && strings.Contains(err.Error(), "invalid_grant")
 }

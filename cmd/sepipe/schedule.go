@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
 )
 
@@ -22,8 +23,8 @@ func init() { register(newScheduleCmd) }
 
 func newScheduleCmd(g *globals) *cobra.Command {
 	f := &syncFlags{}
-	var spec, tz string
-	var maxRuns int
+	var spec, tz, retryDelay string
+	var maxRuns, retries int
 	cmd := &cobra.Command{
 		Use:   "schedule [--cron SPEC] [--time-zone ZONE]",
 		Short: "Run the sync on a cron schedule, in the foreground",
@@ -32,7 +33,12 @@ on a cron expression (schedule.cron, or --cron) in a time zone
 (schedule.time_zone, or --time-zone; default the machine's). It logs the next
 run time after each start, never runs two syncs at once (a tick that comes
 while a run is still going is skipped and logged), and keeps going when a
-run fails (the failure is logged and recorded in _sepipe_runs). When a run
+run fails (the failure is logged and recorded in _sepipe_runs). A failed run
+is tried again (schedule.retries, default 2) after schedule.retry_delay
+(default 10m), then after twice that, if that comes before the next
+scheduled run: only the streams that failed when others committed, the
+whole run when none did; not what a retry cannot mend (a refused refresh
+token, a stream's configuration, a frozen schema). When a run
 ends with streams the service's request quota deferred, it runs again just
 after the quota resets, if that is before the next scheduled run, and goes on
 window by window while each such run leaves fewer streams unfinished.
@@ -85,6 +91,19 @@ alternative.`,
 			if maxRuns < 0 {
 				return usagef("--max-runs must not be negative, got %d", maxRuns)
 			}
+			if cmd.Flags().Changed("retries") {
+				if retries < 0 || retries > maxRetries {
+					return usagef("--retries: want 0 to %d, got %d", maxRetries, retries)
+				}
+				c.Schedule.Retries = &retries
+			}
+			if cmd.Flags().Changed("retry-delay") {
+				d, err := ParseDuration(retryDelay)
+				if err != nil || d < time.Second {
+					return usagef("--retry-delay: want a duration of at least 1s (e.g. 10m), got %q", retryDelay)
+				}
+				c.Schedule.RetryDelay = Duration(d)
+			}
 			log, err := g.loggerTo(g.stderr)
 			if err != nil {
 				return err
@@ -97,7 +116,8 @@ alternative.`,
 			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 			defer signal.Stop(sigs)
 			s := &scheduler{sched: sched, loc: loc, log: log, maxRuns: maxRuns,
-				run: func(ctx context.Context, continuation bool) error {
+				retries: *c.Schedule.Retries, retryDelay: time.Duration(c.Schedule.RetryDelay),
+				run: func(ctx context.Context, continuation bool, objects []string) error {
 					fb := &logProgress{log: log, every: 10 * time.Second, objs: map[string]*objLog{}}
 					// --objects are a standing selection here: a day a quota
 					// deferred streams is continued within them, and a
@@ -106,7 +126,10 @@ alternative.`,
 					if continuation {
 						cont = pipeline.ContinueOnly
 					}
-					_, err := runSync(ctx, g, c, log, fb, f.objects, cont, nil)
+					if objects == nil {
+						objects = f.objects
+					}
+					_, err := runSync(ctx, g, c, log, fb, objects, cont, nil)
 					return err
 				}}
 			log.Info("schedule started", "cron", c.Schedule.Cron, "time_zone", loc.String(), "out", c.Output.Dir)
@@ -116,18 +139,61 @@ alternative.`,
 	f.add(cmd, true)
 	cmd.Flags().StringVar(&spec, "cron", "", "cron expression; overrides schedule.cron")
 	cmd.Flags().StringVar(&tz, "time-zone", "", "IANA time zone of the cron expression (e.g. Europe/Berlin); overrides schedule.time_zone")
+	cmd.Flags().IntVar(&retries, "retries", defaultRetries, "times a failed run is tried again before the next scheduled run; overrides schedule.retries")
+	cmd.Flags().StringVar(&retryDelay, "retry-delay", defaultRetryDelay.String(), "wait before the first retry of a failed run, doubled for each later one; overrides schedule.retry_delay")
 	cmd.Flags().IntVar(&maxRuns, "max-runs", 0, "exit after this many scheduled runs and their continuations after a quota (those within the hour) (0: run until stopped); for trying a schedule out")
 	return cmd
 }
 
 // scheduler runs run on sched, one run at a time.
 type scheduler struct {
-	sched   cron.Schedule
-	loc     *time.Location
-	log     *slog.Logger
-	run     func(ctx context.Context, continuation bool) error
-	maxRuns int
-	now     func() time.Time // default time.Now
+	sched cron.Schedule
+	loc   *time.Location
+	log   *slog.Logger
+	// run runs a sync: a continuation reads only what the day's runs
+	// left; objects, when not nil, are the streams to read instead of the
+	// configured selection (a retry of the streams that failed).
+	run        func(ctx context.Context, continuation bool, objects []string) error
+	maxRuns    int
+	retries    int              // schedule.retries: tries again of a failed run, per scheduled run
+	retryDelay time.Duration    // schedule.retry_delay: before the first; each later one waits twice as long
+	now        func() time.Time // default time.Now
+}
+
+// retryWhat says whether a run that ended with err is tried again
+// (schedule.retries), and what: the streams that failed, when the run
+// committed others, or the whole run (objects nil). Not retried: what a
+// retry cannot mend (bad usage or configuration, a refresh token the
+// token endpoint refused, an object the service does not have, an output
+// folder holding a file that is not sepipe's), a stream that failed for
+// its configuration, its name or its schema, a run that committed and only
+// its publishing or its Iceberg commit is left (the next run finishes it),
+// and what a quota deferred (continued after the reset, continueAt).
+func retryWhat(err error) (objects []string, ok bool) {
+	var re *pipeline.RunError
+	switch {
+	case err == nil, errors.Is(err, context.Canceled), errors.As(err, new(usageError)),
+		errors.As(err, new(quotaBeforeRun)), refreshRefused(err),
+		errors.Is(err, pipeline.ErrUnknownObject), errors.Is(err, load.ErrNotDuckDB),
+		errors.Is(err, pipeline.ErrLakePending), errors.Is(err, load.ErrPublishBlocked), errors.Is(err, pipeline.ErrNotPublished):
+		return nil, false
+	case errors.As(err, &re):
+		for _, f := range re.Failed {
+			switch f.Step {
+			case "config", "name", "schema":
+			default:
+				objects = append(objects, f.Object)
+			}
+		}
+		switch {
+		case len(objects) == 0:
+			return nil, false
+		case re.Partial:
+			return objects, true
+		}
+		return nil, true // nothing committed: the whole run again
+	}
+	return nil, true
 }
 
 // errRunCancelled is returned when a second signal cancelled a run.
@@ -214,6 +280,9 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 		left      int  // streams the last run left unfinished
 		contAt    time.Time
 		contC     <-chan time.Time // a pending continuation's timer
+		attempts  int              // retries of the current scheduled run
+		retryObjs []string         // a pending retry's streams (nil: the whole run)
+		retryC    <-chan time.Time // a pending retry's timer
 		signals   int
 		done      = make(chan error, 1)
 		ctxDone   = ctx.Done()
@@ -223,22 +292,28 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 	s.log.Info("next run", "at", next.Format(time.RFC3339))
 	timer := time.NewTimer(next.Sub(s.now()))
 	defer timer.Stop()
-	var contTimer *time.Timer
+	var contTimer, retryTimer *time.Timer
 	defer func() {
 		if contTimer != nil {
 			contTimer.Stop()
+		}
+		if retryTimer != nil {
+			retryTimer.Stop()
 		}
 	}()
 	// start starts a run: a continuation reads only what the day's runs
 	// left; again (a whole run after a quota spent before the last one
 	// could list) reads as a scheduled run does, but counts as a
 	// continuation for ending the chain.
-	start := func(continuation, again bool) {
+	start := func(continuation, again bool, objects []string) {
 		if contTimer != nil {
 			contTimer.Stop() // a scheduled run replaces a pending continuation
 		}
-		running, cont, contC = true, continuation || again, nil
-		go func() { done <- s.run(runCtx, continuation) }()
+		if retryTimer != nil {
+			retryTimer.Stop() // and a pending retry
+		}
+		running, cont, contC, retryC = true, continuation || again, nil, nil
+		go func() { done <- s.run(runCtx, continuation, objects) }()
 	}
 	stop := func(why string) {
 		if !stopping {
@@ -267,9 +342,13 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 				if contC != nil {
 					s.log.Info("the scheduled run continues the deferred streams instead", "continuation", contAt.Format(time.RFC3339))
 				}
+				if retryC != nil {
+					s.log.Info("the scheduled run replaces the pending retry")
+				}
 				runs++
+				attempts = 0
 				s.log.Info("run starting", "run", runs, "scheduled", scheduled.Format(time.RFC3339))
-				start(false, false)
+				start(false, false, nil)
 			}
 			next = s.sched.Next(s.now().In(s.loc))
 			timer.Reset(next.Sub(s.now()))
@@ -281,11 +360,18 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 				// The run read nothing: run it again as scheduled (a
 				// continuation reads only what a run of the day left).
 				s.log.Info("run starting again: the quota was spent before it could list what to read", "run", runs, "quota_reset", contAt.Add(-continueMargin).Format(time.RFC3339))
-				start(false, true)
+				start(false, true, nil)
 				break
 			}
 			s.log.Info("run continuing the streams the quota deferred", "run", runs, "quota_reset", contAt.Add(-continueMargin).Format(time.RFC3339))
-			start(true, false)
+			start(true, false, nil)
+		case <-retryC:
+			if retryObjs != nil {
+				s.log.Info("run retrying the streams that failed", "run", runs, "attempt", attempts, "of", s.retries, "streams", retryObjs)
+			} else {
+				s.log.Info("run retrying", "run", runs, "attempt", attempts, "of", s.retries)
+			}
+			start(false, false, retryObjs)
 		case err := <-done:
 			running = false
 			var re *pipeline.RunError
@@ -300,6 +386,28 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 			at, ok, why, streams := continueAt(err, cont, left)
 			left = unfinished(err)
 			whole = errors.As(err, new(quotaBeforeRun))
+			if objs, retry := retryWhat(err); retry && !ok && !stopping && s.retries > 0 {
+				// A failed run, and no quota's reset to continue it
+				// after: tried again, up to schedule.retries times,
+				// each wait twice the one before.
+				wait := s.retryDelay << attempts
+				switch {
+				case attempts >= s.retries:
+					s.log.Warn("not retrying again: every retry of the run failed; the next scheduled run tries again", "retries", s.retries, "next", next.Format(time.RFC3339))
+					why = ""
+				case ticksLeft() && !s.now().Add(wait).Before(next):
+					s.log.Info("not retrying: the next scheduled run comes first", "next", next.Format(time.RFC3339))
+				case !ticksLeft() && wait > continueUnscheduled:
+					s.log.Warn("not retrying: the scheduled runs are done (--max-runs) and the retry would wait more than an hour", "retry_delay", wait.String())
+				default:
+					why, streams = "", nil // retried, not left to the next scheduled run
+					attempts++
+					retryObjs = objs
+					retryTimer = time.NewTimer(wait)
+					retryC = retryTimer.C
+					s.log.Info("retrying the run", "attempt", attempts, "of", s.retries, "at", s.now().Add(wait).Format(time.RFC3339), "streams", objs)
+				}
+			}
 			switch {
 			case stopping:
 			case why != "" && ticksLeft():
@@ -321,7 +429,7 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 					s.log.Info("continuing the streams the quota deferred after it resets", "at", at.Format(time.RFC3339))
 				}
 			}
-			if !ticksLeft() && contC == nil {
+			if !ticksLeft() && contC == nil && retryC == nil {
 				stop("max runs reached")
 			}
 		case sig := <-sigs:

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/pipeline"
 )
 
 // A run that met the quota spent before it could list is run again,
@@ -21,7 +24,7 @@ func TestScheduleWholeRerunsEnd(t *testing.T) {
 	g := &globals{logLevel: "info", logFormat: "text", stderr: &syncWriter{w: &logs}}
 	log, _ := g.loggerTo(g.stderr)
 	n := 0
-	s := &scheduler{sched: &onceSoon{}, loc: time.UTC, log: log, maxRuns: 1, run: func(ctx context.Context, continuation bool) error {
+	s := &scheduler{sched: &onceSoon{}, loc: time.UTC, log: log, maxRuns: 1, run: func(ctx context.Context, continuation bool, _ []string) error {
 		n++
 		if n >= 20 {
 			return nil // ends the test on HEAD
@@ -35,5 +38,93 @@ func TestScheduleWholeRerunsEnd(t *testing.T) {
 	}
 	if n > 2 {
 		t.Errorf("--max-runs 1: %d runs, the run met the spent quota each time and ran whole again after every reset; want the chain ended (at most one rerun)", n)
+	}
+}
+
+// TestSchedulerRetriesAFailedRun: a failed run is tried again, up to
+// schedule.retries times, each wait twice the one before: only the
+// streams that failed (not one that failed for its configuration) when
+// others committed, the whole run when none did; a retry that succeeds
+// ends the chain. What a retry cannot mend (a refused refresh token) is
+// not retried, and a chain whose retries all fail leaves the day to the
+// next scheduled run.
+func TestSchedulerRetriesAFailedRun(t *testing.T) {
+	partly := &pipeline.RunError{RunID: "r1", Partial: true, Failed: []*pipeline.ObjectError{
+		{Object: "user", Step: "read", Err: extract.ErrRetriesExhausted},
+		{Object: "group", Step: "config", Err: errors.New("primary key names no field")}}}
+	down := errors.New("token endpoint: connection refused")
+	refused := fmt.Errorf("%w: token endpoint answered 400 invalid_grant", extract.ErrRefreshFailed)
+	for _, tc := range []struct {
+		name    string
+		results []error
+		want    []string // the objects each run was given ("" for the configured selection)
+		log     string
+	}{
+		{"partly failed, then down, then ok", []error{partly, down, nil}, []string{"", "user", ""}, "run retrying the streams that failed"},
+		{"every retry fails", []error{down, down, down, nil}, []string{"", "", ""}, "not retrying again: every retry of the run failed"},
+		{"refresh token refused", []error{refused, nil}, []string{""}, "run failed"},
+		{"only a configuration failed", []error{&pipeline.RunError{RunID: "r", Failed: partly.Failed[1:]}, nil}, []string{""}, "run failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs strings.Builder
+			g := &globals{logLevel: "info", logFormat: "text", stderr: &syncWriter{w: &logs}}
+			log, _ := g.loggerTo(g.stderr)
+			var got []string
+			var at []time.Time
+			s := &scheduler{sched: &onceSoon{}, loc: time.UTC, log: log, maxRuns: 1, retries: 2, retryDelay: 40 * time.Millisecond,
+				run: func(ctx context.Context, continuation bool, objects []string) error {
+					if continuation {
+						t.Error("a retry ran as a continuation (it would read only what a quota deferred)")
+					}
+					got = append(got, strings.Join(objects, ","))
+					at = append(at, time.Now())
+					if len(got) > len(tc.results) {
+						return nil
+					}
+					return tc.results[len(got)-1]
+				}}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := s.loop(ctx, make(chan os.Signal)); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+				t.Errorf("runs given %q, want %q\n%s", got, tc.want, logs.String())
+			}
+			if !strings.Contains(logs.String(), tc.log) {
+				t.Errorf("log without %q:\n%s", tc.log, logs.String())
+			}
+			if len(at) == 3 {
+				if first, second := at[1].Sub(at[0]), at[2].Sub(at[1]); first < 40*time.Millisecond || second < 80*time.Millisecond {
+					t.Errorf("retries after %v and %v, want at least 40ms and then 80ms", first, second)
+				}
+			}
+		})
+	}
+}
+
+// TestSchedulerRetryAfterTheNextRun: a retry that would come after the
+// next scheduled run is left to that run; after the last scheduled run
+// (--max-runs) none waits more than an hour.
+func TestSchedulerRetryAfterTheNextRun(t *testing.T) {
+	var logs strings.Builder
+	g := &globals{logLevel: "info", logFormat: "text", stderr: &syncWriter{w: &logs}}
+	log, _ := g.loggerTo(g.stderr)
+	var runs []string
+	s := &scheduler{sched: every(150 * time.Millisecond), loc: time.UTC, log: log, maxRuns: 2, retries: 2, retryDelay: 2 * time.Hour,
+		run: func(ctx context.Context, _ bool, objects []string) error {
+			runs = append(runs, strings.Join(objects, ","))
+			return errors.New("the service is down")
+		}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.loop(ctx, make(chan os.Signal)); err != nil {
+		t.Fatal(err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the schedule waited for a retry two hours off after its last run:\n%s", logs.String())
+	}
+	if len(runs) != 2 || !strings.Contains(logs.String(), "not retrying: the next scheduled run comes first") {
+		t.Errorf("runs %q, want the two scheduled runs and no retry:\n%s", runs, logs.String())
 	}
 }
