@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -274,5 +275,61 @@ func TestPanelColumnsOfOneNameAreNamedApart(t *testing.T) {
 	i := slices.IndexFunc(ans.Panels, func(p Result) bool { return p.Name == "dup" })
 	if i < 0 || ans.Panels[i].Err != "" || !slices.Equal(ans.Panels[i].Columns, []string{"status", "status_1"}) {
 		t.Fatalf("panel dup: %+v", ans.Panels[i:i+1])
+	}
+}
+
+// TestPanelDaysAreUTCInAnyTimeZone: the built-in panels count an event on
+// the UTC day of its time, and the pipeline's runs start at their UTC
+// time, whatever the machine's time zone, as every other value the page
+// gets is UTC (and the dbt marts' days are). Run in a child under
+// TZ=Asia/Tokyo and TZ=America/Los_Angeles: the read-only connection took
+// DuckDB's default, the machine's zone, so an event at 20:00Z on 2 January
+// counted on 3 January in Tokyo, a date filter of 2 January dropped it,
+// and a run started at 20:00Z showed as 05:00.
+func TestPanelDaysAreUTCInAnyTimeZone(t *testing.T) {
+	if os.Getenv("SEPIPE_TZ_CHILD") == "" {
+		for _, tz := range []string{"Asia/Tokyo", "America/Los_Angeles"} {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestPanelDaysAreUTCInAnyTimeZone$", "-test.count=1")
+			cmd.Env = append(os.Environ(), "SEPIPE_TZ_CHILD=1", "TZ="+tz)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("under TZ=%s: %v\n%s", tz, err, out)
+			}
+		}
+		return
+	}
+	out := testWarehouse(t)
+	db, err := sql.Open("duckdb", filepath.Join(out, "warehouse.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE TABLE events (id VARCHAR PRIMARY KEY, type VARCHAR NOT NULL, time TIMESTAMPTZ, received_at TIMESTAMPTZ NOT NULL, subscription VARCHAR, raw JSON NOT NULL)`,
+		`INSERT INTO events VALUES ('e1', 'COURSE_COMPLETED', '2026-01-02 20:00:00+00', '2026-01-02 20:00:01+00', NULL, '{}'),
+			('e2', 'COURSE_COMPLETED', '2026-01-02 03:00:00+00', '2026-01-02 03:00:01+00', NULL, '{}')`,
+		`CREATE TABLE _sepipe_runs (run_id VARCHAR, started_at TIMESTAMPTZ, status VARCHAR, error VARCHAR)`,
+		`CREATE TABLE _sepipe_run_objects (run_id VARCHAR, rows BIGINT, rejected_rows BIGINT, status VARCHAR)`,
+		`INSERT INTO _sepipe_runs VALUES ('r1', '2026-01-02 20:00:00+00', 'ok', NULL)`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rec := get(Handler(Config{Out: out}), "127.0.0.1:8787", "/api/panels?from=2026-01-02&to=2026-01-02")
+	var ans Answer
+	if err := json.NewDecoder(rec.Body).Decode(&ans); err != nil {
+		t.Fatalf("%d: %v", rec.Code, err)
+	}
+	got := map[string]Result{}
+	for _, p := range ans.Panels {
+		got[p.Name] = p
+	}
+	if p := got["webhook_events"]; p.Err != "" || fmt.Sprint(p.Rows) != "[[2026-01-02 COURSE_COMPLETED 2]]" {
+		t.Errorf("TZ=%s: webhook_events on 2026-01-02 (UTC): %v %s, want both events on that day", os.Getenv("TZ"), p.Rows, p.Err)
+	}
+	if p := got["pipeline_health"]; p.Err != "" || len(p.Rows) != 1 || p.Rows[0][0] != "2026-01-02 20:00" {
+		t.Errorf("TZ=%s: pipeline_health: %v %s, want the run started 2026-01-02 20:00 (UTC)", os.Getenv("TZ"), p.Rows, p.Err)
 	}
 }

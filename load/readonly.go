@@ -27,6 +27,11 @@ var ErrNoWarehouse = errors.New("no warehouse")
 // Opening the path directly would let DuckDB hand back a database this
 // process already has open on that path, which after a publish is the
 // replaced file: a long-running reader would never see a new run.
+//
+// Its SQL runs in UTC, as sepipe's connections to the working database
+// do, whatever the machine's time zone (DuckDB's default): a timestamp's
+// day or text (a dashboard panel's event day, a run's start) is the UTC
+// one, as every timestamp sepipe shows is.
 func OpenReadOnly(ctx context.Context, path string) (*Warehouse, error) {
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -40,7 +45,7 @@ func OpenReadOnly(ctx context.Context, path string) (*Warehouse, error) {
 	}
 	db.SetMaxOpenConns(1)
 	alias := Ident(strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)))
-	if _, err := db.ExecContext(ctx, "ATTACH "+Literal(path)+" AS "+alias+" (READ_ONLY); USE "+alias); err != nil {
+	if _, err := db.ExecContext(ctx, "SET TimeZone = 'UTC'; ATTACH "+Literal(path)+" AS "+alias+" (READ_ONLY); USE "+alias); err != nil {
 		closeDuckDB(db)
 		return nil, classifyOpen(path, err)
 	}
