@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -276,5 +277,53 @@ func TestDashboardBesideASync(t *testing.T) {
 	}
 	if n := runs(); n != 2 {
 		t.Errorf("after the sync the dashboard shows %d runs, want 2", n)
+	}
+}
+
+// circleTitle is a line chart's point, as its tooltip names it.
+var circleTitle = regexp.MustCompile(`<circle [^>]*><title>([^<]*)</title>`)
+
+// TestDashboardLineChartOrdersNumbersByValue: a line chart whose x is a
+// number (an hour of the day, a week) draws its points in the order of
+// their values. The page sorted every x as text, so hours 0 to 23 ran
+// 0, 1, 10, 11, ..., 19, 2, 20: a line zigzagging back and forth.
+func TestDashboardLineChartOrdersNumbersByValue(t *testing.T) {
+	bin := chromium(t)
+	out := t.TempDir()
+	db, err := sql.Open("duckdb", filepath.Join(out, "warehouse.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE hits AS SELECT h AS hour, h * 10 AS n FROM range(24) t(h)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	panels := t.TempDir()
+	if err := os.WriteFile(filepath.Join(panels, "hours.yaml"), []byte("name: by_hour\ntitle: By hour\nkind: line\nx: hour\ny: [n]\n"+
+		"sql: SELECT hour, n FROM hits ORDER BY hour\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(dashboard.Handler(dashboard.Config{Out: out, PanelsDir: panels}))
+	defer srv.Close()
+	dom := browse(t, bin, srv.URL+"/", "")
+	if !strings.Contains(dom, `data-ready="true"`) {
+		t.Fatalf("the page did not finish loading:\n%.2000s", dom)
+	}
+	i := strings.Index(dom, `data-name="by_hour"`)
+	if i < 0 {
+		t.Fatalf("panel by_hour is not on the page:\n%.2000s", dom)
+	}
+	var got []string
+	for _, m := range circleTitle.FindAllStringSubmatch(dom[i:], -1) {
+		got = append(got, m[1])
+	}
+	var want []string
+	for h := range 24 {
+		want = append(want, fmt.Sprintf("n · %d: %d", h, h*10))
+	}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("the points, left to right:\n%s\nwant\n%s", strings.Join(got, "|"), strings.Join(want, "|"))
 	}
 }

@@ -117,7 +117,10 @@ function bars(p, box) {
 function lines(p, box) {
   const xi = col(p, p.x);
   const rows = p.rows || [];
-  const xs = [...new Set(rows.map((r) => String(r[xi])))].sort();
+  // x in order: numbers by value (hours 2 before 10), days and text as text.
+  const xv = new Map(rows.map((r) => [String(r[xi]), r[xi]]));
+  const byValue = [...xv.values()].every((v) => typeof v === "number");
+  const xs = [...xv.keys()].sort(byValue ? (a, b) => xv.get(a) - xv.get(b) : undefined);
   let series; // [{name, points: Map x -> value}]
   if (p.series) {
     const si = col(p, p.series), yi = col(p, p.y[0]);
