@@ -248,7 +248,9 @@ type eventLoader struct {
 	max      int
 	lockWait time.Duration
 	// dirty: events were loaded since the last publish.
-	dirty         bool
+	dirty bool
+	// lastPublished is when the last publish ended, or the last one that
+	// failed after copying the working database.
 	lastPublished time.Time
 	// lastCost is how long the last publish took (publishDue).
 	lastCost time.Duration
@@ -330,7 +332,14 @@ func (l *eventLoader) publish(ctx context.Context) error {
 	if errors.Is(err, load.ErrWarehouseLocked) {
 		err, cost = load.PublishState(ctx, l.lake, load.WithLockWait(l.lockWait)), l.lastCost
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, load.ErrWarehouseLocked):
+		return err // nothing was copied: the next batch tries again
+	case err != nil:
+		// It failed having copied the working database (a program holds
+		// warehouse.duckdb for writing, a full disk): try again when a
+		// publish is due, not at every batch, each time a whole copy.
+		l.lastPublished, l.lastCost = time.Now(), cost
 		return err
 	}
 	l.dirty, l.lastPublished, l.lastCost = false, time.Now(), cost

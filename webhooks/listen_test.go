@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -30,10 +32,14 @@ import (
 )
 
 // TestMain re-runs this test binary as the receiver the kill test
-// SIGKILLs (SEPIPE_LISTEN_CHILD set).
+// SIGKILLs (SEPIPE_LISTEN_CHILD set), or as a program holding a
+// warehouse open for writing (SEPIPE_HOLD_FOR_WRITING).
 func TestMain(m *testing.M) {
 	if os.Getenv("SEPIPE_LISTEN_CHILD") != "" {
 		os.Exit(childListen())
+	}
+	if path := os.Getenv("SEPIPE_HOLD_FOR_WRITING"); path != "" {
+		os.Exit(holdForWriting(path))
 	}
 	os.Exit(m.Run())
 }
@@ -527,5 +533,104 @@ func TestPublishAfterWaitingForASyncKeepsItsPace(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// holdForWriting opens the DuckDB file at path for writing, as a BI tool
+// opened without read-only does, says "holding" and keeps it until its
+// stdin closes.
+func holdForWriting(path string) int {
+	db, err := sql.Open("duckdb", path)
+	if err == nil {
+		err = db.Ping()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer db.Close()
+	fmt.Println("holding")
+	io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// TestPublishBlockedByAWriterIsNotRetriedAtEveryBatch: while a program
+// holds warehouse.duckdb open for writing (a BI tool opened without
+// read-only), each publish copies the whole working database and then
+// finds it cannot replace the file. The listener retried at every batch
+// tick (here every 20 ms; by default every second), copying the
+// warehouse again each time for as long as the program stayed open (a
+// gigabyte a second) and logging a warning each time; it now retries when
+// a publish would be due. Once the program closes, the events are
+// published. The bound of 8 copies in 3 s (a publish interval of 1 s)
+// counts tries, it does not time them.
+func TestPublishBlockedByAWriterIsNotRetriedAtEveryBatch(t *testing.T) {
+	out := t.TempDir()
+	var (
+		copies    atomic.Int64
+		published = make(chan struct{}, 100)
+	)
+	faults.Set(func(point string) {
+		switch point {
+		case string(faults.PublishCopied):
+			copies.Add(1)
+		case string(faults.PublishRenamed):
+			select {
+			case published <- struct{}{}:
+			default:
+			}
+		}
+	})
+	t.Cleanup(func() { faults.Set(nil) })
+	url, stop := webhooktest.StartListen(t, webhooks.ListenConfig{Out: out, Secrets: []string{webhooktest.Secret},
+		BatchInterval: 20 * time.Millisecond, PublishInterval: time.Second})
+	defer stop()
+	if webhooktest.Deliver(http.DefaultClient, url, webhooktest.Event("ev-first"), webhooktest.Secret, 0) != http.StatusOK {
+		t.Fatal("the first delivery was refused")
+	}
+	select {
+	case <-published:
+	case <-time.After(time.Minute):
+		t.Fatal("the first event was not published within a minute")
+	}
+
+	holder := exec.Command(os.Args[0], "-test.run=^$")
+	holder.Env = append(os.Environ(), "SEPIPE_HOLD_FOR_WRITING="+filepath.Join(out, "warehouse.duckdb"))
+	holder.Stderr = os.Stderr
+	stdin, _ := holder.StdinPipe()
+	stdout, _ := holder.StdoutPipe()
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	release := sync.OnceFunc(func() { stdin.Close(); holder.Wait() })
+	t.Cleanup(release)
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "holding\n" {
+		t.Fatalf("the holder did not hold warehouse.duckdb: %q", line)
+	}
+
+	copies.Store(0)
+	if webhooktest.Deliver(http.DefaultClient, url, webhooktest.Event("ev-second"), webhooktest.Secret, 0) != http.StatusOK {
+		t.Fatal("the second delivery was refused")
+	}
+	time.Sleep(3 * time.Second)
+	if n := copies.Load(); n > 8 {
+		t.Errorf("%d copies of the working database in 3 s while warehouse.duckdb was held for writing (publish interval 1 s)", n)
+	}
+	select {
+	case <-published:
+		t.Fatal("warehouse.duckdb was replaced while a program held it for writing")
+	default:
+	}
+	release()
+	select {
+	case <-published:
+	case <-time.After(time.Minute):
+		t.Fatal("the second event was not published within a minute of the program closing the warehouse")
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := warehousetest.Scalar[int64](t, warehousetest.Open(t, out), `SELECT count(*) FROM events`); n != 2 {
+		t.Errorf("%d events published, want 2", n)
 	}
 }
