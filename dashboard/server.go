@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sepipe/sepipe/internal/colnames"
 	"github.com/sepipe/sepipe/load"
@@ -70,8 +71,8 @@ func filtersFrom(r *http.Request) (Filters, error) {
 		}
 	}
 	for _, s := range []struct{ name, v string }{{"team", f.Team}, {"region", f.Region}} {
-		if len(s.v) > 200 || strings.ContainsRune(s.v, 0) {
-			return f, fmt.Errorf("filter %s: at most 200 characters, no NUL", s.name)
+		if len(s.v) > 200 || strings.ContainsRune(s.v, 0) || !utf8.ValidString(s.v) {
+			return f, fmt.Errorf("filter %s: at most 200 characters of UTF-8, no NUL", s.name)
 		}
 	}
 	return f, nil

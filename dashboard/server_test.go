@@ -368,3 +368,18 @@ func TestBuiltinPanelsBeforeTheFirstSync(t *testing.T) {
 		}
 	}
 }
+
+// TestFilterThatIsNotUTF8IsABadRequest: a team or region filter whose
+// bytes are not UTF-8 (?team=%FF) is the request's fault: 400 naming the
+// filter. It reached DuckDB, whose "Invalid unicode" failed the whole
+// dashboard with a 500.
+func TestFilterThatIsNotUTF8IsABadRequest(t *testing.T) {
+	h := Handler(Config{Out: testWarehouse(t)})
+	for _, q := range []string{"team=%FF", "region=%C3%28"} {
+		rec := get(h, "127.0.0.1", "/api/panels?"+q)
+		name, _, _ := strings.Cut(q, "=")
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "filter "+name) {
+			t.Errorf("?%s: %d %s, want 400 naming the filter", q, rec.Code, rec.Body)
+		}
+	}
+}
