@@ -327,3 +327,40 @@ func TestDashboardLineChartOrdersNumbersByValue(t *testing.T) {
 		t.Errorf("the points, left to right:\n%s\nwant\n%s", strings.Join(got, "|"), strings.Join(want, "|"))
 	}
 }
+
+// valueText is a headline number's column and the text the page shows.
+var valueText = regexp.MustCompile(`<div class="value" data-column="([^"]+)" data-value="[^"]*">([^<]*)</div>`)
+
+// TestDashboardShowsSmallNumbers: a number the SQL returns is shown, not
+// rounded away. The page wrote every number with at most one decimal, so
+// a completion rate of 0.043 read "0" and -0.02 "-0".
+func TestDashboardShowsSmallNumbers(t *testing.T) {
+	bin := chromium(t)
+	out := t.TempDir()
+	db, err := sql.Open("duckdb", filepath.Join(out, "warehouse.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE t AS SELECT 1`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	panels := t.TempDir()
+	if err := os.WriteFile(filepath.Join(panels, "rates.yaml"), []byte("name: rates\ntitle: Rates\nkind: number\n"+
+		"sql: SELECT 0.043::DOUBLE AS rate, -0.02::DOUBLE AS change, 0 AS zero, 1234.56::DOUBLE AS big\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(dashboard.Handler(dashboard.Config{Out: out, PanelsDir: panels}))
+	defer srv.Close()
+	dom := browse(t, bin, srv.URL+"/", "")
+	got := map[string]string{}
+	for _, m := range valueText.FindAllStringSubmatch(dom, -1) {
+		got[m[1]] = m[2]
+	}
+	want := map[string]string{"rate": "0.043", "change": "-0.02", "zero": "0", "big": "1,234.6"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the page shows %v, want %v", got, want)
+	}
+}

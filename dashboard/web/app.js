@@ -6,6 +6,7 @@
 const NS = "http://www.w3.org/2000/svg";
 const palette = ["#2f6fde", "#e0782b", "#2e9e6a", "#9b51e0", "#d6455d", "#3bb3c3", "#8a8f9c", "#c9a227"];
 const fmt = new Intl.NumberFormat("en-US", { maximumFractionDigits: 1 });
+const small = new Intl.NumberFormat("en-US", { maximumSignificantDigits: 2 }); // |v| < 1: 0.043, not 0
 
 function el(tag, attrs = {}, text) {
   const e = document.createElement(tag);
@@ -22,7 +23,10 @@ function sv(tag, attrs = {}, text) {
 }
 
 function num(v) { return typeof v === "number" ? v : (v === null || v === "" ? NaN : Number(v)); }
-function show(v) { return typeof v === "number" ? fmt.format(v) : (v === null ? "–" : String(v)); }
+function show(v) {
+  if (typeof v === "number") return (v !== 0 && Math.abs(v) < 1 ? small : fmt).format(v);
+  return v === null ? "–" : String(v);
+}
 function col(p, name) { return p.columns.findIndex((c) => c.toLowerCase() === name.toLowerCase()); }
 
 function legend(names) {
