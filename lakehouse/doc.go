@@ -10,7 +10,9 @@
 // refuses one by the key at fault: S3 keys come from the standard AWS
 // environment and files, PostgreSQL's password from PGPASSWORD or
 // ~/.pgpass, a REST token from SEPIPE_ICEBERG_REST_TOKEN or
-// SEPIPE_ICEBERG_REST_CREDENTIAL.
+// SEPIPE_ICEBERG_REST_CREDENTIAL. CheckWarehouse writes and removes a
+// probe object in a SQL catalog's warehouse, so that a missing bucket or
+// wrong S3 settings or credentials are one error naming the warehouse.
 //
 // Tables. Each stream is one table <namespace>.<stream> (namespace
 // "sepipe" unless the caller names one; with tenants, the tenant's name). Its

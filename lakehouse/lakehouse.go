@@ -172,6 +172,39 @@ func (c Config) catalogProperties() iceberg.Properties {
 	return p
 }
 
+// CheckWarehouse writes a small object under the warehouse and removes
+// it again, so that a missing bucket, a wrong s3.endpoint or s3.region,
+// or missing or wrong S3 credentials are reported at once, naming the
+// warehouse, instead of by every stream's first write (the catalog alone
+// can be reached with all of them wrong). A REST catalog's tables live
+// where its server says, with the credentials it may vend: there it
+// checks nothing.
+func (l *Lakehouse) CheckWarehouse(ctx context.Context) error {
+	if l.cfg.Catalog.Type != CatalogSQL {
+		return nil
+	}
+	loc := strings.TrimRight(l.cfg.Warehouse, "/")
+	fail := func(what string, err error) error {
+		return fmt.Errorf("iceberg warehouse %s: %s (check that the bucket exists, s3.endpoint, s3.region and the AWS credentials): %w", loc, what, err)
+	}
+	fsys, err := icebergio.LoadFS(ctx, l.cfg.catalogProperties(), loc)
+	if err != nil {
+		return fail("cannot open it", err)
+	}
+	wfs, ok := fsys.(icebergio.WriteFileIO)
+	if !ok {
+		return fail("cannot write to it", errors.New("its file IO cannot write"))
+	}
+	probe := loc + "/.sepipe-probe-" + randomTag()
+	if err := wfs.WriteFile(probe, []byte("sepipe\n")); err != nil {
+		return fail("cannot write to it", err)
+	}
+	if err := wfs.Remove(probe); err != nil {
+		return fail("cannot remove "+probe+" from it", err)
+	}
+	return nil
+}
+
 // Close releases the catalog and its database connection.
 func (l *Lakehouse) Close() error {
 	var errs []error

@@ -36,6 +36,11 @@ func openLake(ctx context.Context, cfg Config) (*lakehouse.Lakehouse, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the Iceberg lake: %w", err)
 	}
+	// One clear error before anything is read, not one per stream.
+	if err := lh.CheckWarehouse(ctx); err != nil {
+		lh.Close()
+		return nil, fmt.Errorf("open the Iceberg lake: %w", err)
+	}
 	return lh, nil
 }
 

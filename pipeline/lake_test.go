@@ -762,3 +762,32 @@ func TestModeChangeRebuildsIcebergTable(t *testing.T) {
 		})
 	}
 }
+
+// TestUnwritableWarehouseFailsTheRunAtOnce: an S3 warehouse whose bucket
+// does not exist (the catalog itself fine) fails the sync before it reads
+// anything, with one error naming the warehouse, and leaves nothing in
+// the catalog. Each stream's first write failed instead, one error per
+// stream, after the catalog had been given the namespace.
+func TestUnwritableWarehouseFailsTheRunAtOnce(t *testing.T) {
+	s3 := lakeservers.StartS3(t)
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	lc := &lakehouse.Config{
+		Catalog:   lakehouse.CatalogConfig{Type: lakehouse.CatalogSQL, Driver: lakehouse.DriverSQLite, URI: filepath.Join(t.TempDir(), "catalog.db")},
+		Warehouse: "s3://nolake/sepipe",
+		S3:        lakehouse.S3Config{Endpoint: s3.Endpoint, Region: s3.Region},
+	}
+	_, err := pipeline.Sync(context.Background(), client(t, srv.URL, srv.Service.AccessToken()), pipeline.Config{Out: t.TempDir(), Iceberg: lc, Now: clock(day1)})
+	if err == nil || !strings.Contains(err.Error(), "iceberg warehouse s3://nolake/sepipe") || !strings.Contains(err.Error(), "NoSuchBucket") ||
+		strings.Count(err.Error(), "NoSuchBucket") != 1 {
+		t.Fatalf("sync into a missing bucket: %v\nwant one error naming the warehouse and NoSuchBucket", err)
+	}
+	lh, err := lakehouse.Open(context.Background(), *lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lh.Close()
+	if ok, err := lh.Catalog().CheckNamespaceExists(context.Background(), []string{lakehouse.DefaultNamespace}); ok || err != nil {
+		t.Errorf("the failed sync left namespace %s in the catalog (%v)", lakehouse.DefaultNamespace, err)
+	}
+}

@@ -40,15 +40,18 @@ streams) or skipped (not configured):
   v4         access token      themes
   webhooks   API token         list subscriptions
   legacy     login_dir [+ username/password]   create a session
-  iceberg    the catalog of output.lake.iceberg   list the namespace's tables
+  iceberg    the catalog of output.lake.iceberg   list the namespace's tables;
+             with a SQL catalog, write and remove a probe object in the
+             warehouse (bucket, endpoint, region and S3 credentials)
   config     include, exclude, streams   the objects they name exist, and each
              stream's primary_key, cursor, lookback and filters fit its
              object's fields, as sync checks them
 
 The access token (or the OAuth client that refreshes it) is required; the API
 token and the legacy login are checked when configured. Nothing is written
-except, with OAuth, the rotated tokens in the token store, and an Iceberg SQL
-catalog on SQLite, which opening creates when its file does not exist yet. Exit code 1 if any
+except, with OAuth, the rotated tokens in the token store, an Iceberg SQL
+catalog on SQLite, which opening creates when its file does not exist yet, and
+the warehouse's probe object, removed at once. Exit code 1 if any
 check failed (not entitled is not a failure), so it fits a deployment pipeline
 or a monitoring probe.`,
 		Example: `  sepipe check
@@ -176,14 +179,18 @@ func runChecks(ctx context.Context, c *Config, client *extract.Client) []checkRe
 }
 
 // checkCatalog connects to the Iceberg catalog (a SQL catalog gets its
-// tables if its database has none) and counts the tables of the
-// namespace.
+// tables if its database has none), writes and removes a probe object in
+// a SQL catalog's warehouse (lakehouse.CheckWarehouse), and counts the
+// tables of the namespace.
 func checkCatalog(ctx context.Context, ic lakehouse.Config) (int, error) {
 	lh, err := lakehouse.Open(ctx, ic)
 	if err != nil {
 		return 0, err
 	}
 	defer lh.Close()
+	if err := lh.CheckWarehouse(ctx); err != nil {
+		return 0, err
+	}
 	tables, err := lh.Tables(ctx, "")
 	return len(tables), err
 }

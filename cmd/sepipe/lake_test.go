@@ -13,6 +13,7 @@ import (
 
 	"github.com/sepipe/sepipe/extract/servicetest"
 	"github.com/sepipe/sepipe/internal/faults"
+	"github.com/sepipe/sepipe/internal/lakeservers"
 	"github.com/sepipe/sepipe/lakehouse"
 )
 
@@ -140,5 +141,54 @@ func TestCheckReportsAnUnreachableCatalog(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "check", "--config", cfg)
 	if code != exitFailed || !regexp.MustCompile(`(?m)^iceberg\s+sql catalog sepipe\s+failed\s+.*connect`).MatchString(stdout) {
 		t.Errorf("check with an unreachable catalog: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}
+
+// TestCheckReportsAnUnwritableWarehouse: with the catalog reachable and
+// the S3 warehouse not (its bucket missing, the secret key wrong, nothing
+// at the endpoint), sepipe check fails its iceberg line naming the
+// warehouse and the reason. It said ok (it only listed the catalog's
+// tables), and the sync then failed every stream.
+func TestCheckReportsAnUnwritableWarehouse(t *testing.T) {
+	s3 := lakeservers.StartS3(t)
+	s3.CreateBucket(t, "lake")
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	setEnv(t, srv)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nothing := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	for _, tc := range []struct{ name, bucket, endpoint, secret, reason string }{
+		{"no bucket", "nolake", s3.Endpoint, "", "NoSuchBucket"},
+		{"wrong secret", "lake", s3.Endpoint, "wrong", "SignatureDoesNotMatch"},
+		{"no server", "lake", nothing, "", "connection refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.secret != "" {
+				t.Setenv("AWS_SECRET_ACCESS_KEY", tc.secret)
+			}
+			t.Setenv("AWS_MAX_ATTEMPTS", "1")
+			dir := t.TempDir()
+			cfg := writeConfig(t, dir, srv.URL, filepath.Join(dir, "out"), fmt.Sprintf("  lake:\n    iceberg:\n      catalog: {uri: %s}\n      warehouse: s3://%s/sepipe\n      s3: {endpoint: %s, region: %s}\n",
+				filepath.Join(dir, "catalog.db"), tc.bucket, tc.endpoint, s3.Region))
+			code, stdout, stderr := runCLI(t, "check", "--config", cfg)
+			want := regexp.MustCompile(`(?m)^iceberg\s+sql catalog sepipe\s+failed\s+iceberg warehouse s3://` + tc.bucket + `/sepipe: .*` + tc.reason)
+			if code != exitFailed || !want.MatchString(stdout) {
+				t.Errorf("check: exit %d, want %d and the iceberg line failed naming the warehouse and %s\n%s\n%s", code, exitFailed, tc.reason, stdout, stderr)
+			}
+		})
+	}
+	// The bucket as configured: ok, and the probe object is gone.
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, srv.URL, filepath.Join(dir, "out"), fmt.Sprintf("  lake:\n    iceberg:\n      catalog: {uri: %s}\n      warehouse: s3://lake/sepipe\n      s3: {endpoint: %s, region: %s}\n",
+		filepath.Join(dir, "catalog.db"), s3.Endpoint, s3.Region))
+	if s := mustRun(t, "check", "--config", cfg); !regexp.MustCompile(`(?m)^iceberg\s+sql catalog sepipe\s+ok\s`).MatchString(s) {
+		t.Errorf("check with a writable warehouse:\n%s", s)
+	}
+	if objs := s3.Objects(t, "lake", ""); len(objs) != 0 {
+		t.Errorf("check left objects in the bucket: %v", objs)
 	}
 }
