@@ -19,7 +19,7 @@
 // schema is derived from the stream's Arrow schema, sepipe's source of
 // truth (picklists and JSON become strings, dates timestamptz), plus two
 // columns of sepipe's: snapshot_date (the run's day; _sepipe_snapshot_date
-// when the stream has a field of that name) and _sepipe_run_id. Tables are
+// when the stream has a field of that name in any case) and _sepipe_run_id. Tables are
 // format v2, partitioned by the day column (identity, or the day
 // transform), sorted by the primary key when there is one. Columns are
 // matched by name against the table's current schema: a column keeps its

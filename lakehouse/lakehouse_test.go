@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/iceberg-go/table"
 
 	"github.com/sepipe/sepipe/internal/lakeservers"
 )
@@ -246,6 +247,63 @@ func TestDayPartitionWithAColumnNamedLikeIt(t *testing.T) {
 		t.Errorf("partition field %q, want _snapshot_date_day", f.Name)
 	}
 	at, err := tbl.Scan().ToArrowTable(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer at.Release()
+	if at.NumRows() != 2 {
+		t.Errorf("the table holds %d rows, want 2", at.NumRows())
+	}
+}
+
+// TestDayColumnBesideAFieldNamedLikeItInAnotherCase pins that a stream
+// with a field Snapshot_Date gets the day column _sepipe_snapshot_date, as
+// a field snapshot_date does and as the warehouse's history table does
+// (DuckDB ignores case): the table had both Snapshot_Date and
+// snapshot_date, which engines that ignore case (Spark, Trino) cannot
+// tell apart.
+func TestDayColumnBesideAFieldNamedLikeItInAnotherCase(t *testing.T) {
+	l := open(t, sqliteConfig(t.TempDir()))
+	s := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "Snapshot_Date", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil)
+	ctx := context.Background()
+	w, err := l.NewStageWriter(ctx, TableSpec{Stream: "t", Schema: s, Mode: Append}, Run{ID: "run-1", Day: days[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bld := array.NewRecordBuilder(l.mem, s)
+	defer bld.Release()
+	bld.Field(0).(*array.Int64Builder).AppendValues([]int64{1, 2}, nil)
+	bld.Field(1).(*array.StringBuilder).AppendValues([]string{"a", "b"}, nil)
+	rec := bld.NewRecordBatch()
+	defer rec.Release()
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	in := w.Intent()
+	if in.DayColumn != DayColumnAlt {
+		t.Errorf("the intent's day column is %q, want %q", in.DayColumn, DayColumnAlt)
+	}
+	if _, err := l.Commit(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := l.LoadTable(ctx, "", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, f := range tbl.Schema().Fields() {
+		if other, ok := seen[strings.ToLower(f.Name)]; ok {
+			t.Errorf("the table has columns %q and %q, equal ignoring case", other, f.Name)
+		}
+		seen[strings.ToLower(f.Name)] = f.Name
+	}
+	at, err := tbl.Scan(table.WithSelectedFields("Snapshot_Date", DayColumnAlt)).ToArrowTable(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

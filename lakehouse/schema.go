@@ -3,6 +3,7 @@ package lakehouse
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/extensions"
@@ -15,8 +16,8 @@ const (
 	// ColRunID holds the run that wrote the row (load.ColRunID's name).
 	ColRunID = "_sepipe_run_id"
 	// DayColumn is the date column tables are partitioned by: the run's
-	// snapshot day. A stream with a field of that name gets DayColumnAlt
-	// instead (as its history table does in the warehouse).
+	// snapshot day. A stream with a field of that name (in any case) gets
+	// DayColumnAlt instead (as its history table does in the warehouse).
 	DayColumn    = "snapshot_date"
 	DayColumnAlt = "_sepipe_snapshot_date"
 )
@@ -39,10 +40,15 @@ const (
 // turns into each column's Parquet field_id.
 const fieldIDKey = "PARQUET:field_id"
 
-// dayColumnFor picks the day column of a new table for stream schema s.
+// dayColumnFor picks the day column of a new table for stream schema s:
+// DayColumn, or DayColumnAlt when a field has that name in any case (as
+// the warehouse's history table picks it): a table with Snapshot_Date and
+// snapshot_date could not be read by engines that ignore case.
 func dayColumnFor(s *arrow.Schema) string {
-	if len(s.FieldIndices(DayColumn)) > 0 {
-		return DayColumnAlt
+	for _, f := range s.Fields() {
+		if strings.EqualFold(f.Name, DayColumn) {
+			return DayColumnAlt
+		}
 	}
 	return DayColumn
 }
