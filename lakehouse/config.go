@@ -246,6 +246,10 @@ func (c *Config) Validate() error {
 			return bad("warehouse", "not a URL: %v", err)
 		case u.User != nil:
 			return &ConfigError{Key: "warehouse", Err: fmt.Errorf("%w: the location holds user information", ErrCredentialInConfig)}
+		case u.Scheme != "" && strings.ContainsAny(c.Warehouse, "?#"):
+			// iceberg-go reads a file:// location as a URL and engines read
+			// s3:// ones alike: the path would end at the '?' or '#'.
+			return bad("warehouse", "want a location without '?' or '#' (a URL's path ends there, so the files would go elsewhere), got %q", c.Warehouse)
 		case u.Scheme == "file":
 			if u.Host != "" || !filepath.IsAbs(u.Path) {
 				return bad("warehouse", "want file:///absolute/path, got %q", c.Warehouse)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/url"
@@ -310,5 +311,41 @@ func TestDayColumnBesideAFieldNamedLikeItInAnotherCase(t *testing.T) {
 	defer at.Release()
 	if at.NumRows() != 2 {
 		t.Errorf("the table holds %d rows, want 2", at.NumRows())
+	}
+}
+
+// TestWarehouseWithHashOrQueryIsRefused pins that a warehouse location
+// holding '#' or '?' is refused, naming warehouse. Validate accepted
+// file:///srv/lake#1, and iceberg-go reads file locations as URLs, cutting
+// the path there: every metadata and data file of every table was written
+// to the one file /srv/lake (the commit then failed with a nil pointer
+// dereference); engines cut s3:// locations alike (Java's S3URI drops
+// the query and fragment). Other odd paths stay accepted and are used.
+func TestWarehouseWithHashOrQueryIsRefused(t *testing.T) {
+	for _, wh := range []string{"lake#1", "lake?x=1"} {
+		for _, loc := range []string{"file://" + filepath.Join(t.TempDir(), wh), "s3://bucket/" + wh} {
+			cfg := sqliteConfig(t.TempDir())
+			cfg.Warehouse = loc
+			cfg.SetDefaults()
+			var ce *ConfigError
+			if err := cfg.Validate(); !errors.As(err, &ce) || ce.Key != "warehouse" {
+				t.Errorf("warehouse %s: Validate says %v, want a *ConfigError naming warehouse", loc, err)
+			}
+			if l, err := Open(context.Background(), cfg); err == nil {
+				l.Close()
+				t.Errorf("warehouse %s: Open accepts it", loc)
+			}
+		}
+	}
+	dir := t.TempDir()
+	cfg := sqliteConfig(dir)
+	cfg.Warehouse = "file://" + filepath.Join(dir, "my lake, 1")
+	l := open(t, cfg)
+	stageCommit(t, l, TableSpec{Stream: "events", Schema: testSchema(), Mode: Append}, Run{ID: "run-1", Day: days[0]}, makeRows(0, 3, "x"))
+	if got := readTable(t, l, "", "events"); len(got) != 3 {
+		t.Errorf("warehouse %s: the table reads %d rows, want 3", cfg.Warehouse, len(got))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "my lake, 1", "sepipe.db", "events", "metadata")); err != nil {
+		t.Errorf("warehouse %s: the table is not in its folder: %v", cfg.Warehouse, err)
 	}
 }
