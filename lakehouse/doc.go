@@ -53,7 +53,8 @@
 // After a crash the caller hands every recorded, unmarked Intent to
 // Reconcile, which reads the snapshot log: the run is there (Committed),
 // or it commits it now (CommittedNow), or it must be discarded (Discard:
-// its files are gone or the log was expired past its parent).
+// its files are gone or cut short, or the log was expired past its
+// parent).
 //
 // Expire expires snapshots older than a cutoff (the current one stays),
 // lets iceberg-go delete the files only they referenced, and removes

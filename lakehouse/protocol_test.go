@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -487,4 +489,47 @@ func TestMergeCompositeKeyWithNUL(t *testing.T) {
 	if !slices.Equal(vs, []int64{1, 2, 3}) {
 		t.Fatalf("merge table holds the rows of v %v, want [1 2 3] (three distinct keys)", vs)
 	}
+}
+
+// TestReconcileDiscardsAStagedFileCutShort: a run recorded its intent and
+// died, and a staged file is empty or cut short (the machine went down
+// before the OS wrote out a file the run had closed). Reconcile reported
+// an error (parquet: file too small) on every call, so every later sync
+// of the tenant failed while settling it; now the intent is Discard,
+// naming the file, and Discard removes its files. The table is unchanged.
+func TestReconcileDiscardsAStagedFileCutShort(t *testing.T) {
+	ctx := context.Background()
+	l := open(t, sqliteConfig(t.TempDir()))
+	spec := TableSpec{Stream: "courses", Schema: testSchema(), Mode: Merge, PrimaryKey: []string{"id"}}
+	want := stamped(makeRows(0, 10, "one"), days[0], "run-1")
+	stageCommit(t, l, spec, Run{ID: "run-1", Day: days[0]}, makeRows(0, 10, "one"))
+	for i, cut := range []func(int64) int64{func(int64) int64 { return 0 }, func(n int64) int64 { return n / 2 }, func(n int64) int64 { return n - 1 }} {
+		rdr := reader(t, l.mem, makeRows(5, 10, "two"), 5)
+		in, err := l.Stage(ctx, spec, Run{ID: fmt.Sprintf("run-cut-%d", i), Day: days[1]}, rdr)
+		rdr.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := trimFile(in.Files[len(in.Files)-1])
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(p, cut(fi.Size())); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := l.Reconcile(ctx, in)
+		if err != nil || rec.Status != Discard || !strings.Contains(rec.Reason, in.Files[len(in.Files)-1]) {
+			t.Fatalf("reconcile with staged file cut to %d of %d bytes: %+v, %v; want %s naming the file", cut(fi.Size()), fi.Size(), rec, err, Discard)
+		}
+		if err := l.Discard(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range in.Files {
+			if _, err := os.Stat(trimFile(f)); !os.IsNotExist(err) {
+				t.Errorf("discarded file %s is still there (%v)", f, err)
+			}
+		}
+	}
+	sameRows(t, "after discarding", readTable(t, l, "", "courses"), want)
 }

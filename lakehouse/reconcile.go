@@ -2,10 +2,13 @@ package lakehouse
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
+	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/iceberg-go/catalog"
+	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 )
 
@@ -19,8 +22,8 @@ const (
 	// CommittedNow: the run's snapshot was not in the table and Reconcile
 	// committed the intent.
 	CommittedNow Status = "committed-now"
-	// Discard: the intent can never be committed (its files are gone, its
-	// table was dropped, or the snapshot log no longer reaches back to its
+	// Discard: the intent can never be committed (its files are gone or
+	// cut short, its table was dropped, or the snapshot log no longer reaches back to its
 	// parent and so cannot prove it was not committed). The caller marks
 	// it discarded, calls Discard, and syncs that day again.
 	Discard Status = "discard"
@@ -68,14 +71,13 @@ func (l *Lakehouse) Reconcile(ctx context.Context, in Intent) (Reconciled, error
 		return Reconciled{}, &TableError{Table: name, Step: "reconcile: open file IO", Err: err}
 	}
 	for _, p := range in.Files {
-		f, err := fsys.Open(p)
-		if isNotExist(err) {
-			return Reconciled{Status: Discard, Reason: fmt.Sprintf("staged file %s is gone", p)}, nil
-		}
+		reason, err := unusableStagedFile(fsys, p)
 		if err != nil {
 			return Reconciled{}, &TableError{Table: name, Step: "reconcile: check staged file", Path: p, Err: err}
 		}
-		f.Close()
+		if reason != "" {
+			return Reconciled{Status: Discard, Reason: reason}, nil
+		}
 	}
 	res, err := l.Commit(ctx, in)
 	if err != nil {
@@ -86,6 +88,44 @@ func (l *Lakehouse) Reconcile(ctx context.Context, in Intent) (Reconciled, error
 		st = Committed // another process reconciled it meanwhile
 	}
 	return Reconciled{Status: st, SnapshotID: res.SnapshotID, Attempts: res.Attempts}, nil
+}
+
+// unusableStagedFile says why staged file p can never be committed (""
+// when it can): it is gone, or it is not whole Parquet, empty or cut
+// short (the machine died before the OS wrote out a file the run had
+// closed; the intent, in a database that syncs, survived). Such a file
+// failed every commit of the intent, so every later run failed settling
+// it. An error is one of reading the file, which may pass: the caller
+// tries again later.
+func unusableStagedFile(fsys icebergio.IO, p string) (string, error) {
+	f, err := fsys.Open(p)
+	if isNotExist(err) {
+		return fmt.Sprintf("staged file %s is gone", p), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	// A Parquet file ends with its footer's length and "PAR1".
+	var tail [8]byte
+	if fi.Size() >= 12 {
+		if _, err := f.ReadAt(tail[:], fi.Size()-8); err != nil {
+			return "", err
+		}
+	}
+	if fi.Size() < 12 || string(tail[4:]) != "PAR1" || int64(binary.LittleEndian.Uint32(tail[:4]))+12 > fi.Size() {
+		return fmt.Sprintf("staged file %s is cut short (%d bytes, no Parquet footer)", p, fi.Size()), nil
+	}
+	pf, err := file.NewParquetReader(f)
+	if err != nil {
+		return fmt.Sprintf("staged file %s is not readable Parquet: %v", p, err), nil
+	}
+	_ = pf.Close()
+	return "", nil
 }
 
 // logReaches reports whether meta's snapshots still include the intent's
