@@ -364,3 +364,54 @@ func TestDashboardShowsSmallNumbers(t *testing.T) {
 		t.Errorf("the page shows %v, want %v", got, want)
 	}
 }
+
+// TestDashboardBarsOfSmallFractions: a bar chart of rates below 1 (0.004)
+// draws bars in proportion, on ticks of that size. The scale took steps of
+// at least 1 whenever the maximum was 4 or less, so bars of 0.004 were
+// 0.1 % of the axis (invisible) and every tick read 0 to 1.
+func TestDashboardBarsOfSmallFractions(t *testing.T) {
+	bin := chromium(t)
+	out := t.TempDir()
+	db, err := sql.Open("duckdb", filepath.Join(out, "warehouse.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE t AS SELECT 1`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	panels := t.TempDir()
+	if err := os.WriteFile(filepath.Join(panels, "rates.yaml"), []byte("name: rates\ntitle: Rates\nkind: bar\nx: team\ny: [rate]\n"+
+		"sql: SELECT * FROM (VALUES ('a', 0.004::DOUBLE), ('b', 0.002::DOUBLE)) v(team, rate)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(dashboard.Handler(dashboard.Config{Out: out, PanelsDir: panels}))
+	defer srv.Close()
+	dom := browse(t, bin, srv.URL+"/", "")
+	if !strings.Contains(dom, `data-ready="true"`) {
+		t.Fatalf("the page did not finish loading:\n%.2000s", dom)
+	}
+	widths := map[string]float64{}
+	for _, m := range barWidth.FindAllStringSubmatch(dom, -1) {
+		w, _ := strconv.ParseFloat(m[1], 64)
+		widths[m[2]] = w
+	}
+	// The axis is 410 px wide: 0.004 on a scale to 0.004 fills it.
+	if widths["0.004"] < 300 || widths["0.002"] < 150 || widths["0.002"] > widths["0.004"]*0.6 {
+		t.Errorf("bar widths %v, want 0.004 across most of the axis and 0.002 half of it", widths)
+	}
+	var ticks []string
+	for _, m := range tickText.FindAllStringSubmatch(dom, -1) {
+		ticks = append(ticks, m[1])
+	}
+	if strings.Join(ticks, " ") != "0 0.001 0.002 0.003 0.004" {
+		t.Errorf("ticks %q, want 0 to 0.004 in steps of 0.001", ticks)
+	}
+}
+
+var (
+	barWidth = regexp.MustCompile(`<rect x="[^"]*" y="[^"]*" width="([^"]+)"[^>]*data-value="([^"]+)"`)
+	tickText = regexp.MustCompile(`<text[^>]*class="tick"[^>]*>([^<]*)</text>`)
+)

@@ -43,12 +43,14 @@ function legend(names) {
 }
 
 // Axis ticks from 0 to a round maximum, at steps of 1, 2, 2.5 or 5 × 10^k
-// (at least 1 when the maximum is small: counts have no fractions).
-function scale(max) {
+// (at least 1 when every value is whole and the maximum small: counts have
+// no fractions; rates of 0.004 keep steps of 0.001).
+function scale(values) {
+  let max = values.reduce((m, v) => Math.max(m, v), 0);
   if (!(max > 0)) max = 1;
   const raw = max / 4, mag = Math.pow(10, Math.floor(Math.log10(raw)));
   let step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw);
-  if (max <= 4) step = Math.max(step, 1);
+  if (max <= 4 && values.every(Number.isInteger)) step = Math.max(step, 1);
   const top = Math.ceil(max / step) * step;
   const ticks = [];
   for (let i = 0; i * step <= top + step / 2; i++) ticks.push(i * step);
@@ -88,13 +90,12 @@ function bars(p, box) {
   const rows = p.rows || [];
   const band = 8 + 12 * ys.length, left = 170, width = 640, right = 60;
   const height = 24 + rows.length * band;
-  const max = Math.max(0, ...rows.flatMap((r) => ys.map((i) => num(r[i])).filter((v) => !isNaN(v))));
-  const sc = scale(max);
+  const sc = scale(rows.flatMap((r) => ys.map((i) => num(r[i])).filter((v) => !isNaN(v))));
   const s = sv("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": p.title });
   sc.ticks.forEach((t) => {
     const x = left + ((width - left - right) * t) / sc.top;
     s.appendChild(sv("line", { x1: x, x2: x, y1: 0, y2: height - 18, stroke: "#e2e5ea" }));
-    s.appendChild(sv("text", { x, y: height - 4, "text-anchor": "middle" }, fmt.format(t)));
+    s.appendChild(sv("text", { x, y: height - 4, "text-anchor": "middle", class: "tick" }, show(t)));
   });
   let marks = 0;
   rows.forEach((r, k) => {
@@ -142,14 +143,13 @@ function lines(p, box) {
     });
   }
   const left = 56, right = 16, top = 10, width = 640, height = 240, bottom = 28;
-  const max = Math.max(0, ...series.flatMap((s) => [...s.points.values()].filter((v) => !isNaN(v))));
-  const sc = scale(max);
+  const sc = scale(series.flatMap((s) => [...s.points.values()].filter((v) => !isNaN(v))));
   const X = (i) => left + (xs.length < 2 ? (width - left - right) / 2 : ((width - left - right) * i) / (xs.length - 1));
   const Y = (v) => top + (height - top - bottom) * (1 - v / sc.top);
   const s = sv("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": p.title });
   sc.ticks.forEach((t) => {
     s.appendChild(sv("line", { x1: left, x2: width - right, y1: Y(t), y2: Y(t), stroke: "#e2e5ea" }));
-    s.appendChild(sv("text", { x: left - 6, y: Y(t), "text-anchor": "end", "dominant-baseline": "middle" }, fmt.format(t)));
+    s.appendChild(sv("text", { x: left - 6, y: Y(t), "text-anchor": "end", "dominant-baseline": "middle", class: "tick" }, show(t)));
   });
   const every = Math.max(1, Math.ceil(xs.length / 8));
   xs.forEach((x, i) => {
