@@ -122,6 +122,9 @@ type Answer struct {
 	Panels      []Result  `json:"panels"`
 }
 
+// maxLoads bounds the answers Handler computes at once.
+const maxLoads = 2
+
 // withDefaults is cfg with the defaults Config documents in place of zero
 // values: QueryTimeout 30 s, a Logger that discards. Handler and Query
 // both start from it.
@@ -141,10 +144,25 @@ func (cfg Config) withDefaults() Config {
 // host is answered 421 Misdirected Request: the dashboard has no login,
 // and a page on another site that rebinds its name to 127.0.0.1 (DNS
 // rebinding) sends that name.
+//
+// At most maxLoads answers are computed at once; later requests wait for
+// one to end (or for their client to leave). Each answer opens the
+// warehouse in a DuckDB of its own, which takes every processor and may
+// take most of the memory: a room of people refreshing the page at once
+// must not run the machine out of either.
 func Handler(cfg Config) http.Handler {
 	cfg = cfg.withDefaults()
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /api/panels", func(w http.ResponseWriter, r *http.Request) { serveAnswer(w, r, cfg) })
+	loads := make(chan struct{}, maxLoads)
+	mux.HandleFunc("GET /api/panels", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case loads <- struct{}{}:
+			defer func() { <-loads }()
+		case <-r.Context().Done():
+			return // the client left while it waited
+		}
+		serveAnswer(w, r, cfg)
+	})
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
 		name := strings.TrimPrefix(r.URL.Path, "/")
 		if name == "" {

@@ -383,3 +383,56 @@ func TestFilterThatIsNotUTF8IsABadRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentPageLoadsAreBounded: each answer opens the warehouse in a
+// DuckDB of its own (every processor, most of the memory); many viewers
+// refreshing at once opened as many. Eight requests for a slow panel, at
+// once: the warehouse file is never open more than maxLoads times in this
+// process (counted in /proc/self/fd), and every request is answered.
+func TestConcurrentPageLoadsAreBounded(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("no /proc/self/fd to count open files in")
+	}
+	out := testWarehouse(t)
+	panels := t.TempDir()
+	writePanel(t, panels, "slow.yaml", "name: slow\ntitle: Slow\nkind: number\n"+
+		"sql: SELECT count(*) AS n FROM range(150000000) t(i) WHERE i % 7 = 3\n")
+	h := Handler(Config{Out: out, PanelsDir: panels})
+	path, err := filepath.EvalSymlinks(filepath.Join(out, "warehouse.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func() int {
+		fds, _ := os.ReadDir("/proc/self/fd")
+		n := 0
+		for _, fd := range fds {
+			if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && target == path {
+				n++
+			}
+		}
+		return n
+	}
+	const requests = 8
+	codes := make(chan int, requests)
+	for range requests {
+		go func() { codes <- get(h, "localhost", "/api/panels").Code }()
+	}
+	most, answered := 0, 0
+	for answered < requests {
+		select {
+		case code := <-codes:
+			if code != http.StatusOK {
+				t.Errorf("a request answered %d", code)
+			}
+			answered++
+		case <-time.After(5 * time.Millisecond):
+			most = max(most, open())
+		}
+	}
+	if most == 0 {
+		t.Fatal("the warehouse was never seen open: the panel is too fast to count loads")
+	}
+	if most > maxLoads {
+		t.Errorf("the warehouse was open %d times at once, want at most %d", most, maxLoads)
+	}
+}
