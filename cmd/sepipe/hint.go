@@ -27,6 +27,10 @@ func hint(err error) string {
 	switch {
 	case errors.Is(err, webhooks.ErrListening):
 		return "another 'sepipe listen' is receiving into this folder; stop it or use another --out"
+	case refreshRefused(err):
+		// Before ErrUnauthorized: a 401 whose refresh was refused wraps both,
+		// and only sepipe auth login mends it.
+		return "the refresh token was refused (used already, expired or revoked): authorize again with 'sepipe auth login --out DIR' for this output folder"
 	case errors.Is(err, extract.ErrUnauthorized):
 		return "check SEPIPE_ACCESS_TOKEN: the service refused it (missing, wrong or expired)"
 	case errors.Is(err, extract.ErrForbidden):
@@ -35,8 +39,6 @@ func hint(err error) string {
 		return "open warehouse.duckdb read-only in other programs (docs/bi.md); the data is committed: 'sepipe publish' publishes it once that program is closed"
 	case errors.Is(err, pipeline.ErrNotPublished):
 		return "the run is committed in .sepipe/state.duckdb; 'sepipe publish' (or the next sync) publishes it once the cause is mended (disk space, permissions)"
-	case refreshRefused(err):
-		return "the refresh token was refused (used already, expired or revoked): authorize again with 'sepipe auth login --out DIR' for this output folder"
 	case errors.Is(err, pipeline.ErrLakePending):
 		return "the warehouse and the local lake have the run; the next sync commits it to the Iceberg lake (check the catalog and the object store are reachable)"
 	case errors.Is(err, load.ErrNotDuckDB):

@@ -748,3 +748,33 @@ func TestADescribeChangeOfOneObjectFailsThatStreamAlone(t *testing.T) {
 		t.Errorf("sync with userCourseProgress's cursor field gone from its describe: exit %d, want %d (course committed, userCourseProgress failed)\n%s%s", code, exitPartial, out, errOut)
 	}
 }
+
+// TestRefusedRefreshAfterA401HintsAuthLogin: a nightly sync with the OAuth
+// client whose stored access token the service answers 401 (revoked, or the
+// tenant's grant withdrawn) and whose refresh token it then refuses
+// (invalid_grant) is mended by sepipe auth login, as docs/cli.md says; its
+// hint said "check SEPIPE_ACCESS_TOKEN", a variable such a setup does not
+// use (found by review: a week of nights against sepipe simulate, the fake
+// restarted under the chain).
+func TestRefusedRefreshAfterA401HintsAuthLogin(t *testing.T) {
+	old := servicetest.NewServer(servicetest.WithUsers(5))
+	defer old.Close()
+	oauthEnv(t, old)
+	out := t.TempDir()
+	mustRun(t, "sync", "-q", "--base-url", old.URL, "--out", out, "--objects", "course")
+
+	// Another tenant instance: it knows neither the stored access token
+	// nor the stored refresh token.
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	code, stdout, errOut := runCLI(t, "sync", "-q", "--base-url", srv.URL, "--out", out, "--objects", "course")
+	if code != exitFailed {
+		t.Fatalf("exit %d, want %d\n%s\n%s", code, exitFailed, stdout, errOut)
+	}
+	if !strings.Contains(errOut, "invalid_grant") || !strings.Contains(errOut, "\nhint: ") {
+		t.Fatalf("the error does not say the refresh token was refused:\n%s", errOut)
+	}
+	if !strings.Contains(errOut, "sepipe auth login") || strings.Contains(errOut, "check SEPIPE_ACCESS_TOKEN") {
+		t.Errorf("the hint does not point at sepipe auth login:\n%s", errOut)
+	}
+}
