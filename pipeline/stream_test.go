@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -268,6 +269,40 @@ func TestSchemaDriftContracts(t *testing.T) {
 			t.Errorf("discard added the column: %s", cols)
 		}
 	})
+}
+
+// TestBackfillWarningOnlyForAddedFields: the warning that an incremental
+// stream leaves a new column null for the rows it does not reread was also
+// given when the describe only lost a field or changed a type, where no
+// column is new (found by review: a week of nights against sepipe
+// simulate, --schema-drift switched off again).
+func TestBackfillWarningOnlyForAddedFields(t *testing.T) {
+	svc := servicetest.New(servicetest.WithUsers(20))
+	srv := httptest.NewServer(svc)
+	t.Cleanup(srv.Close)
+	t.Cleanup(svc.Close)
+	c := client(t, srv.URL, svc.AccessToken())
+	streams := map[string]pipeline.StreamConfig{"userCourseProgress": ucpMerge}
+	out := t.TempDir()
+	night := func(n int, drift bool, diff string, warned bool) {
+		t.Helper()
+		svc.SetSchemaDrift(drift)
+		var logs strings.Builder
+		res, err := pipeline.Sync(context.Background(), c, pipeline.Config{Out: out, Only: []string{"userCourseProgress"}, Streams: streams,
+			Now: clock(day1.Add(time.Duration(n) * 24 * time.Hour)), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := objectResult(t, res, "userCourseProgress").Diff.String(); d != diff {
+			t.Fatalf("night %d: diff = %s, want %s", n, d, diff)
+		}
+		if got := strings.Contains(logs.String(), "new columns"); got != warned {
+			t.Errorf("night %d (%s): warned of new columns to backfill: %v, want %v\n%s", n, diff, got, warned, logs.String())
+		}
+	}
+	night(0, false, "no changes", false)
+	night(1, true, "+certificateId (string)", true)
+	night(2, false, "-certificateId (string)", false) // the column stays; nothing is new
 }
 
 // TestCheckStreamNamesTheFieldAtFault: CheckStream, which the CLI calls

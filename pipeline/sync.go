@@ -906,7 +906,8 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, lh *lakehouse.
 		}
 		if !diff.Empty() {
 			log.Warn("the object's describe changed", "object", id, "contract", contract, "diff", diff.String())
-			if sc.Cursor != "" && !fullRefresh && contract == schemas.Evolve {
+			added := slices.ContainsFunc(diff.Changes, func(c schemas.Change) bool { return c.Kind == schemas.FieldAdded })
+			if added && sc.Cursor != "" && !fullRefresh && contract == schemas.Evolve {
 				log.Warn("new columns of an incremental stream stay null for rows it does not reread; run with --full-refresh to backfill them", "object", id)
 			}
 		}
