@@ -69,8 +69,22 @@ func (w *Warehouse) State(ctx context.Context, stream string) (State, bool, erro
 // (the effective schema of its latest recorded version), or nil when the
 // object was never loaded.
 func (w *Warehouse) StoredFields(ctx context.Context, object string) ([]service.Field, error) {
+	return w.storedSchema(ctx, object, "effective_json")
+}
+
+// StoredDescribe returns the describe the service gave when an object was
+// last loaded (that of its latest recorded version), or nil when the object
+// was never loaded. It differs from StoredFields once a field was removed
+// or narrowed: the table keeps the column, and its widest type.
+func (w *Warehouse) StoredDescribe(ctx context.Context, object string) ([]service.Field, error) {
+	return w.storedSchema(ctx, object, "describe_json")
+}
+
+// storedSchema reads column (effective_json or describe_json) of the
+// object's latest recorded version.
+func (w *Warehouse) storedSchema(ctx context.Context, object, column string) ([]service.Field, error) {
 	var raw string
-	err := w.db.QueryRowContext(ctx, `SELECT CAST(effective_json AS VARCHAR) FROM _sepipe_schemas WHERE object = ? ORDER BY last_seen_at DESC LIMIT 1`, object).Scan(&raw)
+	err := w.db.QueryRowContext(ctx, `SELECT CAST(`+column+` AS VARCHAR) FROM _sepipe_schemas WHERE object = ? ORDER BY last_seen_at DESC LIMIT 1`, object).Scan(&raw)
 	if err == sql.ErrNoRows {
 		return nil, nil
 	}

@@ -121,7 +121,7 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 	// The streams are named as the sync names them (recoverAndRead): the
 	// recorded names, and new ones given to the same ids, so that the plan
 	// speaks of the tables and lake folders the sync would write.
-	pr := &prior{fields: map[string][]service.Field{}, state: map[string]load.State{}, names: load.NewNames(nil)}
+	pr := &prior{fields: map[string][]service.Field{}, describes: map[string][]service.Field{}, state: map[string]load.State{}, names: load.NewNames(nil)}
 	tables := map[string]bool{}
 	unfinished := map[string]bool{} // by stream id
 	withCollections := append(slices.Clone(ids), collections...)
@@ -170,6 +170,9 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 					return err
 				}
 				pr.fields[id] = f
+				if pr.describes[id], err = wh.StoredDescribe(ctx, name); err != nil {
+					return err
+				}
 				if st, ok, err := wh.State(ctx, name); err != nil {
 					return err
 				} else if ok {
@@ -256,6 +259,7 @@ func planObject(ctx context.Context, src Counter, cfg PlanConfig, id, day string
 		op.Err = &ObjectError{Object: id, Step: "schema", Err: err}
 		return op
 	}
+	op.Diff = pr.describeChanges(id, live, diff)
 	op.Fields = len(fields)
 	if _, err := schemas.FromDescribe(id, fields); err != nil {
 		op.Err = &ObjectError{Object: id, Step: "schema", Err: err} // as the sync would fail it

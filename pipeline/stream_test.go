@@ -305,6 +305,58 @@ func TestBackfillWarningOnlyForAddedFields(t *testing.T) {
 	night(2, false, "-certificateId (string)", false) // the column stays; nothing is new
 }
 
+// TestADescribeChangeIsReportedOnce: a field removed from the describe, or
+// a type narrowed again, is a change on the night it happens; the nights
+// after it, with the describe as it was the night before, reported (and
+// warned, and planned) the same change again, every night, because they
+// compared the describe with the table's fields, which keep the removed
+// column and the wider type (found by review: a week of nights against
+// sepipe simulate, --schema-drift on one night and off again).
+func TestADescribeChangeIsReportedOnce(t *testing.T) {
+	svc := servicetest.New(servicetest.WithUsers(20))
+	srv := httptest.NewServer(svc)
+	t.Cleanup(srv.Close)
+	t.Cleanup(svc.Close)
+	c := client(t, srv.URL, svc.AccessToken())
+	streams := map[string]pipeline.StreamConfig{"userCourseProgress": ucpMerge}
+	objs := []string{"course", "userCourseProgress"}
+	out := t.TempDir()
+	night := func(n int, drift bool, want map[string]string) {
+		t.Helper()
+		svc.SetSchemaDrift(drift)
+		cfg := pipeline.Config{Out: out, Only: objs, Streams: streams, Now: clock(day1.Add(time.Duration(n) * 24 * time.Hour))}
+		p, err := pipeline.Plan(context.Background(), c, pipeline.PlanConfig{Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs strings.Builder
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		res, err := pipeline.Sync(context.Background(), c, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range p.Objects {
+			if d := o.Diff.String(); d != want[o.Object] {
+				t.Errorf("night %d: plan of %s: diff %s, want %s", n, o.Object, d, want[o.Object])
+			}
+		}
+		for _, id := range objs {
+			if d := objectResult(t, res, id).Diff.String(); d != want[id] {
+				t.Errorf("night %d: %s: diff %s, want %s", n, id, d, want[id])
+			}
+		}
+		if warned, changed := strings.Contains(logs.String(), "describe changed"), want["course"] != "no changes"; warned != changed {
+			t.Errorf("night %d: warned that a describe changed: %v, want %v\n%s", n, warned, changed, logs.String())
+		}
+	}
+	none := map[string]string{"course": "no changes", "userCourseProgress": "no changes"}
+	night(0, false, none)
+	night(1, true, map[string]string{"course": "~durationMinutes (int -> float)", "userCourseProgress": "+certificateId (string)"})
+	night(2, false, map[string]string{"course": "~durationMinutes (float -> int)", "userCourseProgress": "-certificateId (string)"})
+	night(3, false, none)
+	night(4, false, none)
+}
+
 // TestCheckStreamNamesTheFieldAtFault: CheckStream, which the CLI calls
 // to name the config's key before a run, says which StreamConfig field
 // does not fit the describe (and which filter), by the sync's own rules.

@@ -233,6 +233,7 @@ func NewRunID(now time.Time) string {
 // prior is what the warehouse knew before this run.
 type prior struct {
 	fields     map[string][]service.Field // effective fields per object
+	describes  map[string][]service.Field // the describe recorded with them, per report object
 	state      map[string]load.State
 	known      []string // every stream (by name) earlier runs loaded
 	unfinished []string // streams (by name) deferred, or failed beside a deferred one, earlier on the run's snapshot day and not committed since
@@ -242,6 +243,19 @@ type prior struct {
 	// asked only with an Iceberg lake, whose table is then rebuilt from the
 	// run's rows as well.
 	afresh map[string]bool
+}
+
+// describeChanges is what changed in a report object's describe since the
+// run that last loaded it: resolved (the live describe against the table's
+// effective fields) on the run that meets a change, and nothing on the runs
+// after it, whose table keeps a removed field's column or a narrowed
+// field's wider type (a warning each night for a change made once).
+func (p *prior) describeChanges(id string, live []service.Field, resolved schemas.Diff) schemas.Diff {
+	recorded, ok := p.describes[id]
+	if !ok || recorded == nil {
+		return resolved
+	}
+	return schemas.Compare(id, recorded, live)
 }
 
 // name is the table and folder name of a stream's service id.
@@ -305,7 +319,7 @@ func recoverAndRead(ctx context.Context, lake load.Lake, lh *lakehouse.Lakehouse
 	if err := settleLakeIntents(ctx, wh, lh, log); err != nil {
 		return nil, err
 	}
-	pr = &prior{fields: map[string][]service.Field{}, state: map[string]load.State{}, afresh: map[string]bool{}}
+	pr = &prior{fields: map[string][]service.Field{}, describes: map[string][]service.Field{}, state: map[string]load.State{}, afresh: map[string]bool{}}
 	if pr.names, err = wh.Names(ctx); err != nil {
 		return nil, err
 	}
@@ -330,6 +344,9 @@ func recoverAndRead(ctx context.Context, lake load.Lake, lh *lakehouse.Lakehouse
 			return nil, err
 		}
 		pr.fields[o] = f
+		if pr.describes[o], err = wh.StoredDescribe(ctx, pr.name(o)); err != nil {
+			return nil, err
+		}
 		if st, ok, err := wh.State(ctx, pr.name(o)); err != nil {
 			return nil, err
 		} else if ok {
@@ -904,6 +921,7 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, lh *lakehouse.
 		if err != nil {
 			return fail("schema", err)
 		}
+		diff = pr.describeChanges(id, live, d)
 		if !diff.Empty() {
 			log.Warn("the object's describe changed", "object", id, "contract", contract, "diff", diff.String())
 			added := slices.ContainsFunc(diff.Changes, func(c schemas.Change) bool { return c.Kind == schemas.FieldAdded })
