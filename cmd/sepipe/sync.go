@@ -124,5 +124,10 @@ func runSync(ctx context.Context, g *globals, c *Config, log *slog.Logger, fb fe
 	case res != nil:
 		printSummary(g.stdout, res)
 	}
+	// The run lists the objects again: the quota selectRun's list spent
+	// stops it there, before it read anything, as above.
+	if qe, re := (*extract.QuotaError)(nil), (*pipeline.RunError)(nil); errors.As(err, &qe) && !errors.As(err, &re) {
+		return res, quotaBeforeRun{qe}
+	}
 	return res, err
 }

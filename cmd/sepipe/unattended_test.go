@@ -587,6 +587,44 @@ func TestQuotaSpentBeforeTheRunListsIsDeferred(t *testing.T) {
 	}
 }
 
+// TestQuotaSpentByTheRunsOwnListIsDeferred: a sync that finds one request
+// left in an hourly quota spends it listing the objects to choose what to
+// read, and then meets the quota spent when the run lists them again. It
+// read nothing and lost nothing, as a sync that met the quota spent before
+// its first list (exit 3, the hint saying when to run again, and a
+// schedule running it again after the reset); it exited 1 as a failure,
+// without the hint (found by review: a week of nights against sepipe
+// simulate --quota, a sync right after three plans).
+func TestQuotaSpentByTheRunsOwnListIsDeferred(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5), servicetest.WithQuota(3, time.Hour))
+	defer srv.Close()
+	setEnv(t, srv)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, srv.URL, filepath.Join(dir, "data"), "")
+	for range 2 { // all but one request of the quota
+		req, err := http.NewRequest(http.MethodGet, srv.URL+servicetest.BasePath+"/objects", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+srv.Service.AccessToken())
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("spending the quota: %s", resp.Status)
+		}
+	}
+	code, _, stderr := runCLI(t, "sync", "--config", cfg, "--quiet")
+	if code != exitPartial {
+		t.Fatalf("a sync whose own list spent the quota for the hour: exit %d, want %d\n%s", code, exitPartial, stderr)
+	}
+	if !strings.Contains(stderr, "hint: the service's request quota resets at ") {
+		t.Errorf("the hint does not say when to run again:\n%s", stderr)
+	}
+}
+
 // TestSyncRefusesAWarehouseItDidNotWrite: an output folder whose
 // warehouse.duckdb is no DuckDB database (an empty file) fails the sync
 // with an error naming the file, a hint saying what to do, and nothing
