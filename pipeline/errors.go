@@ -69,6 +69,8 @@ func (e *RunError) Error() string {
 	}
 	what := "failed"
 	switch {
+	case !e.Partial && len(e.Failed) == 0 && len(e.Deferred) > 0:
+		what = "committed nothing" // every stream deferred (or skipped): none failed
 	case e.Partial && len(e.Failed) == 0:
 		what = "is partial"
 	case e.Partial:

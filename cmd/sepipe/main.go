@@ -197,7 +197,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "hint: "+termEscape(h, false))
 		}
 		return exitUsage
-	case errors.As(err, &re) && re.Partial:
+	case errors.As(err, &re) && partial(re):
 		if h := quotaHint(err); h != "" {
 			fmt.Fprintln(stderr, "hint: "+termEscape(h, false))
 		}
@@ -222,6 +222,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "hint: "+termEscape(h, false))
 	}
 	return exitFailed
+}
+
+// partial reports whether a run that did not finish is partial (exit 3)
+// rather than failed: some streams committed, or none failed and the quota
+// deferred some (the others skipped, not entitled): such a run read
+// nothing it lost, as one stopped by the quota before it could list what
+// to read (quotaBeforeRun). A run whose every stream was skipped (--objects
+// named only streams the tenant may not read) stays a failure.
+func partial(re *pipeline.RunError) bool {
+	return re.Partial || len(re.Failed) == 0 && len(re.Deferred) > 0
 }
 
 func main() {

@@ -376,7 +376,7 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 			running = false
 			var re *pipeline.RunError
 			switch {
-			case errors.As(err, &re) && re.Partial:
+			case errors.As(err, &re) && partial(re):
 				s.log.Warn("run partial", "run", runs, "continuation", cont, "err", err)
 			case err != nil:
 				s.log.Error("run failed", "run", runs, "continuation", cont, "err", err)

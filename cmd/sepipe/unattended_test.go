@@ -625,6 +625,26 @@ func TestQuotaSpentByTheRunsOwnListIsDeferred(t *testing.T) {
 	}
 }
 
+// TestEveryStreamDeferredIsPartial: a sync of one stream that the hourly
+// quota defers (the quota covers the lists, not the stream) read nothing
+// and lost nothing: exit 3 with the hint, as every other run the quota
+// stops; it exited 1, "run ... failed: deferred object", as a failure
+// (found by review: a week of nights against sepipe simulate --quota).
+func TestEveryStreamDeferredIsPartial(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5), servicetest.WithQuota(2, time.Hour))
+	defer srv.Close()
+	setEnv(t, srv)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, srv.URL, filepath.Join(dir, "data"), "")
+	code, stdout, stderr := runCLI(t, "sync", "--config", cfg, "--quiet", "--objects", "course")
+	if code != exitPartial {
+		t.Fatalf("a sync whose every stream the quota deferred: exit %d, want %d\n%s\n%s", code, exitPartial, stdout, stderr)
+	}
+	if !strings.Contains(stderr, `deferred object "course"`) || strings.Contains(stderr, " failed") || !strings.Contains(stderr, "hint: the service's request quota resets at ") {
+		t.Errorf("the error does not say the stream was deferred, not failed, and when to run again:\n%s", stderr)
+	}
+}
+
 // TestSyncRefusesAWarehouseItDidNotWrite: an output folder whose
 // warehouse.duckdb is no DuckDB database (an empty file) fails the sync
 // with an error naming the file, a hint saying what to do, and nothing
