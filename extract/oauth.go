@@ -32,6 +32,23 @@ const DefaultExpiryMargin = 2 * time.Minute
 // after refreshAttempts tries.
 var ErrRefreshFailed = errors.New("extract: refreshing the access token failed")
 
+// RefreshOutage reports whether err is a refresh that kept failing in a
+// way that may pass (the token endpoint's 5xx, 429 or 408, a timeout, a
+// refused or dropped connection) rather than a refusal: a later run may
+// succeed with the same tokens.
+func RefreshOutage(err error) bool {
+	var fe *refreshFailure
+	return errors.As(err, &fe) && fe.transient
+}
+
+// RefreshRefused reports whether err is a refresh the token endpoint
+// answered with a refusal (a 4xx: invalid_grant for a used, revoked or
+// expired refresh token, invalid_client for a wrong client id or secret).
+func RefreshRefused(err error) bool {
+	var fe *refreshFailure
+	return errors.As(err, &fe) && !fe.transient && fe.status != 0
+}
+
 // OAuthConfig is the OAuth 2.0 client sepipe refreshes access tokens with.
 type OAuthConfig struct {
 	ClientID     string
@@ -357,6 +374,7 @@ func refreshRetry(err error, attempt int) (time.Duration, bool) {
 // whether asking again may succeed, and the wait the endpoint asked for.
 type refreshFailure struct {
 	msg        string
+	status     int // the token endpoint's answer; 0: none (a transport failure)
 	transient  bool
 	retryAfter time.Duration
 	hinted     bool
@@ -388,6 +406,7 @@ func (o *OAuth) refreshError(err error, refresh string) error {
 		}
 		return &refreshFailure{
 			msg:       fmt.Sprintf("%v: token endpoint %s answered %d %s: %s", ErrRefreshFailed, o.conf.Endpoint.TokenURL, status, code, msg),
+			status:    status,
 			transient: retryableStatus(status) || status == http.StatusRequestTimeout,
 			// A wait only where it is asked for, with the 429 or 503.
 			retryAfter: retryAfter, hinted: hinted,

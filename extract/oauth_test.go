@@ -307,6 +307,13 @@ func TestOAuthAsksAgainAfterATransientFailure(t *testing.T) {
 			case !c.refused && err != nil:
 				t.Errorf("describe: %v", err)
 			}
+			// A refusal is one, an endpoint failing on is an outage
+			// (a later run may succeed with the same tokens).
+			if c.refused {
+				if outage, refused := extract.RefreshOutage(err), extract.RefreshRefused(err); outage != (c.name == "failing on") || refused != (c.name == "a refusal") {
+					t.Errorf("RefreshOutage %v, RefreshRefused %v for %v", outage, refused, err)
+				}
+			}
 			var text string
 			if err != nil {
 				text = err.Error()

@@ -31,6 +31,15 @@ func hint(err error) string {
 		// Before ErrUnauthorized: a 401 whose refresh was refused wraps both,
 		// and only sepipe auth login mends it.
 		return "the refresh token was refused (used already, expired or revoked): authorize again with 'sepipe auth login --out DIR' for this output folder"
+	case extract.RefreshOutage(err):
+		// Before ErrUnauthorized too: the access token expired and the
+		// token endpoint could not give a new one; nothing is wrong with
+		// the tokens.
+		return "the token endpoint failed while refreshing the access token (the message says how); a later run tries again ('sepipe schedule' retries a failed run): check the service's status if it persists"
+	case extract.RefreshRefused(err):
+		return "the token endpoint refused to refresh the access token (the message says why): check SEPIPE_OAUTH_CLIENT_ID and SEPIPE_OAUTH_CLIENT_SECRET (service.oauth), or authorize again with 'sepipe auth login --out DIR'"
+	case errors.Is(err, extract.ErrRefreshFailed):
+		return "" // the token store or a missing refresh token: the message says what to do
 	case errors.Is(err, extract.ErrUnauthorized):
 		return "check SEPIPE_ACCESS_TOKEN: the service refused it (missing, wrong or expired)"
 	case errors.Is(err, extract.ErrForbidden):

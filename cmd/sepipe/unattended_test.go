@@ -836,3 +836,44 @@ func TestRefusedRefreshAfterA401HintsAuthLogin(t *testing.T) {
 		t.Errorf("the hint does not point at sepipe auth login:\n%s", errOut)
 	}
 }
+
+// TestRefreshOutageAfterA401SaysTheEndpointFailed: a sync whose stored
+// access token is answered 401 and whose token endpoint then fails (503,
+// each time it is asked) hinted "check SEPIPE_ACCESS_TOKEN", a variable an
+// OAuth setup does not use, about a token nothing is wrong with. The hint
+// now says the token endpoint failed and that a later run tries again.
+func TestRefreshOutageAfterA401SaysTheEndpointFailed(t *testing.T) {
+	old := servicetest.NewServer(servicetest.WithUsers(5))
+	defer old.Close()
+	oauthEnv(t, old)
+	out := t.TempDir()
+	mustRun(t, "sync", "-q", "--base-url", old.URL, "--out", out, "--objects", "course")
+
+	// Another tenant instance (it knows no stored token) whose token
+	// endpoint is down.
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	target, _ := url.Parse(srv.URL)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var asked atomic.Int32
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == extract.OAuthTokenPath {
+			asked.Add(1)
+			w.Header().Set("Retry-After", "0")
+			http.Error(w, "upstream unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer down.Close()
+	code, stdout, errOut := runCLI(t, "sync", "-q", "--base-url", down.URL, "--out", out, "--objects", "course")
+	if code != exitFailed {
+		t.Fatalf("exit %d, want %d\n%s\n%s", code, exitFailed, stdout, errOut)
+	}
+	if asked.Load() < 2 {
+		t.Errorf("the token endpoint was asked %d times, want it asked again after a 503", asked.Load())
+	}
+	if !strings.Contains(errOut, "503") || strings.Contains(errOut, "check SEPIPE_ACCESS_TOKEN") || !strings.Contains(errOut, "hint: the token endpoint failed") {
+		t.Errorf("the hint does not say the token endpoint failed:\n%s", errOut)
+	}
+}
