@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,12 +62,8 @@ func (e *RunError) Error() string {
 	for _, f := range slices.SortedFunc(slices.Values(e.Failed), byObject) {
 		msgs = append(msgs, f.Error())
 	}
-	for _, f := range e.Skipped {
-		msgs = append(msgs, "skipped "+f.Error())
-	}
-	for _, f := range e.Deferred {
-		msgs = append(msgs, "deferred "+f.Error())
-	}
+	msgs = append(msgs, grouped("skipped", e.Skipped)...)
+	msgs = append(msgs, grouped("deferred", e.Deferred)...)
 	what := "failed"
 	switch {
 	case !e.Partial && len(e.Failed) == 0 && len(e.Deferred) > 0:
@@ -77,6 +74,32 @@ func (e *RunError) Error() string {
 		what = "partly failed"
 	}
 	return fmt.Sprintf("run %s %s: %s", e.RunID, what, strings.Join(msgs, "; "))
+}
+
+// grouped words the streams of one list (skipped, deferred) that share a
+// step and a reason once, naming them all: a tenant without a licence
+// skips every stream of the interface for one reason, which the message
+// said once per stream.
+func grouped(what string, list []*ObjectError) []string {
+	type reason struct{ step, msg string }
+	var order []reason
+	objects := map[reason][]string{}
+	for _, f := range list {
+		r := reason{f.Step, fmt.Sprint(f.Err)}
+		if _, ok := objects[r]; !ok {
+			order = append(order, r)
+		}
+		objects[r] = append(objects[r], strconv.Quote(f.Object))
+	}
+	msgs := make([]string, 0, len(order))
+	for _, r := range order {
+		if names := objects[r]; len(names) == 1 {
+			msgs = append(msgs, fmt.Sprintf("%s object %s: %s: %s", what, names[0], r.step, r.msg))
+		} else {
+			msgs = append(msgs, fmt.Sprintf("%s objects %s: %s: %s", what, strings.Join(names, ", "), r.step, r.msg))
+		}
+	}
+	return msgs
 }
 
 // ResumeAt is when the streams a request quota deferred can be read: the

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -66,5 +67,26 @@ func TestContinuationStreams(t *testing.T) {
 		if !slices.Equal(got, tc.want) || cont != tc.cont {
 			t.Errorf("%s: %v, continues %v; want %v, %v", tc.name, got, cont, tc.want, tc.cont)
 		}
+	}
+}
+
+// TestRunErrorGroupsOneReason: streams skipped or deferred for one reason
+// are named together, the reason said once (a tenant without a Coach
+// licence skipped five streams, and the message said the same 403 five
+// times); different reasons stay apart, failures stay one by one.
+func TestRunErrorGroupsOneReason(t *testing.T) {
+	denied := errors.New("reporting: 403 Forbidden: no Coach licence")
+	quota := errors.New("request quota exhausted")
+	re := &RunError{RunID: "r1", Partial: true,
+		Failed: []*ObjectError{{Object: "b", Step: "read", Err: quota}, {Object: "a", Step: "read", Err: quota}},
+		Skipped: []*ObjectError{{Object: "course", Step: "list", Err: denied}, {Object: "user", Step: "list", Err: denied},
+			{Object: "path\"x", Step: "list", Err: denied}, {Object: "group", Step: "describe", Err: denied}},
+		Deferred: []*ObjectError{{Object: "themes", Step: "read", Err: quota}}}
+	want := `run r1 partly failed: object "a": read: request quota exhausted; object "b": read: request quota exhausted; ` +
+		`skipped objects "course", "user", "path\"x": list: reporting: 403 Forbidden: no Coach licence; ` +
+		`skipped object "group": describe: reporting: 403 Forbidden: no Coach licence; ` +
+		`deferred object "themes": read: request quota exhausted`
+	if got := re.Error(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
