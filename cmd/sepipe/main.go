@@ -191,6 +191,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var ue usageError
 	var re *pipeline.RunError
 	var qb quotaBeforeRun
+	var pq planQuotaSpent
 	switch {
 	case errors.As(err, &ue):
 		if h := hint(err); h != "" {
@@ -204,6 +205,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitPartial
 	case errors.As(err, &qb):
 		fmt.Fprintln(stderr, "hint: the service's request quota resets at "+qb.Reset.UTC().Format(time.RFC3339)+": a sync after it reads the streams")
+		return exitPartial
+	case errors.As(err, &pq):
+		if !pq.reset.IsZero() {
+			fmt.Fprintln(stderr, "hint: the service's request quota resets at "+pq.reset.UTC().Format(time.RFC3339)+": plan again after it")
+		}
 		return exitPartial
 	case errors.Is(err, pipeline.ErrLakePending):
 		// Committed; the Iceberg lake catches up on the next run.

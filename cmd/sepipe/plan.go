@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -30,7 +31,10 @@ whether the stream's contract lets them through), the rows the read would
 return and the requests it would take (one page with resultsPerPage 1 gives
 the service's totalResults), and the lake partition it would write or
 replace. A stream that would fail (schema drift under a freeze contract,
-describe refused) is shown with the reason, and plan exits 1. A config the
+describe refused) is shown with the reason, and plan exits 1. A plan spends
+requests too: a stream it could not look at because the service's request
+quota ran out is shown as UNKNOWN (quota spent), as is a plan that met the
+quota spent before it could list, and plan exits 3 with when it resets. A config the
 sync would refuse (an unknown object, a filter, primary key or cursor that
 does not fit the object's fields) is a configuration error: plan names its
 line and exits 2, as sync does.`,
@@ -45,6 +49,9 @@ line and exits 2, as sync does.`,
 			}
 			ctx := cmd.Context()
 			run, _, err := selectRun(ctx, c, client, f.objects, f.fullRefresh, true)
+			if qe := (*extract.QuotaError)(nil); errors.As(err, &qe) {
+				return quotaBeforeRun{qe} // as the sync: nothing to plan until the reset (exit 3)
+			}
 			if err != nil {
 				return err
 			}
@@ -65,7 +72,7 @@ line and exits 2, as sync does.`,
 			fmt.Fprintf(w, "plan for snapshot %s into %s\nwarehouse %s %s\n\n", p.SnapshotDate, c.Output.Dir, p.Warehouse, wh)
 			tw := tabwriter.NewWriter(termSafe(w), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "STREAM\tMODE\tREAD\tROWS\tPAGES\tREQUESTS\tSCHEMA\tPARTITION")
-			failed := 0
+			failed, unread := 0, 0
 			for _, o := range p.Objects {
 				read := "full"
 				switch {
@@ -101,6 +108,13 @@ line and exits 2, as sync does.`,
 					fmt.Fprintf(tw, "%s\t-\tnone (not continued)\t-\t-\t0\t-\t-\n", cell(o.Object))
 					continue
 				}
+				if o.Err != nil && errors.Is(o.Err, extract.ErrQuotaExhausted) {
+					// The plan's own describe or count met the quota
+					// spent: the sync would defer the stream, not fail it.
+					unread++
+					fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t%d\t%s\tUNKNOWN (quota spent)\n", cell(o.Object), cell(o.Mode), cell(read), o.Requests, cell(schema))
+					continue
+				}
 				if o.Err != nil {
 					failed++
 					fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t%d\t%s\tWOULD FAIL\n", cell(o.Object), cell(o.Mode), cell(read), o.Requests, cell(schema))
@@ -127,12 +141,23 @@ line and exits 2, as sync does.`,
 				switch {
 				case o.Skipped:
 					fmt.Fprintf(w, "would skip %s: %s\n", termEscape(o.Object, false), termEscape(o.Err.Error(), false))
+				case o.Err != nil && errors.Is(o.Err, extract.ErrQuotaExhausted):
+					fmt.Fprintf(w, "could not plan %s: %s (a sync now would defer it)\n", termEscape(o.Object, false), termEscape(o.Err.Error(), false))
 				case o.Err != nil:
 					fmt.Fprintf(w, "would fail: %s\n", termEscape(o.Err.Error(), false))
 				}
 			}
 			if failed > 0 {
 				return fmt.Errorf("%d stream(s) would fail; see above", failed)
+			}
+			if unread > 0 {
+				e := planQuotaSpent{n: unread}
+				for _, o := range p.Objects {
+					if qe := (*extract.QuotaError)(nil); errors.As(o.Err, &qe) && qe.Reset.After(e.reset) {
+						e.reset = qe.Reset
+					}
+				}
+				return e
 			}
 			return nil
 		},
@@ -168,4 +193,15 @@ func printQuotaPlan(w io.Writer, q extract.Quota, p *pipeline.PlanResult) {
 		fmt.Fprintf(w, "%s need more requests than a whole window allows: no run reads them within one; %s\n",
 			termEscape(strings.Join(big, ", "), false), extract.ExceedsAdvice)
 	}
+}
+
+// planQuotaSpent is a plan that could not look at some streams: the
+// service's request quota ran out while it asked (partial, exit 3).
+type planQuotaSpent struct {
+	n     int
+	reset time.Time // the latest reset the quota errors named (zero: none)
+}
+
+func (e planQuotaSpent) Error() string {
+	return fmt.Sprintf("%d stream(s) could not be planned: the service's request quota is spent (a plan spends requests too); see above", e.n)
 }

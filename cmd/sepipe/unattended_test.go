@@ -877,3 +877,31 @@ func TestRefreshOutageAfterA401SaysTheEndpointFailed(t *testing.T) {
 		t.Errorf("the hint does not say the token endpoint failed:\n%s", errOut)
 	}
 }
+
+// TestPlanUnderASpentQuota: a plan spends requests too (lists, describes,
+// a page per report object). One that ran out of quota partway marked the
+// streams it could not look at WOULD FAIL and exited 1, though a sync
+// would defer them; one that met the quota spent before it could list
+// exited 1 where a sync exits 3. Both now exit 3: the streams are shown
+// as not planned (quota spent) and the hint says when the quota resets.
+func TestPlanUnderASpentQuota(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5), servicetest.WithQuota(8, time.Hour))
+	defer srv.Close()
+	setEnv(t, srv)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, srv.URL, filepath.Join(dir, "data"), "")
+	code, stdout, stderr := runCLI(t, "plan", "--config", cfg)
+	if code != exitPartial {
+		t.Fatalf("a plan the quota cut short: exit %d, want %d\n%s\n%s", code, exitPartial, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "UNKNOWN (quota spent)") || strings.Contains(stdout, "WOULD FAIL") || !strings.Contains(stdout, "a sync now would defer it") {
+		t.Errorf("the plan does not say which streams the quota kept it from:\n%s", stdout)
+	}
+	if !strings.Contains(stderr, "could not be planned") || !strings.Contains(stderr, "hint: the service's request quota resets at ") {
+		t.Errorf("the error does not say why, or when to plan again:\n%s", stderr)
+	}
+	code, stdout, stderr = runCLI(t, "plan", "--config", cfg)
+	if code != exitPartial || !strings.Contains(stderr, "hint: the service's request quota resets at ") {
+		t.Errorf("a plan that met the quota spent before it could list: exit %d, want %d with the reset\n%s\n%s", code, exitPartial, stdout, stderr)
+	}
+}
