@@ -19,7 +19,11 @@ func init() { register(newCheckCmd) }
 // checkResult is one credential tried against one interface.
 type checkResult struct {
 	iface, cred, status, detail string
+	err                         error // a statusQuota's quota error
 }
+
+// statusQuota is a check not tried: the request quota is spent.
+const statusQuota = "unknown (quota spent)"
 
 // errCheckFailed is returned when any check failed.
 var errCheckFailed = errors.New("some credentials failed")
@@ -53,7 +57,9 @@ except, with OAuth, the rotated tokens in the token store, an Iceberg SQL
 catalog on SQLite, which opening creates when its file does not exist yet, and
 the warehouse's probe object, removed at once. Exit code 1 if any
 check failed (not entitled is not a failure), so it fits a deployment pipeline
-or a monitoring probe.`,
+or a monitoring probe; exit code 3 when none failed but some could not be
+tried because the service's request quota is spent (check spends requests
+too): they say unknown (quota spent).`,
 		Example: `  sepipe check
   SEPIPE_ACCESS_TOKEN=... sepipe check --base-url https://acme.example.com`,
 		Args: cobra.NoArgs,
@@ -65,16 +71,22 @@ or a monitoring probe.`,
 			results := runChecks(cmd.Context(), c, client)
 			tw := tabwriter.NewWriter(termSafe(g.stdout), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "INTERFACE\tCREDENTIAL\tRESULT\tDETAIL")
-			failed := 0
+			failed, unread := 0, quotaCutShort{cmd: "check", what: "check(s) could not run"}
 			for _, r := range results {
-				if r.status == "failed" {
+				switch r.status {
+				case "failed":
 					failed++
+				case statusQuota:
+					unread.add(r.err)
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cell(r.iface), cell(r.cred), cell(r.status), cell(r.detail))
 			}
 			tw.Flush()
 			if failed > 0 {
 				return fmt.Errorf("%w: %d of %d checks", errCheckFailed, failed, len(results))
+			}
+			if unread.n > 0 {
+				return unread
 			}
 			return nil
 		},
@@ -94,6 +106,10 @@ func runChecks(ctx context.Context, c *Config, client *extract.Client) []checkRe
 			// The credential works; the tenant's licence, plan or role
 			// does not cover this interface. A sync skips its streams.
 			r.status, r.detail = "not entitled", err.Error()+"; sync skips its streams"
+		case errors.Is(err, extract.ErrQuotaExhausted):
+			// Not tried: the service's request quota (which check
+			// spends too) is used up; nothing is known of the credential.
+			r.status, r.detail, r.err = statusQuota, err.Error(), err
 		default:
 			r.status, r.detail = "failed", err.Error()
 		}
@@ -105,7 +121,7 @@ func runChecks(ctx context.Context, c *Config, client *extract.Client) []checkRe
 	}
 	if !c.Credentials.AccessToken.Set() && !c.oauthClient() {
 		for _, iface := range []string{extract.IfaceReporting, extract.IfaceV3, extract.IfaceV4} {
-			out = append(out, checkResult{iface, access, "failed", c.Credentials.AccessToken.String() + " is not set"})
+			out = append(out, checkResult{iface, access, "failed", c.Credentials.AccessToken.String() + " is not set", nil})
 		}
 	} else {
 		try(extract.IfaceReporting, access, func() (string, error) {
@@ -135,7 +151,7 @@ func runChecks(ctx context.Context, c *Config, client *extract.Client) []checkRe
 	}
 	api := "API token " + c.Credentials.APIToken.String()
 	if !c.Credentials.APIToken.Set() {
-		out = append(out, checkResult{extract.IfaceWebhooks, api, "skipped", c.Credentials.APIToken.String() + " is not set"})
+		out = append(out, checkResult{extract.IfaceWebhooks, api, "skipped", c.Credentials.APIToken.String() + " is not set", nil})
 	} else {
 		try(extract.IfaceWebhooks, api, func() (string, error) {
 			ss, err := client.Subscriptions(ctx)
@@ -145,7 +161,7 @@ func runChecks(ctx context.Context, c *Config, client *extract.Client) []checkRe
 	l := c.Legacy
 	switch {
 	case l.LoginDir == "":
-		out = append(out, checkResult{extract.IfaceLegacy, "login", "skipped", "legacy.login_dir is not configured"})
+		out = append(out, checkResult{extract.IfaceLegacy, "login", "skipped", "legacy.login_dir is not configured", nil})
 	case l.Username == "":
 		try(extract.IfaceLegacy, "public session (login_dir "+l.LoginDir+")", func() (string, error) {
 			_, err := client.PublicSession(ctx, l.LoginDir)
@@ -155,7 +171,7 @@ func runChecks(ctx context.Context, c *Config, client *extract.Client) []checkRe
 		cred := fmt.Sprintf("password session (login_dir %s, username %s, password %s)", l.LoginDir, l.Username, l.Password)
 		switch {
 		case !l.Password.Set():
-			out = append(out, checkResult{extract.IfaceLegacy, cred, "failed", l.Password.String() + " is not set"})
+			out = append(out, checkResult{extract.IfaceLegacy, cred, "failed", l.Password.String() + " is not set", nil})
 		default:
 			try(extract.IfaceLegacy, cred, func() (string, error) {
 				s, err := client.PasswordSession(ctx, l.LoginDir, l.Username, l.Password.Value.Reveal())

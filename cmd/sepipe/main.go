@@ -191,7 +191,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var ue usageError
 	var re *pipeline.RunError
 	var qb quotaBeforeRun
-	var pq planQuotaSpent
+	var qc quotaCutShort
 	switch {
 	case errors.As(err, &ue):
 		if h := hint(err); h != "" {
@@ -206,9 +206,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, &qb):
 		fmt.Fprintln(stderr, "hint: the service's request quota resets at "+qb.Reset.UTC().Format(time.RFC3339)+": a sync after it reads the streams")
 		return exitPartial
-	case errors.As(err, &pq):
-		if !pq.reset.IsZero() {
-			fmt.Fprintln(stderr, "hint: the service's request quota resets at "+pq.reset.UTC().Format(time.RFC3339)+": plan again after it")
+	case errors.As(err, &qc):
+		if !qc.reset.IsZero() {
+			fmt.Fprintln(stderr, "hint: the service's request quota resets at "+qc.reset.UTC().Format(time.RFC3339)+": run it again after that")
 		}
 		return exitPartial
 	case errors.Is(err, pipeline.ErrLakePending):

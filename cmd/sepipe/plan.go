@@ -72,7 +72,7 @@ line and exits 2, as sync does.`,
 			fmt.Fprintf(w, "plan for snapshot %s into %s\nwarehouse %s %s\n\n", p.SnapshotDate, c.Output.Dir, p.Warehouse, wh)
 			tw := tabwriter.NewWriter(termSafe(w), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "STREAM\tMODE\tREAD\tROWS\tPAGES\tREQUESTS\tSCHEMA\tPARTITION")
-			failed, unread := 0, 0
+			failed, unread := 0, quotaCutShort{cmd: "plan", what: "stream(s) could not be planned"}
 			for _, o := range p.Objects {
 				read := "full"
 				switch {
@@ -111,7 +111,7 @@ line and exits 2, as sync does.`,
 				if o.Err != nil && errors.Is(o.Err, extract.ErrQuotaExhausted) {
 					// The plan's own describe or count met the quota
 					// spent: the sync would defer the stream, not fail it.
-					unread++
+					unread.add(o.Err)
 					fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t%d\t%s\tUNKNOWN (quota spent)\n", cell(o.Object), cell(o.Mode), cell(read), o.Requests, cell(schema))
 					continue
 				}
@@ -150,14 +150,8 @@ line and exits 2, as sync does.`,
 			if failed > 0 {
 				return fmt.Errorf("%d stream(s) would fail; see above", failed)
 			}
-			if unread > 0 {
-				e := planQuotaSpent{n: unread}
-				for _, o := range p.Objects {
-					if qe := (*extract.QuotaError)(nil); errors.As(o.Err, &qe) && qe.Reset.After(e.reset) {
-						e.reset = qe.Reset
-					}
-				}
-				return e
+			if unread.n > 0 {
+				return unread
 			}
 			return nil
 		},
@@ -195,13 +189,24 @@ func printQuotaPlan(w io.Writer, q extract.Quota, p *pipeline.PlanResult) {
 	}
 }
 
-// planQuotaSpent is a plan that could not look at some streams: the
-// service's request quota ran out while it asked (partial, exit 3).
-type planQuotaSpent struct {
-	n     int
+// quotaCutShort is a plan or a check that could not look at everything:
+// the service's request quota ran out while it asked (plan and check spend
+// requests too). Partial, exit 3, as a sync the quota stops.
+type quotaCutShort struct {
+	cmd   string    // plan, check
+	what  string    // "stream(s) could not be planned", "check(s) could not run"
+	n     int       // how many
 	reset time.Time // the latest reset the quota errors named (zero: none)
 }
 
-func (e planQuotaSpent) Error() string {
-	return fmt.Sprintf("%d stream(s) could not be planned: the service's request quota is spent (a plan spends requests too); see above", e.n)
+func (e quotaCutShort) Error() string {
+	return fmt.Sprintf("%d %s: the service's request quota is spent (a %s spends requests too); see above", e.n, e.what, e.cmd)
+}
+
+// add counts err, a quota error, in e and keeps its reset.
+func (e *quotaCutShort) add(err error) {
+	e.n++
+	if qe := (*extract.QuotaError)(nil); errors.As(err, &qe) && qe.Reset.After(e.reset) {
+		e.reset = qe.Reset
+	}
 }

@@ -879,11 +879,13 @@ func TestRefreshOutageAfterA401SaysTheEndpointFailed(t *testing.T) {
 }
 
 // TestPlanUnderASpentQuota: a plan spends requests too (lists, describes,
-// a page per report object). One that ran out of quota partway marked the
+// a page per report object), and so does check. One that ran out of quota partway marked the
 // streams it could not look at WOULD FAIL and exited 1, though a sync
 // would defer them; one that met the quota spent before it could list
 // exited 1 where a sync exits 3. Both now exit 3: the streams are shown
 // as not planned (quota spent) and the hint says when the quota resets.
+// A check under the spent quota called every credential failed (exit 1):
+// it now calls them unknown and exits 3.
 func TestPlanUnderASpentQuota(t *testing.T) {
 	srv := servicetest.NewServer(servicetest.WithUsers(5), servicetest.WithQuota(8, time.Hour))
 	defer srv.Close()
@@ -903,5 +905,11 @@ func TestPlanUnderASpentQuota(t *testing.T) {
 	code, stdout, stderr = runCLI(t, "plan", "--config", cfg)
 	if code != exitPartial || !strings.Contains(stderr, "hint: the service's request quota resets at ") {
 		t.Errorf("a plan that met the quota spent before it could list: exit %d, want %d with the reset\n%s\n%s", code, exitPartial, stdout, stderr)
+	}
+	// check alike: a credential it could not try is not a failed one.
+	code, stdout, stderr = runCLI(t, "check", "--config", cfg)
+	if code != exitPartial || !strings.Contains(stdout, "unknown (quota spent)") || strings.Contains(stdout, " failed ") ||
+		!strings.Contains(stderr, "could not run") || !strings.Contains(stderr, "hint: the service's request quota resets at ") {
+		t.Errorf("a check under the spent quota: exit %d, want %d, its checks unknown, not failed, and the reset\n%s\n%s", code, exitPartial, stdout, stderr)
 	}
 }
