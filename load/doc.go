@@ -77,7 +77,8 @@
 // the JSON and never reads it.
 //
 // LoadEvents (events.go) puts webhook events into the working database's
-// events table; the webhooks package receives and spools them.
+// events table (every open creates it, empty, so the warehouse always has
+// it); the webhooks package receives and spools them.
 //
 // Names (names.go) is the one owner of the names sepipe builds from service
 // ids: every stream's table and lake folder name is safe (no separators,

@@ -710,7 +710,10 @@ func openWarehouse(ctx context.Context, path, dsnOpts string) (*Warehouse, error
 		closeDuckDB(db)
 		return nil, classifyOpen(path, err)
 	}
-	if _, err := db.ExecContext(ctx, metaDDL+namesDDL+lakeIntentsDDL+migrations); err != nil {
+	// The events table too, empty until 'sepipe listen' loads events: the
+	// warehouse holds it whether or not a listener ever ran, so readers
+	// (the dbt project's stg_events) find it.
+	if _, err := db.ExecContext(ctx, metaDDL+namesDDL+lakeIntentsDDL+migrations+eventsDDL); err != nil {
 		closeDuckDB(db)
 		return nil, fmt.Errorf("warehouse %s: create bookkeeping tables: %w", path, err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/sepipe/sepipe/internal/dbtgen"
 	"github.com/sepipe/sepipe/internal/demo"
 	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/pipeline"
 )
 
 // The dbt project in ../../dbt is checked here the way 'dbt build' would run
@@ -1000,5 +1001,57 @@ func TestDBTSourcesMatchesCommitted(t *testing.T) {
 	}
 	if !bytes.Contains(drifted, []byte("name: durationMinutes\n            description: Duration (Minutes)\n            data_type: double")) {
 		t.Error("drifted schema: durationMinutes is not typed double")
+	}
+}
+
+// TestDBTProjectBuildsWithoutWebhookActivity is 'dbt build' on the
+// warehouse of a tenant that uses no webhooks: sepipe listen never ran
+// and the service lists no subscription, so the webhook collections hold
+// no rows (and only the columns the interface document names). Every
+// model must still build, and every schema test run.
+func TestDBTProjectBuildsWithoutWebhookActivity(t *testing.T) {
+	if testing.Short() {
+		t.Skip("syncs the fake")
+	}
+	ctx := context.Background()
+	p := loadDBTProject(t, dbtDir)
+	if t.Failed() {
+		t.FailNow()
+	}
+	srv := servicetest.NewServer(servicetest.WithUsers(30))
+	defer srv.Close()
+	c, err := extract.New(srv.URL, extract.WithAccessToken(srv.Service.AccessToken()), extract.WithAPIToken(srv.Service.APIToken()),
+		extract.WithHTTPClient(srv.Client()), extract.WithRateLimit(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("duckdb", filepath.Join(out, "dbt.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, "ATTACH "+load.Literal(filepath.Join(out, "warehouse.duckdb"))+" AS "+dbtgen.WarehouseAlias+" (READ_ONLY); "+
+		fmt.Sprintf("CREATE SCHEMA %q", p.schema)); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range p.order(t) {
+		if err := p.build(ctx, db, m); err != nil {
+			t.Errorf("%v", err)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	for _, st := range p.tests {
+		if n, err := p.failures(ctx, db, st); err != nil {
+			t.Errorf("%s: test %v", st.file, err)
+		} else if n > 0 {
+			t.Errorf("%s: test %s failed on %d rows", st.file, st, n)
+		}
 	}
 }
