@@ -1141,3 +1141,65 @@ func TestDBTDailyMartsOnIncrementalStream(t *testing.T) {
 		t.Errorf("mart_course_completion_daily: %d rows differ between the incremental and the whole sync", n)
 	}
 }
+
+// TestDBTDailyMartOnADayUserCourseProgressMissed: a day whose run
+// committed course but not userCourseProgress (failed, deferred by the
+// quota, or left out) is a gap in the completion counts, not a day on
+// which every course lost its assignments, and the next day's change is
+// counted from the last day that has them.
+func TestDBTDailyMartOnADayUserCourseProgressMissed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("syncs the fake over three days")
+	}
+	ctx := context.Background()
+	p := loadDBTProject(t, dbtDir)
+	if t.Failed() {
+		t.FailNow()
+	}
+	start := time.Now().UTC().Add(-48 * time.Hour).Truncate(time.Second)
+	srv := servicetest.NewServer(servicetest.WithUsers(40), servicetest.WithNow(start))
+	defer srv.Close()
+	c, err := extract.New(srv.URL, extract.WithAccessToken(srv.Service.AccessToken()), extract.WithAPIToken(srv.Service.APIToken()),
+		extract.WithHTTPClient(srv.Client()), extract.WithRateLimit(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	var days []string
+	for d := 0; d < 3; d++ {
+		if d > 0 {
+			srv.Service.Advance(24 * time.Hour)
+		}
+		day := start.Add(time.Duration(d) * 24 * time.Hour)
+		days = append(days, day.Format(time.DateOnly))
+		cfg := pipeline.Config{Out: out, Now: func() time.Time { return day }}
+		if d == 1 {
+			cfg.Only = []string{"course", "path", "curriculum", "user"}
+		}
+		if _, err := pipeline.Sync(ctx, c, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := buildDBTModels(t, ctx, p, out)
+	mart := fmt.Sprintf("%q.mart_course_completion_daily", p.schema)
+	if n := dbtScalar[int64](t, ctx, db, fmt.Sprintf(`select count(*) from %s where snapshot_date = '%s' and assigned is not null`, mart, days[1])); n != 0 {
+		t.Errorf("%s, a day without userCourseProgress: %d courses with assignment counts, want none (a gap)", days[1], n)
+	}
+	if n := dbtScalar[int64](t, ctx, db, fmt.Sprintf(`select count(*) from %s where snapshot_date = '%s'`, mart, days[1])); n == 0 {
+		t.Errorf("%s: no rows; the course's own counts were synced that day", days[1])
+	}
+	q := fmt.Sprintf(`select count(*) from %[1]s last join %[1]s first on first.course_id = last.course_id
+		where last.snapshot_date = '%[2]s' and first.snapshot_date = '%[3]s'
+		and last.completed_since_previous_snapshot is distinct from last.completed - first.completed`, mart, days[2], days[0])
+	if n := dbtScalar[int64](t, ctx, db, q); n != 0 {
+		t.Errorf("%s: %d courses whose completions since the previous snapshot are not counted from %s", days[2], n, days[0])
+	}
+	for _, st := range p.tests {
+		if st.on != "mart_course_completion_daily" {
+			continue
+		}
+		if n, err := p.failures(ctx, db, st); err != nil || n > 0 {
+			t.Errorf("%s: test %s: %d failing rows, %v", st.file, st, n, err)
+		}
+	}
+}
