@@ -1043,8 +1043,9 @@ func TestDBTProjectBuildsWithoutWebhookActivity(t *testing.T) {
 // buildDBTModels runs every model of p, in dependency order, on the
 // published warehouse of out as the shipped profile has it (dbt's own
 // file, the warehouse attached read-only), failing the test on a model
-// that does not build. The database is closed with the test.
-func buildDBTModels(t *testing.T, ctx context.Context, p *dbtProject, out string) *sql.DB {
+// that does not build. setup runs first (session settings). The database
+// is closed with the test.
+func buildDBTModels(t *testing.T, ctx context.Context, p *dbtProject, out string, setup ...string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("duckdb", filepath.Join(out, "dbt.duckdb"))
 	if err != nil {
@@ -1055,6 +1056,11 @@ func buildDBTModels(t *testing.T, ctx context.Context, p *dbtProject, out string
 	if _, err := db.ExecContext(ctx, "ATTACH "+load.Literal(filepath.Join(out, "warehouse.duckdb"))+" AS "+dbtgen.WarehouseAlias+" (READ_ONLY); "+
 		fmt.Sprintf("CREATE SCHEMA IF NOT EXISTS %q", p.schema)); err != nil {
 		t.Fatal(err)
+	}
+	for _, q := range setup {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
 	}
 	for _, m := range p.order(t) {
 		if err := p.build(ctx, db, m); err != nil {
@@ -1201,5 +1207,41 @@ func TestDBTDailyMartOnADayUserCourseProgressMissed(t *testing.T) {
 		if n, err := p.failures(ctx, db, st); err != nil || n > 0 {
 			t.Errorf("%s: test %s: %d failing rows, %v", st.file, st, n, err)
 		}
+	}
+}
+
+// TestDBTMartsIgnoreTheSessionTimeZone: dbt-duckdb's session runs in the
+// machine's time zone, but the marts count days in UTC (the tenant's clock
+// as the service sends it, as sepipe's own SQL does): the same warehouse
+// gives the same marts on a machine in UTC+14 or UTC-8.
+func TestDBTMartsIgnoreTheSessionTimeZone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("syncs the fake")
+	}
+	ctx := context.Background()
+	p := loadDBTProject(t, dbtDir)
+	if t.Failed() {
+		t.FailNow()
+	}
+	srv := servicetest.NewServer(servicetest.WithUsers(60))
+	defer srv.Close()
+	c, err := extract.New(srv.URL, extract.WithAccessToken(srv.Service.AccessToken()), extract.WithAPIToken(srv.Service.APIToken()),
+		extract.WithHTTPClient(srv.Client()), extract.WithRateLimit(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tz := range []string{"Pacific/Kiritimati", "America/Los_Angeles"} {
+		db := buildDBTModels(t, ctx, p, out, "SET TimeZone = '"+tz+"'")
+		q := fmt.Sprintf(`select count(*) from %q.mart_overdue_learners
+			where days_overdue is distinct from greatest(cast(as_of_at at time zone 'UTC' as date) - cast(due_at at time zone 'UTC' as date), 0)`, p.schema)
+		if n := dbtScalar[int64](t, ctx, db, q); n != 0 {
+			t.Errorf("TimeZone %s: %d of %d overdue assignments have days_overdue other than the UTC days from due date to the tenant's clock", tz, n,
+				dbtScalar[int64](t, ctx, db, fmt.Sprintf("select count(*) from %q.mart_overdue_learners", p.schema)))
+		}
+		db.Close()
 	}
 }

@@ -25,7 +25,8 @@ select
     p.due_at,
     p.last_activity_at,
     a.as_of_at,
-    greatest(date_diff('day', p.due_at, a.as_of_at), 0) as days_overdue
+    -- UTC days, whatever the session's time zone (dbt-duckdb's is the machine's)
+    greatest(date_diff('day', p.due_at at time zone 'UTC', a.as_of_at at time zone 'UTC'), 0) as days_overdue
 from progress p
 cross join as_of a
 left join {{ ref('stg_users') }} u on u.user_id = p.user_id
