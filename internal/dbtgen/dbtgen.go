@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -130,16 +131,24 @@ func Sources(ctx context.Context, src extract.Source) ([]byte, error) {
 	for i := range all {
 		all[i].key = objectKey(all[i].obj.ID, all[i].fields, ids)
 	}
-	// singleKey maps a key field to the object it identifies (userId → user).
+	// Each object's table is named as the warehouse names it (load.Names:
+	// an id that is not a safe name, one of sepipe's own, or equal to
+	// another but for case gets another name), as a warehouse whose first
+	// run saw every object names it.
+	names := load.NewNames(nil)
+	names.Assign(slices.Sorted(maps.Keys(ids)), pipeline.Collections)
+	tableOf := func(id string) string { name, _ := names.Name(id); return name }
+	// singleKey maps a key field to the table of the object it identifies (userId → user).
 	singleKey := map[string]string{}
 	for _, d := range all {
 		if len(d.key) == 1 && d.key[0] == d.obj.ID+"Id" {
-			singleKey[d.key[0]] = d.obj.ID
+			singleKey[d.key[0]] = tableOf(d.obj.ID)
 		}
 	}
 
 	var tables []dbtTable
 	for _, d := range all {
+		name := tableOf(d.obj.ID)
 		cols, err := describedColumns(d.obj.ID, d.fields, false)
 		if err != nil {
 			return nil, err
@@ -156,14 +165,14 @@ func Sources(ctx context.Context, src extract.Source) ([]byte, error) {
 			} else if slices.Contains(d.key, f) {
 				cols[i].DataTests = append([]any{dbtTest("not_null", nil)}, cols[i].DataTests...)
 			}
-			if other, ok := singleKey[f]; ok && other != d.obj.ID {
+			if other, ok := singleKey[f]; ok && other != name {
 				cols[i].DataTests = append(cols[i].DataTests, dbtTest("relationships", map[string]any{
 					"to": fmt.Sprintf("source('%s', '%s')", SourceName, other), "field": f,
 				}))
 			}
 		}
 		t := dbtTable{
-			Name:        d.obj.ID,
+			Name:        name,
 			Description: jinjaLiteral(fmt.Sprintf("Report object %s (%q): the latest snapshot.", d.obj.ID, d.obj.DisplayName)),
 			Columns:     cols,
 		}
@@ -178,16 +187,22 @@ func Sources(ctx context.Context, src extract.Source) ([]byte, error) {
 				hist[i].DataTests = []any{dbtTest("not_null", nil)}
 			}
 		}
-		hist = append(hist, dbtColumn{Name: "snapshot_date", Description: "Snapshot day (the lake partition)",
+		// The day column, as load names it: _sepipe_snapshot_date beside a
+		// field snapshot_date (in any case).
+		day := "snapshot_date"
+		if slices.ContainsFunc(cols, func(c dbtColumn) bool { return asciiEqualFold(c.Name, day) }) {
+			day = load.ColSnapshotDate
+		}
+		hist = append(hist, dbtColumn{Name: day, Description: "Snapshot day (the lake partition)",
 			DataType: "date", DataTests: []any{dbtTest("not_null", nil)}})
 		h := dbtTable{
-			Name: load.HistoryTable(d.obj.ID),
-			Description: jinjaLiteral(fmt.Sprintf("Report object %s (%q), every daily snapshot (the partitions of lake/%s/); one row per %s and snapshot_date.",
-				d.obj.ID, d.obj.DisplayName, d.obj.ID, keyNoun(d.key))),
+			Name: load.HistoryTable(name),
+			Description: jinjaLiteral(fmt.Sprintf("Report object %s (%q), every daily snapshot (the partitions of lake/%s/); one row per %s and %s.",
+				d.obj.ID, d.obj.DisplayName, name, keyNoun(d.key), day)),
 			Columns: hist,
 		}
 		if len(d.key) > 0 {
-			h.DataTests = []any{dbtTest("unique", map[string]any{"column_name": keyExpr(append([]string{"snapshot_date"}, d.key...))})}
+			h.DataTests = []any{dbtTest("unique", map[string]any{"column_name": keyExpr(append([]string{day}, d.key...))})}
 		}
 		tables = append(tables, h)
 	}
@@ -274,6 +289,27 @@ func WriteSources(ctx context.Context, src extract.Source, path string) error {
 		return fmt.Errorf("dbt sources: %w", err)
 	}
 	return nil
+}
+
+// asciiEqualFold compares names as DuckDB does: ASCII letters ignoring
+// case, every other byte as it is.
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // objectKey returns the fields that identify a row of an object: the

@@ -1245,3 +1245,110 @@ func TestDBTMartsIgnoreTheSessionTimeZone(t *testing.T) {
 		db.Close()
 	}
 }
+
+// TestDBTSourcesOfAHostileTenant: the sources.yml of a tenant whose object
+// ids are hostile (one is "events", one "_sepipe_runs", "user" and
+// "User", "user_history", "x[1]", "q?y=1", a tab) and whose fields
+// differ by case only or are named snapshot_date names each table as the
+// warehouse does (load.Names), once, with its columns once, and every
+// source test compiles and runs on the synced warehouse.
+func TestDBTSourcesOfAHostileTenant(t *testing.T) {
+	if testing.Short() {
+		t.Skip("syncs the fake")
+	}
+	ctx := context.Background()
+	srv := servicetest.NewServer(servicetest.WithUsers(10), servicetest.WithHostile())
+	defer srv.Close()
+	c, err := extract.New(srv.URL, extract.WithAccessToken(srv.Service.AccessToken()), extract.WithAPIToken(srv.Service.APIToken()),
+		extract.WithHTTPClient(srv.Client()), extract.WithRateLimit(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := dbtgen.Sources(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f dbtYAMLFile
+	if err := yaml.Unmarshal(got, &f); err != nil {
+		t.Fatal(err)
+	}
+	tables := map[string]string{}
+	for _, tb := range f.Sources[0].Tables {
+		id := tb.Identifier
+		if id == "" {
+			id = tb.Name
+		}
+		if prev, dup := tables[strings.ToLower(id)]; dup {
+			t.Errorf("table %q declared twice (as %q and %q)", id, prev, tb.Name)
+		}
+		tables[strings.ToLower(id)] = tb.Name
+		cols := map[string]bool{}
+		for _, col := range tb.Columns {
+			if cols[strings.ToLower(col.Name)] {
+				t.Errorf("table %s: column %q declared twice", tb.Name, col.Name)
+			}
+			cols[strings.ToLower(col.Name)] = true
+		}
+	}
+
+	// The project with this sources.yml, its source tests on the warehouse.
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(dbtDir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "models", "staging", "sources.yml"), got, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := loadDBTProject(t, dir)
+	if t.Failed() {
+		t.FailNow()
+	}
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, "ATTACH "+load.Literal(filepath.Join(out, "warehouse.duckdb"))+" AS "+dbtgen.WarehouseAlias+" (READ_ONLY)"); err != nil {
+		t.Fatal(err)
+	}
+	wh := warehouseRelations(t, ctx, db)
+	for key, s := range p.sources {
+		if !wh[strings.ToLower(s.identifier)] {
+			t.Errorf("source %s: the warehouse has no table or view %q", key, s.identifier)
+		}
+	}
+	for _, st := range p.tests {
+		if !st.isSource || !wh[strings.ToLower(p.sources[st.on].identifier)] {
+			continue
+		}
+		if _, err := p.failures(ctx, db, st); err != nil {
+			t.Errorf("%v", err)
+		}
+	}
+}
+
+// warehouseRelations are the tables and views of the attached warehouse
+// (lower case).
+func warehouseRelations(t *testing.T, ctx context.Context, db *sql.DB) map[string]bool {
+	t.Helper()
+	rows, err := db.QueryContext(ctx, `select table_name from duckdb_tables() where database_name = ?
+		union all select view_name from duckdb_views() where database_name = ?`, dbtgen.WarehouseAlias, dbtgen.WarehouseAlias)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		out[strings.ToLower(n)] = true
+	}
+	return out
+}
