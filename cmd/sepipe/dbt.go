@@ -8,6 +8,7 @@ import (
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
 	"github.com/sepipe/sepipe/internal/dbtgen"
+	"github.com/sepipe/sepipe/load"
 )
 
 func init() { register(newDBTSourcesCmd) }
@@ -40,6 +41,7 @@ tenant. --out-file - writes to stdout.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var client *extract.Client
+			var appendStreams []string // the config's append streams: their key is unique per day
 			switch {
 			case demo && (cmd.Flags().Changed("base-url") || cmd.Flags().Changed("config")):
 				return usagef("--demo excludes --base-url and --config")
@@ -55,20 +57,26 @@ tenant. --out-file - writes to stdout.`,
 					return err
 				}
 			default:
-				var err error
-				if _, _, client, err = f.connect(cmd, g, true); err != nil {
+				c, _, cl, err := f.connect(cmd, g, true)
+				if err != nil {
 					return err
+				}
+				client = cl
+				for _, id := range sortedKeys(c.Streams) {
+					if c.Streams[id].pipeline().Mode == load.Append {
+						appendStreams = append(appendStreams, id)
+					}
 				}
 			}
 			if outFile == "-" {
-				b, err := dbtgen.Sources(cmd.Context(), client)
+				b, err := dbtgen.Sources(cmd.Context(), client, appendStreams...)
 				if err != nil {
 					return err
 				}
 				_, err = g.stdout.Write(b)
 				return err
 			}
-			if err := dbtgen.WriteSources(cmd.Context(), client, outFile); err != nil {
+			if err := dbtgen.WriteSources(cmd.Context(), client, outFile, appendStreams...); err != nil {
 				return err
 			}
 			fmt.Fprintf(g.stdout, "wrote %s\n", outFile)

@@ -106,7 +106,12 @@ func dbtTest(name string, args map[string]any) any {
 // relationships between objects); then the collections, the webhook
 // events table and sepipe's bookkeeping tables. The output depends only on
 // the describe results: the same schema gives the same bytes.
-func Sources(ctx context.Context, src extract.Source) ([]byte, error) {
+//
+// appendStreams are the report objects configured as append streams
+// (streams.<id>.mode: append): their table holds every snapshot day, so
+// their key is unique per day (the table's _sepipe_snapshot_date), not
+// across the table.
+func Sources(ctx context.Context, src extract.Source, appendStreams ...string) ([]byte, error) {
 	objs, err := src.Objects(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("dbt sources: list report objects: %w", err)
@@ -157,10 +162,11 @@ func Sources(ctx context.Context, src extract.Source) ([]byte, error) {
 		for i := range hist {
 			hist[i].DataTests = nil
 		}
+		appended := slices.Contains(appendStreams, d.obj.ID)
 		// Tests of the latest snapshot: keys, options, relationships.
 		for i := range cols {
 			f := cols[i].Name
-			if len(d.key) == 1 && d.key[0] == f {
+			if len(d.key) == 1 && d.key[0] == f && !appended {
 				cols[i].DataTests = append([]any{dbtTest("unique", nil), dbtTest("not_null", nil)}, cols[i].DataTests...)
 			} else if slices.Contains(d.key, f) {
 				cols[i].DataTests = append([]any{dbtTest("not_null", nil)}, cols[i].DataTests...)
@@ -176,7 +182,13 @@ func Sources(ctx context.Context, src extract.Source) ([]byte, error) {
 			Description: jinjaLiteral(fmt.Sprintf("Report object %s (%q): the latest snapshot.", d.obj.ID, d.obj.DisplayName)),
 			Columns:     cols,
 		}
-		if len(d.key) > 1 {
+		switch {
+		case appended && len(d.key) > 0:
+			// Every day appended: one row per key and day.
+			t.Description = jinjaLiteral(fmt.Sprintf("Report object %s (%q), an append stream: every snapshot day's rows, one per %s and %s.",
+				d.obj.ID, d.obj.DisplayName, keyNoun(d.key), load.ColSnapshotDate))
+			t.DataTests = []any{dbtTest("unique", map[string]any{"column_name": keyExpr(append([]string{load.ColSnapshotDate}, d.key...))})}
+		case len(d.key) > 1:
 			t.DataTests = []any{dbtTest("unique", map[string]any{"column_name": keyExpr(d.key)})}
 		}
 		tables = append(tables, t)
@@ -262,8 +274,8 @@ func Sources(ctx context.Context, src extract.Source) ([]byte, error) {
 // WriteSources writes DBTSources' result to path, creating its folder;
 // the file is replaced whole (written beside it, then renamed), so a
 // failure leaves the previous file as it was.
-func WriteSources(ctx context.Context, src extract.Source, path string) error {
-	b, err := Sources(ctx, src)
+func WriteSources(ctx context.Context, src extract.Source, path string, appendStreams ...string) error {
+	b, err := Sources(ctx, src, appendStreams...)
 	if err != nil {
 		return err
 	}

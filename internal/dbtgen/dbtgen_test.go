@@ -1352,3 +1352,82 @@ func warehouseRelations(t *testing.T, ctx context.Context, db *sql.DB) map[strin
 	}
 	return out
 }
+
+// TestDBTSourcesOfAnAppendStream: a stream configured as append keeps
+// every day's rows in its table, so its key is unique per day, not across
+// the table. The sources tested unique(user.userId) whatever the mode, and
+// the project failed its source tests after the second night of a tenant
+// syncing user as append (as sepipe.example.yaml did). With the append
+// streams given, the table's test is unique on (_sepipe_snapshot_date,
+// key), which holds, and still finds a key twice in one day.
+func TestDBTSourcesOfAnAppendStream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("syncs the fake over two days")
+	}
+	ctx := context.Background()
+	start := time.Now().UTC().Add(-24 * time.Hour).Truncate(time.Second)
+	srv := servicetest.NewServer(servicetest.WithUsers(20), servicetest.WithNow(start))
+	defer srv.Close()
+	c, err := extract.New(srv.URL, extract.WithAccessToken(srv.Service.AccessToken()), extract.WithAPIToken(srv.Service.APIToken()),
+		extract.WithHTTPClient(srv.Client()), extract.WithRateLimit(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	for d := range 2 {
+		if d > 0 {
+			srv.Service.Advance(24 * time.Hour)
+		}
+		day := start.Add(time.Duration(d) * 24 * time.Hour)
+		cfg := pipeline.Config{Out: out, Now: func() time.Time { return day },
+			Streams: map[string]pipeline.StreamConfig{"user": {Mode: load.Append}}, Only: []string{"user"}}
+		if _, err := pipeline.Sync(ctx, c, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// failing runs the source tests of table user and says how many fail.
+	failing := func(appendStreams ...string) (tests, failed int) {
+		t.Helper()
+		got, err := dbtgen.Sources(ctx, c, appendStreams...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		if err := os.CopyFS(dir, os.DirFS(dbtDir)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "models", "staging", "sources.yml"), got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p := loadDBTProject(t, dir)
+		db, err := sql.Open("duckdb", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		db.SetMaxOpenConns(1)
+		if _, err := db.ExecContext(ctx, "ATTACH "+load.Literal(filepath.Join(out, "warehouse.duckdb"))+" AS "+dbtgen.WarehouseAlias+" (READ_ONLY)"); err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range p.tests {
+			if !st.isSource || p.sources[st.on].identifier != "user" || st.kind != "unique" {
+				continue
+			}
+			tests++
+			n, err := p.failures(ctx, db, st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n > 0 {
+				failed++
+			}
+		}
+		return tests, failed
+	}
+	if tests, failed := failing(); tests == 0 || failed == 0 {
+		t.Fatalf("without the append streams: %d unique tests on user, %d failing; want the key's test to fail on two days' rows (the test is void)", tests, failed)
+	}
+	if tests, failed := failing("user"); tests == 0 || failed > 0 {
+		t.Errorf("with user an append stream: %d unique tests on user, %d failing; want one, passing", tests, failed)
+	}
+}
