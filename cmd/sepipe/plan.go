@@ -81,7 +81,7 @@ line and exits 2, as sync does.`,
 				case o.Since != "":
 					read = "since " + o.Since
 				case o.Incremental:
-					read = "full (no watermark yet)"
+					read = "full (no watermark before this snapshot day)"
 				case o.Collection:
 					read = "full (collection)"
 				}
