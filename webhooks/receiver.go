@@ -259,9 +259,10 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rc.refuse(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
-	if q, err := url.ParseQuery(r.URL.RawQuery); err == nil {
-		ev.Subscription = q.Get(SubscriptionParam)
-	}
+	// The parameters ParseQuery could read: another parameter's bad
+	// escape (a proxy's, a tracking tag's) does not lose the subscription.
+	q, _ := url.ParseQuery(r.URL.RawQuery)
+	ev.Subscription = q.Get(SubscriptionParam)
 	// What is acknowledged must be storable: refuse, before answering 2xx,
 	// text the warehouse cannot hold, so no stored event blocks the ones
 	// after it.
@@ -343,10 +344,11 @@ func parseEventJSON(raw []byte) (ev *service.Event, unread string, err error) {
 // appended after the URL's own, so the last value of each one counts;
 // unread is as wireEvent.event says.
 func parseEventQuery(rawQuery string) (ev *service.Event, unread string, err error) {
-	q, err := url.ParseQuery(rawQuery)
-	if err != nil {
-		return nil, "", fmt.Errorf("%w: query: %v", ErrMalformedDelivery, err)
-	}
+	// The parameters ParseQuery could read: a bad escape in one the
+	// event does not use (the URL's own) must not refuse the delivery,
+	// which the service does not send again; one the event needs and
+	// cannot read is missing, and the event says so.
+	q, _ := url.ParseQuery(rawQuery)
 	last := func(k string) string {
 		if v := q[k]; len(v) > 0 {
 			return v[len(v)-1]

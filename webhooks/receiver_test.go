@@ -471,3 +471,41 @@ func TestReceiverKeepsAnEventWhoseTimeItCannotRead(t *testing.T) {
 		})
 	}
 }
+
+// TestReceiverKeepsTheSubscriptionBesideABadQueryParameter: a POST
+// delivery's URL names its subscription (?subscription=lms); one other
+// parameter with a bad %-escape (a proxy's, a tracking tag's) dropped the
+// whole query, so the event was stored without its subscription; a GET
+// delivery with one was refused and lost.
+func TestReceiverKeepsTheSubscriptionBesideABadQueryParameter(t *testing.T) {
+	ts := rNow.Unix()
+	sink := newMemSink()
+	rc, err := webhooks.NewReceiver(sink, []string{rKey}, webhooks.WithReceiverClock(func() time.Time { return rNow }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"type":"COURSE_COMPLETED","specversion":1,"id":"ev-q","time":"2026-11-23T04:00:00Z","data":{}}`)
+	req := httptest.NewRequest("POST", "/hook?utm=100%zz&subscription=lms", bytes.NewReader(body))
+	req.Header.Set(webhooks.SignatureHeader, webhooktest.Sign(rKey, body, ts))
+	req.Header.Set(webhooks.SignatureTimestampHeader, fmt.Sprint(ts))
+	w := httptest.NewRecorder()
+	rc.ServeHTTP(w, req)
+	ev, ok := sink.get("ev-q")
+	if w.Code != 200 || !ok {
+		t.Fatalf("status %d, stored %v: %s", w.Code, ok, w.Body)
+	}
+	if ev.Subscription != "lms" {
+		t.Errorf("subscription %q, want lms (the other parameter's bad escape dropped it)", ev.Subscription)
+	}
+	// A GET delivery (the event in the query) alike: it was refused, 400,
+	// which the service does not retry.
+	query := "utm=100%zz&subscription=lms&type=COURSE_COMPLETED&id=ev-g&time=2026-11-23T04%3A00%3A00Z"
+	req = httptest.NewRequest("GET", "/hook?"+query, nil)
+	req.Header.Set(webhooks.SignatureHeader, webhooktest.Sign(rKey, []byte(query), ts))
+	req.Header.Set(webhooks.SignatureTimestampHeader, fmt.Sprint(ts))
+	w = httptest.NewRecorder()
+	rc.ServeHTTP(w, req)
+	if ev, ok := sink.get("ev-g"); w.Code != 200 || !ok || ev.Subscription != "lms" || ev.Type != "COURSE_COMPLETED" {
+		t.Errorf("GET delivery: status %d, stored %v (%+v): %s", w.Code, ok, ev, w.Body)
+	}
+}
