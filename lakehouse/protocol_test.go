@@ -5,9 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +20,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/sepipe/sepipe/internal/lakeservers"
 )
 
 // TestConcurrentWriterConflict: between A's plan and A's commit, a second
@@ -532,4 +539,66 @@ func TestReconcileDiscardsAStagedFileCutShort(t *testing.T) {
 		}
 	}
 	sameRows(t, "after discarding", readTable(t, l, "", "courses"), want)
+}
+
+// TestReconcileKeepsAnIntentWhoseFileCannotBeReadForNow: a staged file
+// that is whole, whose reading fails for a moment (S3 answers 503 to the
+// footer's read, as it does under load), is not proof that the file is
+// cut short: Reconcile returns an error and the intent stays for the next
+// run, which commits it. It said Discard (not readable Parquet), and the
+// caller removed the run's files: the table lacked the run's rows.
+func TestReconcileKeepsAnIntentWhoseFileCannotBeReadForNow(t *testing.T) {
+	s3 := lakeservers.StartS3(t)
+	s3.CreateBucket(t, "lake")
+	target, err := url.Parse(s3.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failing atomic.Bool
+	var failed atomic.Int64
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Ranged reads of a data file but the 8 bytes of its tail: the
+		// footer's read fails (every try of it).
+		if failing.Load() && r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, ".parquet") && r.Header.Get("Range") != "" {
+			var from, to int64
+			if _, err := fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-%d", &from, &to); err != nil || to-from+1 != 8 {
+				failed.Add(1)
+				http.Error(w, "SlowDown", http.StatusServiceUnavailable)
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	pathStyle := true
+	cfg := sqliteConfig(t.TempDir())
+	cfg.Warehouse = "s3://lake/sepipe"
+	cfg.S3 = S3Config{Endpoint: srv.URL, Region: s3.Region, PathStyle: &pathStyle}
+	l := open(t, cfg)
+	ctx := context.Background()
+	spec := TableSpec{Stream: "courses", Schema: testSchema(), Mode: Merge, PrimaryKey: []string{"id"}}
+	stageCommit(t, l, spec, Run{ID: "run-1", Day: days[0]}, makeRows(0, 10, "one"))
+	rdr := reader(t, l.mem, makeRows(5, 10, "two"), 5)
+	in, err := l.Stage(ctx, spec, Run{ID: "run-2", Day: days[1]}, rdr)
+	rdr.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing.Store(true)
+	rec, err := l.Reconcile(ctx, in)
+	failing.Store(false)
+	if failed.Load() == 0 {
+		t.Fatal("no read of a staged file failed: the test did not test")
+	}
+	if err == nil {
+		t.Fatalf("reconcile while S3 failed the staged file's reads: %+v, want an error (the intent kept for the next run)", rec)
+	}
+	rec, err = l.Reconcile(ctx, in)
+	if err != nil || rec.Status != CommittedNow {
+		t.Fatalf("reconcile once S3 answers: %+v, %v; want %s", rec, err, CommittedNow)
+	}
+	if got := readTable(t, l, "", "courses"); len(got) != 15 {
+		t.Errorf("the table holds %d rows, want 15", len(got))
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/iceberg-go/catalog"
@@ -120,12 +121,33 @@ func unusableStagedFile(fsys icebergio.IO, p string) (string, error) {
 	if fi.Size() < 12 || string(tail[4:]) != "PAR1" || int64(binary.LittleEndian.Uint32(tail[:4]))+12 > fi.Size() {
 		return fmt.Sprintf("staged file %s is cut short (%d bytes, no Parquet footer)", p, fi.Size()), nil
 	}
-	pf, err := file.NewParquetReader(f)
+	// Only a footer that was read and is not Parquet's condemns the file;
+	// a read that failed (S3's 503, a dropped connection) may pass.
+	rf := &readFailure{File: f}
+	pf, err := file.NewParquetReader(rf)
 	if err != nil {
+		if rf.err != nil {
+			return "", rf.err
+		}
 		return fmt.Sprintf("staged file %s is not readable Parquet: %v", p, err), nil
 	}
 	_ = pf.Close()
 	return "", nil
+}
+
+// readFailure is a staged file that keeps the first error of its reads,
+// so that a failed read is told from a footer that is not Parquet.
+type readFailure struct {
+	icebergio.File
+	err error
+}
+
+func (r *readFailure) ReadAt(p []byte, off int64) (int, error) {
+	n, err := r.File.ReadAt(p, off)
+	if err != nil && !(err == io.EOF && n == len(p)) && r.err == nil {
+		r.err = err
+	}
+	return n, err
 }
 
 // logReaches reports whether meta's snapshots still include the intent's
