@@ -349,3 +349,61 @@ func TestWarehouseWithHashOrQueryIsRefused(t *testing.T) {
 		t.Errorf("warehouse %s: the table is not in its folder: %v", cfg.Warehouse, err)
 	}
 }
+
+// TestDayColumnOfATableWhoseStreamGainsAFieldNamedLikeIt: a table made
+// with the day column snapshot_date, whose stream later gains a field
+// Snapshot_Date, must not end with both columns (Spark and Trino ignore
+// case and cannot tell them apart; the warehouse's history table moves its
+// day column to _sepipe_snapshot_date then). streamColumns refuses a field
+// named exactly like the day column but compares the name exactly, so
+// Snapshot_Date was added beside snapshot_date.
+func TestDayColumnOfATableWhoseStreamGainsAFieldNamedLikeIt(t *testing.T) {
+	t.Skip("known defect: an existing table's day column is compared with a new field's name exactly (lakehouse.streamColumns); see the revX report")
+	l := open(t, sqliteConfig(t.TempDir()))
+	ctx := context.Background()
+	write := func(s *arrow.Schema, run string, fill func(*array.RecordBuilder)) error {
+		w, err := l.NewStageWriter(ctx, TableSpec{Stream: "t", Schema: s, Mode: Append}, Run{ID: run, Day: days[0]})
+		if err != nil {
+			return err
+		}
+		bld := array.NewRecordBuilder(l.mem, s)
+		defer bld.Release()
+		fill(bld)
+		rec := bld.NewRecordBatch()
+		defer rec.Release()
+		if err := w.Write(rec); err != nil {
+			return err
+		}
+		if err := w.Close(); err != nil {
+			return err
+		}
+		_, err = l.Commit(ctx, w.Intent())
+		return err
+	}
+	before := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true}}, nil)
+	if err := write(before, "run-1", func(b *array.RecordBuilder) {
+		b.Field(0).(*array.Int64Builder).AppendValues([]int64{1}, nil)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	after := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "Snapshot_Date", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil)
+	err := write(after, "run-2", func(b *array.RecordBuilder) {
+		b.Field(0).(*array.Int64Builder).AppendValues([]int64{2}, nil)
+		b.Field(1).(*array.StringBuilder).AppendValues([]string{"x"}, nil)
+	})
+	t.Logf("the run with the new field: %v", err)
+	tbl, err := l.LoadTable(ctx, "", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, f := range tbl.Schema().Fields() {
+		if other, ok := seen[strings.ToLower(f.Name)]; ok {
+			t.Errorf("the table has columns %q and %q, equal ignoring case", other, f.Name)
+		}
+		seen[strings.ToLower(f.Name)] = f.Name
+	}
+}
