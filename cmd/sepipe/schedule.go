@@ -386,10 +386,14 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 			at, ok, why, streams := continueAt(err, cont, left)
 			left = unfinished(err)
 			whole = errors.As(err, new(quotaBeforeRun))
-			if objs, retry := retryWhat(err); retry && !ok && !stopping && s.retries > 0 {
-				// A failed run, and no quota's reset to continue it
-				// after: tried again, up to schedule.retries times,
-				// each wait twice the one before.
+			// A continuation comes when the quota resets before the next
+			// scheduled run (or, after the last one, within the hour).
+			contSoon := ok && !(ticksLeft() && !at.Before(next)) && !(!ticksLeft() && at.Sub(s.now()) > continueUnscheduled)
+			if objs, retry := retryWhat(err); retry && !contSoon && !stopping && s.retries > 0 {
+				// A failed run, and no continuation after a quota's
+				// reset to read its failed streams before the next
+				// scheduled run: tried again, up to schedule.retries
+				// times, each wait twice the one before.
 				wait := s.retryDelay << attempts
 				switch {
 				case attempts >= s.retries:

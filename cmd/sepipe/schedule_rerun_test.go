@@ -128,3 +128,49 @@ func TestSchedulerRetryAfterTheNextRun(t *testing.T) {
 		t.Errorf("runs %q, want the two scheduled runs and no retry:\n%s", runs, logs.String())
 	}
 }
+
+// TestSchedulerRetriesAFailedStreamBesideADeferredOne: a run in which a
+// stream failed (the service down for a moment) and the quota deferred
+// another past the next scheduled run (a daily window) is not continued
+// before that run; the failed stream is retried all the same. It was not:
+// any deferred stream with a reset (continueAt's ok) stopped the retry,
+// whether or not a continuation was coming, and the failed stream waited
+// for the next night.
+func TestSchedulerRetriesAFailedStreamBesideADeferredOne(t *testing.T) {
+	for _, maxRuns := range []int{0, 1} {
+		t.Run(fmt.Sprintf("max runs %d", maxRuns), func(t *testing.T) {
+			var logs strings.Builder
+			g := &globals{logLevel: "info", logFormat: "text", stderr: &syncWriter{w: &logs}}
+			log, _ := g.loggerTo(g.stderr)
+			sigs := make(chan os.Signal, 1)
+			var got []string
+			s := &scheduler{sched: &onceSoon{}, loc: time.UTC, log: log, maxRuns: maxRuns, retries: 2, retryDelay: 40 * time.Millisecond,
+				run: func(ctx context.Context, continuation bool, objects []string) error {
+					got = append(got, strings.Join(objects, ","))
+					if len(got) > 1 {
+						sigs <- os.Interrupt // ends the schedule after this run
+						return nil
+					}
+					return &pipeline.RunError{RunID: "r1", Partial: true,
+						Failed: []*pipeline.ObjectError{{Object: "user", Step: "read", Err: extract.ErrRetriesExhausted}},
+						Deferred: []*pipeline.ObjectError{{Object: "course", Step: "read",
+							Err: &extract.QuotaError{Reset: time.Now().Add(48 * time.Hour), Err: extract.ErrQuotaExhausted}}}}
+				}}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			go func() {
+				<-ctx.Done()
+				select {
+				case sigs <- os.Interrupt:
+				default:
+				}
+			}()
+			if err := s.loop(ctx, sigs); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(got, "|") != "|user" {
+				t.Errorf("runs given %q, want the scheduled run and a retry of user\n%s", got, logs.String())
+			}
+		})
+	}
+}
