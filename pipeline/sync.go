@@ -536,6 +536,11 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	warnUnread(log, outs)
 	incomplete := len(outs) > 0
 	switch {
+	case incomplete && len(tables) == 0 && len(runErr.Failed) == 0 && len(runErr.Deferred) > 0:
+		// Nothing committed, nothing failed: a quota deferred the
+		// streams (the exit code says partial, and so does the record
+		// the pipeline's health panel reads).
+		run.Status = "partial"
 	case incomplete && len(tables) == 0:
 		run.Status = "failed"
 	case incomplete:
@@ -589,7 +594,16 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	ctx = context.WithoutCancel(ctx)
 
 	// Publish the lake partitions of the committed objects. A death from
-	// here on is finished by the next run (recoverAndRead).
+	// here on is finished by the next run (recoverAndRead). An error from
+	// here on keeps the run's own (streams failed or deferred beside the
+	// committed ones: withRunErr), for the exit code and for what a
+	// schedule retries or continues.
+	withRunErr := func(err error) error {
+		if incomplete {
+			return fmt.Errorf("%w; %w", err, runErr)
+		}
+		return err
+	}
 	var published []string
 	for _, o := range outs {
 		res.Objects = append(res.Objects, ObjectResult{Object: o.object, Status: o.status, Err: o.err})
@@ -599,7 +613,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 			continue
 		}
 		if err := lake.Publish(res.RunID, s.object, res.SnapshotDate); err != nil {
-			return nil, fmt.Errorf("run %s %w: publishing the lake failed (the next run finishes it): %w", res.RunID, ErrNotPublished, err)
+			return nil, withRunErr(fmt.Errorf("run %s %w: publishing the lake failed (the next run finishes it): %w", res.RunID, ErrNotPublished, err))
 		}
 		faults.At(faults.Published, s.object)
 		published = append(published, s.object)
@@ -611,7 +625,7 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		}
 	}
 	if err := wh.MarkPublished(ctx, res.RunID); err != nil {
-		return nil, fmt.Errorf("run %s %w: its lake partitions are published, recording it failed (the next run finishes it): %w", res.RunID, ErrNotPublished, err)
+		return nil, withRunErr(fmt.Errorf("run %s %w: its lake partitions are published, recording it failed (the next run finishes it): %w", res.RunID, ErrNotPublished, err))
 	}
 	// Commit the recorded intents to the Iceberg lake. One that fails
 	// stays recorded; the next run settles it.
@@ -624,12 +638,12 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	// Publish the warehouse: readers' new connections see the run.
 	if err := wh.Publish(ctx); err != nil {
 		if errors.Is(err, load.ErrPublishBlocked) {
-			return nil, fmt.Errorf("run %s committed, but publishing %s failed (the next run or `sepipe publish` finishes it): %w", res.RunID, lake.WarehousePath(), err)
+			return nil, withRunErr(fmt.Errorf("run %s committed, but publishing %s failed (the next run or `sepipe publish` finishes it): %w", res.RunID, lake.WarehousePath(), err))
 		}
-		return nil, fmt.Errorf("run %s %w: publishing %s failed (the next run or `sepipe publish` finishes it): %w", res.RunID, ErrNotPublished, lake.WarehousePath(), err)
+		return nil, withRunErr(fmt.Errorf("run %s %w: publishing %s failed (the next run or `sepipe publish` finishes it): %w", res.RunID, ErrNotPublished, lake.WarehousePath(), err))
 	}
 	if lakeErr != nil {
-		return nil, fmt.Errorf("run %s committed, but %w (the next run finishes it): %w", res.RunID, ErrLakePending, lakeErr)
+		return nil, withRunErr(fmt.Errorf("run %s committed, but %w (the next run finishes it): %w", res.RunID, ErrLakePending, lakeErr))
 	}
 	sort.Slice(res.Objects, func(i, j int) bool { return res.Objects[i].Object < res.Objects[j].Object })
 	res.Finished = cfg.Now()

@@ -462,6 +462,35 @@ func TestSyncBesideAReader(t *testing.T) {
 	}
 }
 
+// TestUnpublishedRunStillNamesItsFailedStreams: a run that committed
+// some streams, failed one, and could not publish (a writer holds the
+// file) said only that it could not publish: the failed stream was
+// named nowhere in the error, and a schedule neither retried nor
+// continued it. The error now carries the run's own beside the publish's.
+func TestUnpublishedRunStillNamesItsFailedStreams(t *testing.T) {
+	_, cfg, _, release := syncedAndHeld(t, "rw")
+	defer release()
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := strings.Replace(string(b), "  user:\n    filters:", "  course:\n    mode: merge\n    primary_key: [nope]\n  user:\n    filters:", 1)
+	if bad == string(b) {
+		t.Fatal("the config has no user stream to put course before")
+	}
+	if err := os.WriteFile(cfg, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCLI(t, "sync", "--config", cfg)
+	if code != exitPartial {
+		t.Errorf("exit %d, want %d:\n%s", code, exitPartial, errOut)
+	}
+	if !strings.Contains(errOut, "held open for writing by another program") || !strings.Contains(errOut, `object "course": config`) ||
+		!strings.Contains(errOut, "hint: open warehouse.duckdb read-only") {
+		t.Errorf("the error does not name both the unpublished run and the failed stream:\n%s", errOut)
+	}
+}
+
 // TestSyncCommitsWhileAWriterHoldsTheWarehouse: a program holding the
 // published file for writing cannot have it replaced under it: the sync
 // commits into the working database, says who holds the file, exits 3,

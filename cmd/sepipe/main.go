@@ -199,7 +199,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	case errors.As(err, &re) && partial(re):
-		if h := quotaHint(err); h != "" {
+		h := quotaHint(err)
+		if errors.Is(err, load.ErrPublishBlocked) || errors.Is(err, pipeline.ErrNotPublished) || errors.Is(err, pipeline.ErrLakePending) {
+			h = hint(err) // committed, not yet published: say what finishes it
+		}
+		if h != "" {
 			fmt.Fprintln(stderr, "hint: "+termEscape(h, false))
 		}
 		return exitPartial

@@ -168,16 +168,21 @@ type scheduler struct {
 // folder holding a file that is not sepipe's), a stream that failed for
 // its configuration, its name or its schema, a run that committed and only
 // its publishing or its Iceberg commit is left (the next run finishes it),
-// and what a quota deferred (continued after the reset, continueAt).
+// and what a quota deferred (continued after the reset, continueAt). A
+// refresh the token endpoint refused (invalid_grant, invalid_client) is
+// mended by a person, not by another try.
 func retryWhat(err error) (objects []string, ok bool) {
 	var re *pipeline.RunError
+	committed := errors.Is(err, pipeline.ErrLakePending) || errors.Is(err, load.ErrPublishBlocked) || errors.Is(err, pipeline.ErrNotPublished)
 	switch {
 	case err == nil, errors.Is(err, context.Canceled), errors.As(err, new(usageError)),
-		errors.As(err, new(quotaBeforeRun)), refreshRefused(err),
-		errors.Is(err, pipeline.ErrUnknownObject), errors.Is(err, load.ErrNotDuckDB),
-		errors.Is(err, pipeline.ErrLakePending), errors.Is(err, load.ErrPublishBlocked), errors.Is(err, pipeline.ErrNotPublished):
+		errors.As(err, new(quotaBeforeRun)), refreshRefused(err), extract.RefreshRefused(err),
+		errors.Is(err, pipeline.ErrUnknownObject), errors.Is(err, load.ErrNotDuckDB):
 		return nil, false
 	case errors.As(err, &re):
+		// (A run that committed and could not publish carries its
+		// RunError too: its failed streams are retried, which also
+		// finishes the publish.)
 		for _, f := range re.Failed {
 			switch f.Step {
 			case "config", "name", "schema":
@@ -192,6 +197,8 @@ func retryWhat(err error) (objects []string, ok bool) {
 			return objects, true
 		}
 		return nil, true // nothing committed: the whole run again
+	case committed:
+		return nil, false
 	}
 	return nil, true
 }
@@ -282,6 +289,7 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 		contC     <-chan time.Time // a pending continuation's timer
 		attempts  int              // retries of the current scheduled run
 		retryObjs []string         // a pending retry's streams (nil: the whole run)
+		ranObjs   []string         // the current or last run's streams (nil: the configured selection)
 		retryC    <-chan time.Time // a pending retry's timer
 		signals   int
 		done      = make(chan error, 1)
@@ -312,7 +320,7 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 		if retryTimer != nil {
 			retryTimer.Stop() // and a pending retry
 		}
-		running, cont, contC, retryC = true, continuation || again, nil, nil
+		running, cont, contC, retryC, ranObjs = true, continuation || again, nil, nil, objects
 		go func() { done <- s.run(runCtx, continuation, objects) }()
 	}
 	stop := func(why string) {
@@ -390,6 +398,11 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 			// scheduled run (or, after the last one, within the hour).
 			contSoon := ok && !(ticksLeft() && !at.Before(next)) && !(!ticksLeft() && at.Sub(s.now()) > continueUnscheduled)
 			if objs, retry := retryWhat(err); retry && !contSoon && !stopping && s.retries > 0 {
+				if objs == nil {
+					// A retry of some streams that failed whole tries
+					// those streams again, not what already committed.
+					objs = ranObjs
+				}
 				// A failed run, and no continuation after a quota's
 				// reset to read its failed streams before the next
 				// scheduled run: tried again, up to schedule.retries

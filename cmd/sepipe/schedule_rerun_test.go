@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -60,7 +63,9 @@ func TestSchedulerRetriesAFailedRun(t *testing.T) {
 		want    []string // the objects each run was given ("" for the configured selection)
 		log     string
 	}{
-		{"partly failed, then down, then ok", []error{partly, down, nil}, []string{"", "user", ""}, "run retrying the streams that failed"},
+		// The retry of user fails whole (the service still down): the
+		// next retry reads user again, not what committed.
+		{"partly failed, then down, then ok", []error{partly, down, nil}, []string{"", "user", "user"}, "run retrying the streams that failed"},
 		{"every retry fails", []error{down, down, down, nil}, []string{"", "", ""}, "not retrying again: every retry of the run failed"},
 		{"refresh token refused", []error{refused, nil}, []string{""}, "run failed"},
 		{"only a configuration failed", []error{&pipeline.RunError{RunID: "r", Failed: partly.Failed[1:]}, nil}, []string{""}, "run failed"},
@@ -172,5 +177,55 @@ func TestSchedulerRetriesAFailedStreamBesideADeferredOne(t *testing.T) {
 				t.Errorf("runs given %q, want the scheduled run and a retry of user\n%s", got, logs.String())
 			}
 		})
+	}
+}
+
+// TestRetryWhatLeavesARefusedClient: a token endpoint that refuses the
+// OAuth client (401 invalid_client: a wrong id or secret) is mended by a
+// person, not by another try, as a refused refresh token is; one that
+// fails (503) is tried again.
+func TestRetryWhatLeavesARefusedClient(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		body   string
+		retry  bool
+	}{
+		{http.StatusUnauthorized, `{"error":"invalid_client","error_description":"client authentication failed"}`, false},
+		{http.StatusBadRequest, `{"error":"invalid_grant","error_description":"refresh token revoked"}`, false},
+		{http.StatusServiceUnavailable, `upstream down`, true},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(tc.status)
+			_, _ = w.Write([]byte(tc.body))
+		}))
+		o, err := extract.NewOAuth(srv.URL, extract.OAuthConfig{ClientID: "cid", ClientSecret: "secret-123456789", RefreshToken: "ref-123456789"},
+			&extract.FileTokenStore{Path: filepath.Join(t.TempDir(), "t.json")}, extract.WithOAuthHTTPClient(srv.Client()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = o.Token(context.Background())
+		srv.Close()
+		if err == nil {
+			t.Fatalf("%d: the token endpoint's refusal gave no error", tc.status)
+		}
+		if _, retry := retryWhat(err); retry != tc.retry {
+			t.Errorf("%d %s: retried %v, want %v (%v)", tc.status, tc.body, retry, tc.retry, err)
+		}
+	}
+}
+
+// TestRetryWhatOfAnUnpublishedRun: a run that committed, failed a stream
+// and could not publish is retried for that stream (which publishes too);
+// one that only could not publish is left to the next run.
+func TestRetryWhatOfAnUnpublishedRun(t *testing.T) {
+	re := &pipeline.RunError{RunID: "r", Partial: true, Failed: []*pipeline.ObjectError{{Object: "user", Step: "read", Err: extract.ErrRetriesExhausted}}}
+	unpublished := fmt.Errorf("run r %w: publishing failed: disk full", pipeline.ErrNotPublished)
+	if objs, ok := retryWhat(fmt.Errorf("%w; %w", unpublished, re)); !ok || strings.Join(objs, ",") != "user" {
+		t.Errorf("unpublished with a failed stream: retry %v %v, want user", objs, ok)
+	}
+	if objs, ok := retryWhat(unpublished); ok {
+		t.Errorf("only unpublished: retry %v, want none (the next run publishes)", objs)
 	}
 }

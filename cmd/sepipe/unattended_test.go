@@ -643,6 +643,10 @@ func TestEveryStreamDeferredIsPartial(t *testing.T) {
 	if !strings.Contains(stderr, `deferred object "course"`) || strings.Contains(stderr, " failed") || !strings.Contains(stderr, "hint: the service's request quota resets at ") {
 		t.Errorf("the error does not say the stream was deferred, not failed, and when to run again:\n%s", stderr)
 	}
+	// The run's record says so too (the pipeline's health panel reads it).
+	if got := queryOne(t, filepath.Join(dir, "data"), "SELECT status FROM _sepipe_runs"); got != "partial" {
+		t.Errorf("_sepipe_runs.status %q, want partial (nothing failed)", got)
+	}
 }
 
 // TestSyncRefusesAWarehouseItDidNotWrite: an output folder whose
