@@ -342,20 +342,26 @@ func parseEventJSON(raw []byte) (ev *service.Event, unread string, err error) {
 
 // parseEventQuery reads a GET delivery's query. The event's parameters are
 // appended after the URL's own, so the last value of each one counts;
-// unread is as wireEvent.event says.
+// unread is as wireEvent.event says. A bad %-escape in a parameter the
+// event does not use (the URL's own) does not refuse the delivery, which
+// the service does not send again; one in the last id, type or data
+// refuses it (the event cannot be read), never falling back to an earlier
+// value of the name (the URL's own) or to none; a time or specversion
+// that cannot be decoded is kept as sent (a time then is not read).
 func parseEventQuery(rawQuery string) (ev *service.Event, unread string, err error) {
-	// The parameters ParseQuery could read: a bad escape in one the
-	// event does not use (the URL's own) must not refuse the delivery,
-	// which the service does not send again; one the event needs and
-	// cannot read is missing, and the event says so.
-	q, _ := url.ParseQuery(rawQuery)
+	var bad error
 	last := func(k string) string {
-		if v := q[k]; len(v) > 0 {
-			return v[len(v)-1]
+		v, ok := lastParam(rawQuery, k)
+		if !ok && bad == nil && (k == "id" || k == "type" || k == "data") {
+			bad = fmt.Errorf("%w: query parameter %s: bad %%-escape", ErrMalformedDelivery, k)
 		}
-		return ""
+		return v
 	}
 	w := wireEvent{Type: last("type"), ID: last("id")}
+	d := last("data")
+	if bad != nil {
+		return nil, "", bad
+	}
 	if t := last("time"); t != "" {
 		w.Time, _ = json.Marshal(t)
 	}
@@ -366,7 +372,7 @@ func parseEventQuery(rawQuery string) (ev *service.Event, unread string, err err
 			w.SpecVersion, _ = json.Marshal(v)
 		}
 	}
-	if d := last("data"); d != "" {
+	if d != "" {
 		if !json.Valid([]byte(d)) {
 			return nil, "", fmt.Errorf("%w: data is not JSON", ErrMalformedDelivery)
 		}
@@ -377,6 +383,27 @@ func parseEventQuery(rawQuery string) (ev *service.Event, unread string, err err
 		return nil, "", fmt.Errorf("%w: %v", ErrMalformedDelivery, err)
 	}
 	return w.event(raw)
+}
+
+// lastParam returns the last value of the query parameter k: decoded,
+// or, when its %-escape is bad, as sent and ok false. Pairs are split at
+// '&' only, as url.ParseQuery splits them (which skips a pair it cannot
+// decode: an earlier one of the name would count instead).
+func lastParam(rawQuery, k string) (v string, ok bool) {
+	ok = true
+	for pair := range strings.SplitSeq(rawQuery, "&") {
+		key, val, _ := strings.Cut(pair, "=")
+		if key, err := url.QueryUnescape(key); err != nil || key != k {
+			continue
+		}
+		dec, err := url.QueryUnescape(val)
+		if err != nil {
+			v, ok = val, false
+			continue
+		}
+		v, ok = dec, true
+	}
+	return v, ok
 }
 
 // event checks the event's id and type and reads its time in any ISO 8601

@@ -509,3 +509,63 @@ func TestReceiverKeepsTheSubscriptionBesideABadQueryParameter(t *testing.T) {
 		t.Errorf("GET delivery: status %d, stored %v (%+v): %s", w.Code, ok, ev, w.Body)
 	}
 }
+
+// TestReceiverGetEventParameterWithABadEscape: a GET delivery whose own
+// event parameter (id, type, time, data) has a bad %-escape. The query is
+// read leniently so that another parameter's bad escape loses nothing
+// (TestReceiverKeepsTheSubscriptionBesideABadQueryParameter), but the
+// parameters it skipped were the event's too: data was stored as none, a
+// time as null with no warning and without the value in raw, and an id or
+// type the URL also carries (the receiver's own ?id=, ?type=) was taken
+// from the URL: the event stored with another event's id. An event
+// parameter that cannot be read is never replaced by an earlier one or
+// by none: id, type and data refuse the delivery (400, naming the
+// parameter, as before the lenient read); a time is kept as sent, in raw,
+// with the warning of a time not read.
+func TestReceiverGetEventParameterWithABadEscape(t *testing.T) {
+	ts := rNow.Unix()
+	for _, c := range []struct {
+		name, query string
+		status      int
+		id, time    string // stored event; time: raw's time as JSON
+	}{
+		{"data", "subscription=lms&type=x&id=ev-d&data=%7B%22a%22%3A1%zz%7D", 400, "", ""},
+		{"id beside the url's own", "id=url-id&subscription=lms&type=x&id=ev-i%zz", 400, "", ""},
+		{"type beside the url's own", "type=url-type&subscription=lms&type=x%zz&id=ev-y", 400, "", ""},
+		{"time", "subscription=lms&type=x&id=ev-t&time=2026-11-23T04%3A00%3A00Z%zz", 200, "ev-t", `"2026-11-23T04%3A00%3A00Z%zz"`},
+		{"time beside the url's own", "time=2020-01-01T00%3A00%3A00Z&subscription=lms&type=x&id=ev-u&time=2026-11-23T04%3A00%zz", 200, "ev-u", `"2026-11-23T04%3A00%zz"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sink := newMemSink()
+			rc, err := webhooks.NewReceiver(sink, []string{rKey}, webhooks.WithReceiverClock(func() time.Time { return rNow }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := httptest.NewRequest("GET", "/hook?"+c.query, nil)
+			req.Header.Set(webhooks.SignatureHeader, webhooktest.Sign(rKey, []byte(c.query), ts))
+			req.Header.Set(webhooks.SignatureTimestampHeader, fmt.Sprint(ts))
+			w := httptest.NewRecorder()
+			rc.ServeHTTP(w, req)
+			if w.Code != c.status {
+				t.Fatalf("status %d, want %d: %s (stored %d events)", w.Code, c.status, w.Body, sink.len())
+			}
+			if c.status != 200 {
+				if sink.len() != 0 || !strings.Contains(w.Body.String(), c.name[:strings.IndexByte(c.name+" ", ' ')]) {
+					t.Errorf("stored %d events, answer %q: want none stored and the parameter named", sink.len(), w.Body)
+				}
+				return
+			}
+			ev, ok := sink.get(c.id)
+			if !ok {
+				t.Fatalf("event %s not stored (stored %d)", c.id, sink.len())
+			}
+			var raw struct{ Time json.RawMessage }
+			if err := json.Unmarshal(ev.Raw, &raw); err != nil || !ev.Time.IsZero() || string(raw.Time) != c.time {
+				t.Errorf("stored time %v, raw %s (%v): want a zero time and the value as sent", ev.Time, ev.Raw, err)
+			}
+			if !strings.Contains(w.Body.String(), "warning") {
+				t.Errorf("answer %s: want a warning that the time was not read", w.Body)
+			}
+		})
+	}
+}
