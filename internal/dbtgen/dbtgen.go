@@ -107,10 +107,10 @@ func dbtTest(name string, args map[string]any) any {
 // events table and sepipe's bookkeeping tables. The output depends only on
 // the describe results: the same schema gives the same bytes.
 //
-// appendStreams are the report objects configured as append streams
-// (streams.<id>.mode: append): their table holds every snapshot day, so
-// their key is unique per day (the table's _sepipe_snapshot_date), not
-// across the table.
+// appendStreams are the report objects and collections configured as
+// append streams (streams.<id>.mode: append): their table holds every
+// snapshot day, so their key is unique per day (the table's
+// _sepipe_snapshot_date), not across the table.
 func Sources(ctx context.Context, src extract.Source, appendStreams ...string) ([]byte, error) {
 	objs, err := src.Objects(ctx)
 	if err != nil {
@@ -224,8 +224,11 @@ func Sources(ctx context.Context, src extract.Source, appendStreams ...string) (
 		if err != nil {
 			return nil, err
 		}
+		appended := slices.Contains(appendStreams, name)
 		for i := range cols {
 			switch c := &cols[i]; {
+			case c.Name == "id" && appended:
+				c.DataTests = []any{dbtTest("not_null", nil)} // unique per day: the table's test
 			case c.Name == "id":
 				c.DataTests = []any{dbtTest("unique", nil), dbtTest("not_null", nil)}
 			case name == pipeline.StreamDeliveryLogs && c.Name == "subscriptionId":
@@ -237,11 +240,16 @@ func Sources(ctx context.Context, src extract.Source, appendStreams ...string) (
 				}
 			}
 		}
-		tables = append(tables, dbtTable{
+		t := dbtTable{
 			Name:        name,
 			Description: collectionDescriptions[name],
 			Columns:     cols,
-		})
+		}
+		if appended {
+			t.Description += " An append stream: every snapshot day's rows, one per id and " + load.ColSnapshotDate + "."
+			t.DataTests = []any{dbtTest("unique", map[string]any{"column_name": keyExpr([]string{load.ColSnapshotDate, "id"})})}
+		}
+		tables = append(tables, t)
 	}
 	own, err := staticTables(ctx)
 	if err != nil {

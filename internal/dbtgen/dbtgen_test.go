@@ -1359,7 +1359,9 @@ func warehouseRelations(t *testing.T, ctx context.Context, db *sql.DB) map[strin
 // the project failed its source tests after the second night of a tenant
 // syncing user as append (as sepipe.example.yaml did). With the append
 // streams given, the table's test is unique on (_sepipe_snapshot_date,
-// key), which holds, and still finds a key twice in one day.
+// key), which holds, and still finds a key twice in one day. A collection
+// configured as append (assets) alike: its id was tested unique across
+// the table whatever the append streams given.
 func TestDBTSourcesOfAnAppendStream(t *testing.T) {
 	if testing.Short() {
 		t.Skip("syncs the fake over two days")
@@ -1380,13 +1382,14 @@ func TestDBTSourcesOfAnAppendStream(t *testing.T) {
 		}
 		day := start.Add(time.Duration(d) * 24 * time.Hour)
 		cfg := pipeline.Config{Out: out, Now: func() time.Time { return day },
-			Streams: map[string]pipeline.StreamConfig{"user": {Mode: load.Append}}, Only: []string{"user"}}
+			Streams: map[string]pipeline.StreamConfig{"user": {Mode: load.Append}, pipeline.StreamAssets: {Mode: load.Append}},
+			Only:    []string{"user", pipeline.StreamAssets}}
 		if _, err := pipeline.Sync(ctx, c, cfg); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// failing runs the source tests of table user and says how many fail.
-	failing := func(appendStreams ...string) (tests, failed int) {
+	// failing runs the unique source tests of table and says how many fail.
+	failing := func(table string, appendStreams ...string) (tests, failed int) {
 		t.Helper()
 		got, err := dbtgen.Sources(ctx, c, appendStreams...)
 		if err != nil {
@@ -1410,7 +1413,7 @@ func TestDBTSourcesOfAnAppendStream(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, st := range p.tests {
-			if !st.isSource || p.sources[st.on].identifier != "user" || st.kind != "unique" {
+			if !st.isSource || p.sources[st.on].identifier != table || st.kind != "unique" {
 				continue
 			}
 			tests++
@@ -1424,11 +1427,13 @@ func TestDBTSourcesOfAnAppendStream(t *testing.T) {
 		}
 		return tests, failed
 	}
-	if tests, failed := failing(); tests == 0 || failed == 0 {
-		t.Fatalf("without the append streams: %d unique tests on user, %d failing; want the key's test to fail on two days' rows (the test is void)", tests, failed)
-	}
-	if tests, failed := failing("user"); tests == 0 || failed > 0 {
-		t.Errorf("with user an append stream: %d unique tests on user, %d failing; want one, passing", tests, failed)
+	for _, table := range []string{"user", pipeline.StreamAssets} {
+		if tests, failed := failing(table); tests == 0 || failed == 0 {
+			t.Fatalf("without the append streams: %d unique tests on %s, %d failing; want the key's test to fail on two days' rows (the test is void)", tests, table, failed)
+		}
+		if tests, failed := failing(table, "user", pipeline.StreamAssets); tests == 0 || failed > 0 {
+			t.Errorf("with %s an append stream: %d unique tests on it, %d failing; want one, passing", table, tests, failed)
+		}
 	}
 }
 
