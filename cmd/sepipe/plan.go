@@ -61,6 +61,11 @@ line and exits 2, as sync does.`,
 				},
 				PageSize: c.Requests.PageSize,
 			})
+			if qe := (*extract.QuotaError)(nil); errors.As(err, &qe) {
+				// The plan lists the objects again, as the sync does: the
+				// quota the first list spent stops it there (exit 3).
+				return quotaBeforeRun{qe}
+			}
 			if err != nil {
 				return err
 			}

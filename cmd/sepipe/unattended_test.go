@@ -917,3 +917,23 @@ func TestPlanUnderASpentQuota(t *testing.T) {
 		t.Errorf("a check under the spent quota: exit %d, want %d, its checks unknown, not failed, and the reset\n%s\n%s", code, exitPartial, stdout, stderr)
 	}
 }
+
+// TestPlanWhoseOwnListMeetsTheQuota: a plan lists the report objects
+// twice, as a sync does (selectRun, then pipeline.Plan). A quota the first
+// list spent stopped the second: plan exited 1 with "request quota
+// exhausted" and no hint, where a sync of the same tenant exits 3 and says
+// when the quota resets (TestPlanUnderASpentQuota covered only a quota
+// already spent before the first list, or one spent by the describes).
+func TestPlanWhoseOwnListMeetsTheQuota(t *testing.T) {
+	for n := 1; n <= 3; n++ {
+		srv := servicetest.NewServer(servicetest.WithUsers(5), servicetest.WithQuota(n, time.Hour))
+		setEnv(t, srv)
+		dir := t.TempDir()
+		cfg := writeConfig(t, dir, srv.URL, filepath.Join(dir, "data"), "")
+		code, stdout, stderr := runCLI(t, "plan", "--config", cfg)
+		if code != exitPartial || !strings.Contains(stderr, "hint: the service's request quota resets at ") {
+			t.Errorf("quota of %d requests: plan exit %d, want %d with when the quota resets\n%s\n%s", n, code, exitPartial, stdout, stderr)
+		}
+		srv.Close()
+	}
+}
