@@ -39,7 +39,7 @@ type Panel struct {
 	Y        []string `yaml:"y" json:"y,omitempty"`
 	Series   string   `yaml:"series" json:"series,omitempty"`
 	// Requires names tables the SQL reads that a warehouse may not have
-	// yet (events exist once sepipe listen ran): without them the panel
+	// yet (a stream's before its first sync): without them the panel
 	// says so instead of failing.
 	Requires []string `yaml:"requires" json:"requires,omitempty"`
 	SQL      string   `yaml:"sql" json:"-"`
