@@ -356,7 +356,9 @@ func recoverAndRead(ctx context.Context, lake load.Lake, lh *lakehouse.Lakehouse
 	return pr, nil
 }
 
-// Sync runs one sync of the report objects from src into cfg.Out.
+// Sync runs one sync of the report objects from src into cfg.Out. A run
+// that committed but could not publish the warehouse or commit to the
+// Iceberg lake returns its Result with the error.
 func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	cfg.setDefaults()
 	log := cfg.Logger
@@ -635,18 +637,22 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 			log.Error("the run committed, but committing it to the Iceberg lake failed; the next run finishes it", "err", lakeErr)
 		}
 	}
+	// From here the run is committed and its lake published: what is left
+	// to finish it does not take its result away (the summary of a run
+	// whose publish a writer blocked was not printed).
+	sort.Slice(res.Objects, func(i, j int) bool { return res.Objects[i].Object < res.Objects[j].Object })
 	// Publish the warehouse: readers' new connections see the run.
 	if err := wh.Publish(ctx); err != nil {
+		res.Finished = cfg.Now()
 		if errors.Is(err, load.ErrPublishBlocked) {
-			return nil, withRunErr(fmt.Errorf("run %s committed, but publishing %s failed (the next run or `sepipe publish` finishes it): %w", res.RunID, lake.WarehousePath(), err))
+			return res, withRunErr(fmt.Errorf("run %s committed, but publishing %s failed (the next run or `sepipe publish` finishes it): %w", res.RunID, lake.WarehousePath(), err))
 		}
-		return nil, withRunErr(fmt.Errorf("run %s %w: publishing %s failed (the next run or `sepipe publish` finishes it): %w", res.RunID, ErrNotPublished, lake.WarehousePath(), err))
+		return res, withRunErr(fmt.Errorf("run %s %w: publishing %s failed (the next run or `sepipe publish` finishes it): %w", res.RunID, ErrNotPublished, lake.WarehousePath(), err))
 	}
-	if lakeErr != nil {
-		return nil, withRunErr(fmt.Errorf("run %s committed, but %w (the next run finishes it): %w", res.RunID, ErrLakePending, lakeErr))
-	}
-	sort.Slice(res.Objects, func(i, j int) bool { return res.Objects[i].Object < res.Objects[j].Object })
 	res.Finished = cfg.Now()
+	if lakeErr != nil {
+		return res, withRunErr(fmt.Errorf("run %s committed, but %w (the next run finishes it): %w", res.RunID, ErrLakePending, lakeErr))
+	}
 	log.Info("run finished", "status", run.Status, "objects", len(tables), "duration", res.Finished.Sub(started).Round(time.Millisecond))
 	if incomplete {
 		return res, runErr

@@ -493,8 +493,9 @@ func TestUnpublishedRunStillNamesItsFailedStreams(t *testing.T) {
 
 // TestSyncCommitsWhileAWriterHoldsTheWarehouse: a program holding the
 // published file for writing cannot have it replaced under it: the sync
-// commits into the working database, says who holds the file, exits 3,
-// and `sepipe publish` publishes once that program is gone.
+// commits into the working database, prints its summary, says who holds
+// the file, exits 3, and `sepipe publish` publishes once that program is
+// gone.
 func TestSyncCommitsWhileAWriterHoldsTheWarehouse(t *testing.T) {
 	_, cfg, out, release := syncedAndHeld(t, "rw")
 	pub := filepath.Join(out, "warehouse.duckdb")
@@ -502,9 +503,13 @@ func TestSyncCommitsWhileAWriterHoldsTheWarehouse(t *testing.T) {
 	if before == "" {
 		t.Fatal("no published warehouse after the first sync")
 	}
-	code, _, errOut := runCLI(t, "sync", "--config", cfg)
+	code, stdout, errOut := runCLI(t, "sync", "--config", cfg)
 	if code != exitPartial {
 		t.Errorf("exit %d, want %d:\n%s", code, exitPartial, errOut)
+	}
+	// The run committed: its summary is printed as for any committed run.
+	if !strings.Contains(stdout, "STREAM") || !strings.Contains(stdout, "course") {
+		t.Errorf("no summary of the committed run on stdout:\n%s", stdout)
 	}
 	if !strings.Contains(errOut, "held open for writing by another program: PID ") || !strings.Contains(errOut, "hint: open warehouse.duckdb read-only") {
 		t.Errorf("stderr does not name the holder or say what to do:\n%s", errOut)
