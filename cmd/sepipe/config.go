@@ -657,11 +657,13 @@ func (c *Config) SetDefaults() {
 		n := defaultRetries
 		c.Schedule.Retries = &n
 	}
-	if c.Schedule.RetryDelay == 0 {
-		c.Schedule.RetryDelay = Duration(defaultRetryDelay)
-	}
 	if c.lines == nil {
 		c.lines = map[string]int{}
+	}
+	// Only an absent retry_delay takes the default: a written 0s is
+	// refused (at least 1s), as --retry-delay 0s is, not 10 minutes.
+	if _, set := c.lines["schedule.retry_delay"]; c.Schedule.RetryDelay == 0 && !set {
+		c.Schedule.RetryDelay = Duration(defaultRetryDelay)
 	}
 }
 
