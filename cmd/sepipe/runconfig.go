@@ -199,8 +199,9 @@ func newClient(c *Config, log *slog.Logger, needToken bool, extra ...extract.Opt
 			if st, err := src.Status(); err != nil {
 				return nil, err
 			} else if st.Origin == extract.OriginNone {
+				ref := c.secretRef("service.oauth.refresh_token") // ${VAR}: export VAR
 				return nil, usagef("no refresh token: export %s, or run `sepipe auth login` to store one in %s",
-					c.secretRef("service.oauth.refresh_token"), c.tokenStore())
+					strings.TrimSuffix(strings.TrimPrefix(ref, "${"), "}"), c.tokenStore())
 			}
 		}
 		opts = append(opts, extract.WithOAuth(src))

@@ -298,7 +298,8 @@ func TestAuthLoginSeedsTheStore(t *testing.T) {
 	oauthEnv(t, srv)
 	t.Setenv("SEPIPE_REFRESH_TOKEN", "")
 	out := t.TempDir()
-	if code, _, errOut := runCLI(t, "sync", "--base-url", srv.URL, "--out", out); code != exitUsage || !strings.Contains(errOut, "sepipe auth login") {
+	if code, _, errOut := runCLI(t, "sync", "--base-url", srv.URL, "--out", out); code != exitUsage || !strings.Contains(errOut, "sepipe auth login") ||
+		!strings.Contains(errOut, "export SEPIPE_REFRESH_TOKEN") { // a command to type, not "export ${SEPIPE_REFRESH_TOKEN}"
 		t.Fatalf("sync without any refresh token: exit %d\n%s", code, errOut)
 	}
 	r, w, err := os.Pipe()
