@@ -46,8 +46,10 @@ tenant, once a day for --days days (the fake tenant's clock moves a day
 between runs, so the lake holds a short history), then prints the last
 run's row counts and the result of an example query.
 
-Open the result with any DuckDB client, e.g.:
-  duckdb DIR/warehouse.duckdb "SELECT * FROM course LIMIT 5"`,
+Open the result with 'sepipe query --out DIR', or any DuckDB client opened
+read-only (a client holding the file for writing stops the next run's
+publish; docs/bi.md), e.g.:
+  duckdb -readonly DIR/warehouse.duckdb "SELECT * FROM course LIMIT 5"`,
 		Example: `  sepipe demo
   sepipe demo --out /tmp/demo --users 5000`,
 		Args: cobra.NoArgs,

@@ -43,7 +43,10 @@ before; for merge streams the rows inserted or changed), rejects, pages,
 requests, duration.
 
 Exit codes: 0 ok, 1 the run failed (nothing committed), 2 bad usage or
-configuration, 3 partly failed (some streams committed).`,
+configuration, 3 partial: streams failed, were skipped (the tenant is not
+entitled to their interface) or deferred (the request quota), or the
+committed run is not published yet ('sepipe publish'); docs/cli.md lists
+every case.`,
 		Example: `  export SEPIPE_ACCESS_TOKEN=...
   sepipe sync                                   # reads ./sepipe.yaml
   sepipe sync --config /etc/sepipe/acme.yaml --full-refresh userCourseProgress
