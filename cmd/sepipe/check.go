@@ -19,7 +19,7 @@ func init() { register(newCheckCmd) }
 // checkResult is one credential tried against one interface.
 type checkResult struct {
 	iface, cred, status, detail string
-	err                         error // a statusQuota's quota error
+	err                         error // why it failed, or a statusQuota's quota error
 }
 
 // statusQuota is a check not tried: the request quota is spent.
@@ -57,7 +57,9 @@ except, with OAuth, the rotated tokens in the token store, an Iceberg SQL
 catalog on SQLite, which opening creates when its file does not exist yet, and
 the warehouse's probe object, removed at once. Exit code 1 if any
 check failed (not entitled is not a failure), so it fits a deployment pipeline
-or a monitoring probe; exit code 3 when none failed but some could not be
+or a monitoring probe; exit code 2 when the config row failed (the
+configuration does not fit the service's objects and fields: the message
+names the file and line); exit code 3 when none failed but some could not be
 tried because the service's request quota is spent (check spends requests
 too): they say unknown (quota spent).`,
 		Example: `  sepipe check
@@ -72,16 +74,23 @@ too): they say unknown (quota spent).`,
 			tw := tabwriter.NewWriter(termSafe(g.stdout), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "INTERFACE\tCREDENTIAL\tRESULT\tDETAIL")
 			failed, unread := 0, quotaCutShort{cmd: "check", what: "check(s) could not run"}
+			var badConfig error // the config row's: bad configuration, exit 2
 			for _, r := range results {
 				switch r.status {
 				case "failed":
 					failed++
+					if ue := (usageError{}); badConfig == nil && errors.As(r.err, &ue) {
+						badConfig = r.err
+					}
 				case statusQuota:
 					unread.add(r.err)
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cell(r.iface), cell(r.cred), cell(r.status), cell(r.detail))
 			}
 			tw.Flush()
+			if badConfig != nil {
+				return badConfig
+			}
 			if failed > 0 {
 				return fmt.Errorf("%w: %d of %d checks", errCheckFailed, failed, len(results))
 			}
@@ -111,7 +120,7 @@ func runChecks(ctx context.Context, c *Config, client *extract.Client) []checkRe
 			// spends too) is used up; nothing is known of the credential.
 			r.status, r.detail, r.err = statusQuota, err.Error(), err
 		default:
-			r.status, r.detail = "failed", err.Error()
+			r.status, r.detail, r.err = "failed", err.Error(), err
 		}
 		out = append(out, r)
 	}
