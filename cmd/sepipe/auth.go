@@ -47,8 +47,9 @@ func newAuthStatusCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(w, "access token: static, from %s (not refreshed; it expires when the service says so)\n", c.Credentials.AccessToken)
 					return nil
 				}
+				ref := c.Credentials.AccessToken.String() // ${VAR}: export VAR
 				return usagef("no credential: export %s (static access token), or configure the OAuth client (%s, %s) with a refresh token",
-					c.Credentials.AccessToken, c.secretRef("service.oauth.client_id"), c.secretRef("service.oauth.client_secret"))
+					strings.TrimSuffix(strings.TrimPrefix(ref, "${"), "}"), c.secretRef("service.oauth.client_id"), c.secretRef("service.oauth.client_secret"))
 			}
 			src, err := g.oauthOf(c)
 			if err != nil {

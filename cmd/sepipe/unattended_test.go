@@ -289,6 +289,19 @@ func TestConfigRefusesWhatWouldGoQuietlyWrong(t *testing.T) {
 	}
 }
 
+// TestAuthStatusWithoutACredential: auth status with neither a static
+// token nor an OAuth client names the variable to export, as a command to
+// type (it said "export ${SEPIPE_ACCESS_TOKEN}", which exports nothing).
+func TestAuthStatusWithoutACredential(t *testing.T) {
+	for _, v := range []string{"SEPIPE_ACCESS_TOKEN", "SEPIPE_OAUTH_CLIENT_ID", "SEPIPE_OAUTH_CLIENT_SECRET", "SEPIPE_REFRESH_TOKEN"} {
+		t.Setenv(v, "")
+	}
+	code, _, errOut := runCLI(t, "auth", "status", "--base-url", "https://acme.example.com", "--out", t.TempDir())
+	if code != exitUsage || !strings.Contains(errOut, "export SEPIPE_ACCESS_TOKEN ") {
+		t.Errorf("auth status without a credential: exit %d, want %d and 'export SEPIPE_ACCESS_TOKEN'\n%s", code, exitUsage, errOut)
+	}
+}
+
 // TestAuthLoginSeedsTheStore: auth login reads a refresh token from
 // standard input, exchanges it, and a sync then runs from the store with
 // no refresh token in the environment; auth status never prints a token.
