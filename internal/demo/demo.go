@@ -94,8 +94,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 		}
 		day := start.Add(time.Duration(d) * 24 * time.Hour)
+		// NEW rows counted as sepipe sync counts them: the demo's summary
+		// shows what each day brought.
 		r, err := pipeline.Sync(ctx, client, pipeline.Config{Out: cfg.Out, Logger: cfg.Logger, Progress: cfg.Progress,
-			Now: func() time.Time { return day }})
+			Now: func() time.Time { return day }, CountNewRows: true})
 		if err != nil {
 			return nil, fmt.Errorf("demo day %s: %w", day.Format("2006-01-02"), err)
 		}
