@@ -82,7 +82,7 @@ func newAuthStatusCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	f.add(cmd, true)
+	f.addTokenFlags(cmd)
 	return cmd
 }
 
@@ -139,7 +139,7 @@ refresh token unused for 14 days expires).`,
 			return nil
 		},
 	}
-	f.add(cmd, true)
+	f.addTokenFlags(cmd)
 	return cmd
 }
 

@@ -274,6 +274,8 @@ func TestBadInputTable(t *testing.T) {
 			msg: `sepipe.yaml:27: schedule.retry_delay: want at least 1s, got 10ms`},
 		{name: "zero retry delay", extra: "schedule:\n  cron: '0 2 * * *'\n  retry_delay: 0s\n", args: []string{"schedule"}, code: exitUsage,
 			msg: `sepipe.yaml:27: schedule.retry_delay: want at least 1s, got 0s`},
+		{name: "auth takes no request flags", args: []string{"auth", "status", "--objects", "course"}, code: exitUsage,
+			msg: `unknown flag: --objects`},
 		{name: "bad retries flag", args: []string{"schedule", "--cron", "0 2 * * *", "--retries", "11"}, code: exitUsage,
 			msg: `--retries: want 0 to 10, got 11`},
 		{name: "bad retry delay flag", args: []string{"schedule", "--cron", "0 2 * * *", "--retry-delay", "soon"}, code: exitUsage,

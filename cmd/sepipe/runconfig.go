@@ -49,6 +49,18 @@ func (f *runFlags) add(cmd *cobra.Command, withOut bool) {
 	fl.IntVar(&f.pageSize, "page-size", extract.DefaultPageSize, "rows per page requested; overrides requests.page_size")
 }
 
+// addTokenFlags registers what the auth commands take: the tenant (config,
+// --tenant, --base-url) and the folder whose token store they use. The
+// request flags of add (--objects, --concurrency, --rate, --page-size)
+// mean nothing to them, and their help listed them.
+func (f *runFlags) addTokenFlags(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", "", "config file (default ./sepipe.yaml when it exists)")
+	fl.StringVar(&f.tenant, "tenant", "", "the tenant to work on, of the config's tenants (its data goes to <output folder>/<tenant>)")
+	fl.StringVar(&f.baseURL, "base-url", "", "tenant URL (https://<subdomain>.<domain>); overrides service.tenant_url")
+	fl.StringVar(&f.out, "out", defaultOut, "output folder whose token store (.sepipe/token.json) the sync uses; overrides output.dir")
+}
+
 // folderFlags are the flags of a command that works on an output folder
 // only (listen, dashboard, publish, query): the folder is --out, else the
 // config's output.dir (./sepipe.yaml when it exists), per --tenant.
