@@ -283,26 +283,23 @@ func TestDashboardBesideASync(t *testing.T) {
 // circleTitle is a line chart's point, as its tooltip names it.
 var circleTitle = regexp.MustCompile(`<circle [^>]*><title>([^<]*)</title>`)
 
-// TestDashboardLineChartOrdersNumbersByValue: a line chart whose x is a
-// number (an hour of the day, a week) draws its points in the order of
-// their values. The page sorted every x as text, so hours 0 to 23 ran
-// 0, 1, 10, 11, ..., 19, 2, 20: a line zigzagging back and forth.
-func TestDashboardLineChartOrdersNumbersByValue(t *testing.T) {
-	bin := chromium(t)
+// panelPage draws one panel file (its YAML) over a warehouse made by setup,
+// in a browser, and returns the page's DOM once it has loaded.
+func panelPage(t *testing.T, bin, setup, panel string) string {
+	t.Helper()
 	out := t.TempDir()
 	db, err := sql.Open("duckdb", filepath.Join(out, "warehouse.duckdb"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`CREATE TABLE hits AS SELECT h AS hour, h * 10 AS n FROM range(24) t(h)`); err != nil {
+	if _, err := db.Exec(setup); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
 	panels := t.TempDir()
-	if err := os.WriteFile(filepath.Join(panels, "hours.yaml"), []byte("name: by_hour\ntitle: By hour\nkind: line\nx: hour\ny: [n]\n"+
-		"sql: SELECT hour, n FROM hits ORDER BY hour\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(panels, "panel.yaml"), []byte(panel), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(dashboard.Handler(dashboard.Config{Out: out, PanelsDir: panels}))
@@ -311,6 +308,17 @@ func TestDashboardLineChartOrdersNumbersByValue(t *testing.T) {
 	if !strings.Contains(dom, `data-ready="true"`) {
 		t.Fatalf("the page did not finish loading:\n%.2000s", dom)
 	}
+	return dom
+}
+
+// TestDashboardLineChartOrdersNumbersByValue: a line chart whose x is a
+// number (an hour of the day, a week) draws its points in the order of
+// their values. The page sorted every x as text, so hours 0 to 23 ran
+// 0, 1, 10, 11, ..., 19, 2, 20: a line zigzagging back and forth.
+func TestDashboardLineChartOrdersNumbersByValue(t *testing.T) {
+	bin := chromium(t)
+	dom := panelPage(t, bin, `CREATE TABLE hits AS SELECT h AS hour, h * 10 AS n FROM range(24) t(h)`,
+		"name: by_hour\ntitle: By hour\nkind: line\nx: hour\ny: [n]\nsql: SELECT hour, n FROM hits ORDER BY hour\n")
 	i := strings.Index(dom, `data-name="by_hour"`)
 	if i < 0 {
 		t.Fatalf("panel by_hour is not on the page:\n%.2000s", dom)
@@ -336,25 +344,8 @@ var valueText = regexp.MustCompile(`<div class="value" data-column="([^"]+)" dat
 // a completion rate of 0.043 read "0" and -0.02 "-0".
 func TestDashboardShowsSmallNumbers(t *testing.T) {
 	bin := chromium(t)
-	out := t.TempDir()
-	db, err := sql.Open("duckdb", filepath.Join(out, "warehouse.duckdb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(`CREATE TABLE t AS SELECT 1`); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	panels := t.TempDir()
-	if err := os.WriteFile(filepath.Join(panels, "rates.yaml"), []byte("name: rates\ntitle: Rates\nkind: number\n"+
-		"sql: SELECT 0.043::DOUBLE AS rate, -0.02::DOUBLE AS change, 0 AS zero, 1234.56::DOUBLE AS big\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(dashboard.Handler(dashboard.Config{Out: out, PanelsDir: panels}))
-	defer srv.Close()
-	dom := browse(t, bin, srv.URL+"/", "")
+	dom := panelPage(t, bin, `CREATE TABLE t AS SELECT 1`, "name: rates\ntitle: Rates\nkind: number\n"+
+		"sql: SELECT 0.043::DOUBLE AS rate, -0.02::DOUBLE AS change, 0 AS zero, 1234.56::DOUBLE AS big\n")
 	got := map[string]string{}
 	for _, m := range valueText.FindAllStringSubmatch(dom, -1) {
 		got[m[1]] = m[2]
@@ -371,28 +362,8 @@ func TestDashboardShowsSmallNumbers(t *testing.T) {
 // 0.1 % of the axis (invisible) and every tick read 0 to 1.
 func TestDashboardBarsOfSmallFractions(t *testing.T) {
 	bin := chromium(t)
-	out := t.TempDir()
-	db, err := sql.Open("duckdb", filepath.Join(out, "warehouse.duckdb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(`CREATE TABLE t AS SELECT 1`); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	panels := t.TempDir()
-	if err := os.WriteFile(filepath.Join(panels, "rates.yaml"), []byte("name: rates\ntitle: Rates\nkind: bar\nx: team\ny: [rate]\n"+
-		"sql: SELECT * FROM (VALUES ('a', 0.004::DOUBLE), ('b', 0.002::DOUBLE)) v(team, rate)\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(dashboard.Handler(dashboard.Config{Out: out, PanelsDir: panels}))
-	defer srv.Close()
-	dom := browse(t, bin, srv.URL+"/", "")
-	if !strings.Contains(dom, `data-ready="true"`) {
-		t.Fatalf("the page did not finish loading:\n%.2000s", dom)
-	}
+	dom := panelPage(t, bin, `CREATE TABLE t AS SELECT 1`, "name: rates\ntitle: Rates\nkind: bar\nx: team\ny: [rate]\n"+
+		"sql: SELECT * FROM (VALUES ('a', 0.004::DOUBLE), ('b', 0.002::DOUBLE)) v(team, rate)\n")
 	widths := map[string]float64{}
 	for _, m := range barWidth.FindAllStringSubmatch(dom, -1) {
 		w, _ := strconv.ParseFloat(m[1], 64)

@@ -1019,13 +1019,7 @@ func TestDBTProjectBuildsWithoutWebhookActivity(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	srv := servicetest.NewServer(servicetest.WithUsers(30))
-	defer srv.Close()
-	c, err := extract.New(srv.URL, extract.WithAccessToken(srv.Service.AccessToken()), extract.WithAPIToken(srv.Service.APIToken()),
-		extract.WithHTTPClient(srv.Client()), extract.WithRateLimit(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c := fakeTenant(t, servicetest.WithUsers(30))
 	out := t.TempDir()
 	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out}); err != nil {
 		t.Fatal(err)
@@ -1088,13 +1082,7 @@ func TestDBTDailyMartsOnIncrementalStream(t *testing.T) {
 		t.FailNow()
 	}
 	start := time.Now().UTC().Add(-48 * time.Hour).Truncate(time.Second)
-	srv := servicetest.NewServer(servicetest.WithUsers(40), servicetest.WithNow(start))
-	defer srv.Close()
-	c, err := extract.New(srv.URL, extract.WithAccessToken(srv.Service.AccessToken()), extract.WithAPIToken(srv.Service.APIToken()),
-		extract.WithHTTPClient(srv.Client()), extract.WithRateLimit(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, c := fakeTenant(t, servicetest.WithUsers(40), servicetest.WithNow(start))
 	whole, incremental := t.TempDir(), t.TempDir()
 	streams := map[string]pipeline.StreamConfig{"userCourseProgress": {Mode: load.Merge, PrimaryKey: []string{"userId", "courseId"},
 		Cursor: "lastModifiedDate", Lookback: 2 * time.Hour}}
@@ -1163,13 +1151,7 @@ func TestDBTDailyMartOnADayUserCourseProgressMissed(t *testing.T) {
 		t.FailNow()
 	}
 	start := time.Now().UTC().Add(-48 * time.Hour).Truncate(time.Second)
-	srv := servicetest.NewServer(servicetest.WithUsers(40), servicetest.WithNow(start))
-	defer srv.Close()
-	c, err := extract.New(srv.URL, extract.WithAccessToken(srv.Service.AccessToken()), extract.WithAPIToken(srv.Service.APIToken()),
-		extract.WithHTTPClient(srv.Client()), extract.WithRateLimit(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, c := fakeTenant(t, servicetest.WithUsers(40), servicetest.WithNow(start))
 	out := t.TempDir()
 	var days []string
 	for d := 0; d < 3; d++ {
@@ -1223,13 +1205,7 @@ func TestDBTMartsIgnoreTheSessionTimeZone(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	srv := servicetest.NewServer(servicetest.WithUsers(60))
-	defer srv.Close()
-	c, err := extract.New(srv.URL, extract.WithAccessToken(srv.Service.AccessToken()), extract.WithAPIToken(srv.Service.APIToken()),
-		extract.WithHTTPClient(srv.Client()), extract.WithRateLimit(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c := fakeTenant(t, servicetest.WithUsers(60))
 	out := t.TempDir()
 	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out}); err != nil {
 		t.Fatal(err)
@@ -1257,13 +1233,7 @@ func TestDBTSourcesOfAHostileTenant(t *testing.T) {
 		t.Skip("syncs the fake")
 	}
 	ctx := context.Background()
-	srv := servicetest.NewServer(servicetest.WithUsers(10), servicetest.WithHostile())
-	defer srv.Close()
-	c, err := extract.New(srv.URL, extract.WithAccessToken(srv.Service.AccessToken()), extract.WithAPIToken(srv.Service.APIToken()),
-		extract.WithHTTPClient(srv.Client()), extract.WithRateLimit(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c := fakeTenant(t, servicetest.WithUsers(10), servicetest.WithHostile())
 	out := t.TempDir()
 	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out}); err != nil {
 		t.Fatal(err)
@@ -1368,13 +1338,7 @@ func TestDBTSourcesOfAnAppendStream(t *testing.T) {
 	}
 	ctx := context.Background()
 	start := time.Now().UTC().Add(-24 * time.Hour).Truncate(time.Second)
-	srv := servicetest.NewServer(servicetest.WithUsers(20), servicetest.WithNow(start))
-	defer srv.Close()
-	c, err := extract.New(srv.URL, extract.WithAccessToken(srv.Service.AccessToken()), extract.WithAPIToken(srv.Service.APIToken()),
-		extract.WithHTTPClient(srv.Client()), extract.WithRateLimit(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, c := fakeTenant(t, servicetest.WithUsers(20), servicetest.WithNow(start))
 	out := t.TempDir()
 	for d := range 2 {
 		if d > 0 {
@@ -1454,13 +1418,7 @@ func TestDBTModelTestsHoldForAnyTenantsValues(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	srv := servicetest.NewServer(servicetest.WithUsers(20))
-	defer srv.Close()
-	c, err := extract.New(srv.URL, extract.WithAccessToken(srv.Service.AccessToken()), extract.WithAPIToken(srv.Service.APIToken()),
-		extract.WithHTTPClient(srv.Client()), extract.WithRateLimit(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c := fakeTenant(t, servicetest.WithUsers(20))
 	out := t.TempDir()
 	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out}); err != nil {
 		t.Fatal(err)
@@ -1504,4 +1462,18 @@ func TestDBTModelTestsHoldForAnyTenantsValues(t *testing.T) {
 	if ran == 0 {
 		t.Fatal("no model test ran")
 	}
+}
+
+// fakeTenant starts the fake service with opts and a client of it with
+// every credential and no rate ceiling; the server closes with the test.
+func fakeTenant(t *testing.T, opts ...servicetest.Option) (*servicetest.Server, *extract.Client) {
+	t.Helper()
+	srv := servicetest.NewServer(opts...)
+	t.Cleanup(srv.Close)
+	c, err := extract.New(srv.URL, extract.WithAccessToken(srv.Service.AccessToken()), extract.WithAPIToken(srv.Service.APIToken()),
+		extract.WithHTTPClient(srv.Client()), extract.WithRateLimit(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, c
 }
