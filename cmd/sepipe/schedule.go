@@ -203,6 +203,16 @@ func retryWhat(err error) (objects []string, ok bool) {
 	return nil, true
 }
 
+// timerKind is what the schedule does with a run it could start later
+// (scheduler.loop's timerFor).
+type timerKind int
+
+const (
+	timerSet          timerKind = iota // a timer starts it
+	timerNextRunFirst                  // the next scheduled run comes first and reads it
+	timerTooLate                       // the scheduled runs are done and it is too far off
+)
+
 // errRunCancelled is returned when a second signal cancelled a run.
 var errRunCancelled = errors.New("schedule stopped: the current run was cancelled by a second signal")
 
@@ -297,6 +307,19 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 	)
 	ticksLeft := func() bool { return s.maxRuns == 0 || runs < s.maxRuns }
 	next := s.sched.Next(s.now().In(s.loc))
+	// timerFor says whether a run at at (a continuation, a retry) gets a
+	// timer of its own: not when the next scheduled run comes first, nor,
+	// after the last of --max-runs, when it is more than
+	// continueUnscheduled off.
+	timerFor := func(at time.Time) timerKind {
+		switch {
+		case ticksLeft() && !at.Before(next):
+			return timerNextRunFirst
+		case !ticksLeft() && at.Sub(s.now()) > continueUnscheduled:
+			return timerTooLate
+		}
+		return timerSet
+	}
 	s.log.Info("next run", "at", next.Format(time.RFC3339))
 	timer := time.NewTimer(next.Sub(s.now()))
 	defer timer.Stop()
@@ -396,7 +419,7 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 			whole = errors.As(err, new(quotaBeforeRun))
 			// A continuation comes when the quota resets before the next
 			// scheduled run (or, after the last one, within the hour).
-			contSoon := ok && !(ticksLeft() && !at.Before(next)) && !(!ticksLeft() && at.Sub(s.now()) > continueUnscheduled)
+			contSoon := ok && timerFor(at) == timerSet
 			if objs, retry := retryWhat(err); retry && !contSoon && !stopping && s.retries > 0 {
 				if objs == nil {
 					// A retry of some streams that failed whole tries
@@ -408,13 +431,13 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 				// scheduled run: tried again, up to schedule.retries
 				// times, each wait twice the one before.
 				wait := s.retryDelay << attempts
-				switch {
+				switch retryAt := s.now().Add(wait); {
 				case attempts >= s.retries:
 					s.log.Warn("not retrying again: every retry of the run failed; the next scheduled run tries again", "retries", s.retries, "next", next.Format(time.RFC3339))
 					why = ""
-				case ticksLeft() && !s.now().Add(wait).Before(next):
+				case timerFor(retryAt) == timerNextRunFirst:
 					s.log.Info("not retrying: the next scheduled run comes first", "next", next.Format(time.RFC3339))
-				case !ticksLeft() && wait > continueUnscheduled:
+				case timerFor(retryAt) == timerTooLate:
 					s.log.Warn("not retrying: the scheduled runs are done (--max-runs) and the retry would wait more than an hour", "retry_delay", wait.String())
 				default:
 					why, streams = "", nil // retried, not left to the next scheduled run
@@ -432,9 +455,9 @@ func (s *scheduler) loop(ctx context.Context, sigs <-chan os.Signal) error {
 			case why != "":
 				s.log.Warn(why, "streams", streams)
 			case !ok:
-			case ticksLeft() && !at.Before(next):
+			case timerFor(at) == timerNextRunFirst:
 				s.log.Info("the next scheduled run continues the streams the quota deferred", "quota_reset", at.Add(-continueMargin).Format(time.RFC3339), "next", next.Format(time.RFC3339))
-			case !ticksLeft() && at.Sub(s.now()) > continueUnscheduled:
+			case timerFor(at) == timerTooLate:
 				s.log.Warn("not waiting for the quota to reset: the scheduled runs are done (--max-runs)", "quota_reset", at.Add(-continueMargin).Format(time.RFC3339))
 			default:
 				contAt = at
