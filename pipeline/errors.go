@@ -40,6 +40,19 @@ func (e *ObjectError) Error() string {
 
 func (e *ObjectError) Unwrap() error { return e.Err }
 
+// Mendable reports whether another run may read the stream where this one
+// failed: not when it failed for its configuration (a key, cursor or
+// filter that does not fit), its name or its schema (a freeze contract, a
+// describe the table cannot take): those fail the same way until a person
+// changes them.
+func (e *ObjectError) Mendable() bool {
+	switch e.Step {
+	case "config", "name", "schema":
+		return false
+	}
+	return true
+}
+
 // RunError is returned by Sync when one or more objects failed. Partial is
 // true when other objects were committed.
 type RunError struct {

@@ -113,5 +113,5 @@ func configHint(ce *ConfigError) string {
 // refused (invalid_grant: used already, expired or revoked), which only a
 // new authorization mends, as against an outage of the endpoint.
 func refreshRefused(err error) bool {
-	return errors.Is(err, extract.ErrRefreshFailed) && strings.Contains(err.Error(), "invalid_grant")
+	return extract.RefreshRefused(err) && strings.Contains(err.Error(), "invalid_grant")
 }

@@ -176,7 +176,7 @@ func retryWhat(err error) (objects []string, ok bool) {
 	committed := errors.Is(err, pipeline.ErrLakePending) || errors.Is(err, load.ErrPublishBlocked) || errors.Is(err, pipeline.ErrNotPublished)
 	switch {
 	case err == nil, errors.Is(err, context.Canceled), errors.As(err, new(usageError)),
-		errors.As(err, new(quotaBeforeRun)), refreshRefused(err), extract.RefreshRefused(err),
+		errors.As(err, new(quotaBeforeRun)), extract.RefreshRefused(err),
 		errors.Is(err, pipeline.ErrUnknownObject), errors.Is(err, load.ErrNotDuckDB):
 		return nil, false
 	case errors.As(err, &re):
@@ -184,9 +184,7 @@ func retryWhat(err error) (objects []string, ok bool) {
 		// RunError too: its failed streams are retried, which also
 		// finishes the publish.)
 		for _, f := range re.Failed {
-			switch f.Step {
-			case "config", "name", "schema":
-			default:
+			if f.Mendable() {
 				objects = append(objects, f.Object)
 			}
 		}

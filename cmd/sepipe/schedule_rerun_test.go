@@ -56,7 +56,7 @@ func TestSchedulerRetriesAFailedRun(t *testing.T) {
 		{Object: "user", Step: "read", Err: extract.ErrRetriesExhausted},
 		{Object: "group", Step: "config", Err: errors.New("primary key names no field")}}}
 	down := errors.New("token endpoint: connection refused")
-	refused := fmt.Errorf("%w: token endpoint answered 400 invalid_grant", extract.ErrRefreshFailed)
+	refused := refreshError(t, http.StatusBadRequest, `{"error":"invalid_grant","error_description":"refresh token revoked"}`)
 	for _, tc := range []struct {
 		name    string
 		results []error
@@ -194,26 +194,33 @@ func TestRetryWhatLeavesARefusedClient(t *testing.T) {
 		{http.StatusBadRequest, `{"error":"invalid_grant","error_description":"refresh token revoked"}`, false},
 		{http.StatusServiceUnavailable, `upstream down`, true},
 	} {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Retry-After", "0")
-			w.WriteHeader(tc.status)
-			_, _ = w.Write([]byte(tc.body))
-		}))
-		o, err := extract.NewOAuth(srv.URL, extract.OAuthConfig{ClientID: "cid", ClientSecret: "secret-123456789", RefreshToken: "ref-123456789"},
-			&extract.FileTokenStore{Path: filepath.Join(t.TempDir(), "t.json")}, extract.WithOAuthHTTPClient(srv.Client()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = o.Token(context.Background())
-		srv.Close()
-		if err == nil {
-			t.Fatalf("%d: the token endpoint's refusal gave no error", tc.status)
-		}
+		err := refreshError(t, tc.status, tc.body)
 		if _, retry := retryWhat(err); retry != tc.retry {
 			t.Errorf("%d %s: retried %v, want %v (%v)", tc.status, tc.body, retry, tc.retry, err)
 		}
 	}
+}
+
+// refreshError is the error a refresh meets when the token endpoint
+// answers status with body each time it is asked.
+func refreshError(t *testing.T, status int, body string) error {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "0")
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+	}))
+	defer srv.Close()
+	o, err := extract.NewOAuth(srv.URL, extract.OAuthConfig{ClientID: "cid", ClientSecret: "secret-123456789", RefreshToken: "ref-123456789"},
+		&extract.FileTokenStore{Path: filepath.Join(t.TempDir(), "t.json")}, extract.WithOAuthHTTPClient(srv.Client()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err = o.Token(context.Background()); err == nil {
+		t.Fatalf("%d: the token endpoint's answer gave no error", status)
+	}
+	return err
 }
 
 // TestRetryWhatOfAnUnpublishedRun: a run that committed, failed a stream
