@@ -79,7 +79,7 @@ func (e *RunError) Error() string {
 	msgs = append(msgs, grouped("deferred", e.Deferred)...)
 	what := "failed"
 	switch {
-	case !e.Partial && len(e.Failed) == 0 && len(e.Deferred) > 0:
+	case e.LostNothing():
 		what = "committed nothing" // every stream deferred (or skipped): none failed
 	case e.Partial && len(e.Failed) == 0:
 		what = "is partial"
@@ -87,6 +87,25 @@ func (e *RunError) Error() string {
 		what = "partly failed"
 	}
 	return fmt.Sprintf("run %s %s: %s", e.RunID, what, strings.Join(msgs, "; "))
+}
+
+// Status is the run's status as _sepipe_runs records it and the exit code
+// tells it: "partial" when some streams committed, or when none did but
+// none failed either and a quota deferred some (LostNothing), else
+// "failed".
+func (e *RunError) Status() string {
+	if e.Partial || e.LostNothing() {
+		return "partial"
+	}
+	return "failed"
+}
+
+// LostNothing reports whether a run that committed nothing failed no
+// stream either: a quota deferred its streams (the others skipped, not
+// entitled). A run whose every stream was skipped is not: it read nothing
+// it was asked to (--objects named only streams the tenant may not read).
+func (e *RunError) LostNothing() bool {
+	return !e.Partial && len(e.Failed) == 0 && len(e.Deferred) > 0
 }
 
 // grouped words the streams of one list (skipped, deferred) that share a

@@ -537,20 +537,12 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	}
 	warnUnread(log, outs)
 	incomplete := len(outs) > 0
-	switch {
-	case incomplete && len(tables) == 0 && len(runErr.Failed) == 0 && len(runErr.Deferred) > 0:
-		// Nothing committed, nothing failed: a quota deferred the
-		// streams (the exit code says partial, and so does the record
-		// the pipeline's health panel reads).
-		run.Status = "partial"
-	case incomplete && len(tables) == 0:
-		run.Status = "failed"
-	case incomplete:
-		run.Status = "partial"
-		runErr.Partial = true
-	}
 	if incomplete {
-		run.Error = runErr.Error()
+		// Partial when other streams committed; a run that committed
+		// nothing and failed nothing (a quota deferred its streams) is
+		// recorded partial too, as its exit code says (RunError.Status).
+		runErr.Partial = len(tables) > 0
+		run.Status, run.Error = runErr.Status(), runErr.Error()
 	}
 	run.Finished = cfg.Now()
 	// A failed run is recorded and published too: _sepipe_runs is what a

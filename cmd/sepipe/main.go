@@ -188,60 +188,53 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// One line: an error may quote the service, whose newlines would
 	// print lines of their own (a forged "sepipe:" or "hint:").
 	fmt.Fprintln(stderr, "sepipe: "+termEscape(err.Error(), false))
+	printHint := func(h string) {
+		if h != "" {
+			fmt.Fprintln(stderr, "hint: "+termEscape(h, false))
+		}
+	}
 	var ue usageError
 	var re *pipeline.RunError
 	var qb quotaBeforeRun
 	var qc quotaCutShort
 	switch {
 	case errors.As(err, &ue):
-		if h := hint(err); h != "" {
-			fmt.Fprintln(stderr, "hint: "+termEscape(h, false))
-		}
+		printHint(hint(err))
 		return exitUsage
 	case errors.As(err, &re) && partial(re):
-		h := quotaHint(err)
-		if errors.Is(err, load.ErrPublishBlocked) || errors.Is(err, pipeline.ErrNotPublished) || errors.Is(err, pipeline.ErrLakePending) {
-			h = hint(err) // committed, not yet published: say what finishes it
-		}
-		if h != "" {
-			fmt.Fprintln(stderr, "hint: "+termEscape(h, false))
+		if committedNotFinished(err) {
+			printHint(hint(err)) // committed, not yet published: say what finishes it
+		} else {
+			printHint(quotaHint(err))
 		}
 		return exitPartial
 	case errors.As(err, &qb):
-		fmt.Fprintln(stderr, "hint: the service's request quota resets at "+qb.Reset.UTC().Format(time.RFC3339)+": a sync after it reads the streams")
+		printHint("the service's request quota resets at " + qb.Reset.UTC().Format(time.RFC3339) + ": a sync after it reads the streams")
 		return exitPartial
 	case errors.As(err, &qc):
 		if !qc.reset.IsZero() {
-			fmt.Fprintln(stderr, "hint: the service's request quota resets at "+qc.reset.UTC().Format(time.RFC3339)+": run it again after that")
+			printHint("the service's request quota resets at " + qc.reset.UTC().Format(time.RFC3339) + ": run it again after that")
 		}
 		return exitPartial
-	case errors.Is(err, pipeline.ErrLakePending):
-		// Committed; the Iceberg lake catches up on the next run.
-		if h := hint(err); h != "" {
-			fmt.Fprintln(stderr, "hint: "+termEscape(h, false))
-		}
-		return exitPartial
-	case errors.Is(err, load.ErrPublishBlocked), errors.Is(err, pipeline.ErrNotPublished):
-		// Committed, not yet visible to readers: as a partial run.
-		if h := hint(err); h != "" {
-			fmt.Fprintln(stderr, "hint: "+termEscape(h, false))
-		}
+	case committedNotFinished(err):
+		// Committed, not yet visible to readers (or the Iceberg lake
+		// catches up on the next run): as a partial run.
+		printHint(hint(err))
 		return exitPartial
 	}
-	if h := hint(err); h != "" {
-		fmt.Fprintln(stderr, "hint: "+termEscape(h, false))
-	}
+	printHint(hint(err))
 	return exitFailed
 }
 
 // partial reports whether a run that did not finish is partial (exit 3)
-// rather than failed: some streams committed, or none failed and the quota
-// deferred some (the others skipped, not entitled): such a run read
-// nothing it lost, as one stopped by the quota before it could list what
-// to read (quotaBeforeRun). A run whose every stream was skipped (--objects
-// named only streams the tenant may not read) stays a failure.
-func partial(re *pipeline.RunError) bool {
-	return re.Partial || len(re.Failed) == 0 && len(re.Deferred) > 0
+// rather than failed, as it is recorded (pipeline.RunError.Status).
+func partial(re *pipeline.RunError) bool { return re.Status() == "partial" }
+
+// committedNotFinished reports whether err is a run that committed but
+// whose publishing or Iceberg commit is left to the next run (or sepipe
+// publish): exit 3, and no retry is needed for it.
+func committedNotFinished(err error) bool {
+	return errors.Is(err, load.ErrPublishBlocked) || errors.Is(err, pipeline.ErrNotPublished) || errors.Is(err, pipeline.ErrLakePending)
 }
 
 func main() {

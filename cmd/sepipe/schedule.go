@@ -173,7 +173,6 @@ type scheduler struct {
 // mended by a person, not by another try.
 func retryWhat(err error) (objects []string, ok bool) {
 	var re *pipeline.RunError
-	committed := errors.Is(err, pipeline.ErrLakePending) || errors.Is(err, load.ErrPublishBlocked) || errors.Is(err, pipeline.ErrNotPublished)
 	switch {
 	case err == nil, errors.Is(err, context.Canceled), errors.As(err, new(usageError)),
 		errors.As(err, new(quotaBeforeRun)), extract.RefreshRefused(err),
@@ -195,7 +194,7 @@ func retryWhat(err error) (objects []string, ok bool) {
 			return objects, true
 		}
 		return nil, true // nothing committed: the whole run again
-	case committed:
+	case committedNotFinished(err):
 		return nil, false
 	}
 	return nil, true
