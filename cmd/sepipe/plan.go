@@ -49,11 +49,8 @@ line and exits 2, as sync does.`,
 			}
 			ctx := cmd.Context()
 			run, _, err := selectRun(ctx, c, client, f.objects, f.fullRefresh, true)
-			if qe := (*extract.QuotaError)(nil); errors.As(err, &qe) {
-				return quotaBeforeRun{qe} // as the sync: nothing to plan until the reset (exit 3)
-			}
 			if err != nil {
-				return err
+				return beforeRun(err) // a spent quota: nothing to plan until the reset (exit 3), as the sync
 			}
 			p, err := pipeline.Plan(ctx, client, pipeline.PlanConfig{
 				Config: pipeline.Config{
@@ -61,13 +58,10 @@ line and exits 2, as sync does.`,
 				},
 				PageSize: c.Requests.PageSize,
 			})
-			if qe := (*extract.QuotaError)(nil); errors.As(err, &qe) {
+			if err != nil {
 				// The plan lists the objects again, as the sync does: the
 				// quota the first list spent stops it there (exit 3).
-				return quotaBeforeRun{qe}
-			}
-			if err != nil {
-				return err
+				return beforeRun(err)
 			}
 			w := g.stdout
 			wh := "does not exist yet: the sync creates it"

@@ -91,6 +91,17 @@ type quotaBeforeRun struct{ *extract.QuotaError }
 
 func (e quotaBeforeRun) Unwrap() error { return e.QuotaError }
 
+// beforeRun is err as quotaBeforeRun when it is the quota met before the
+// run read anything (listing the objects, in selectRun or again in the
+// run); a run's own error (a RunError, which may hold quota errors of
+// streams it deferred) and any other error are returned as they are.
+func beforeRun(err error) error {
+	if qe, re := (*extract.QuotaError)(nil), (*pipeline.RunError)(nil); errors.As(err, &qe) && !errors.As(err, &re) {
+		return quotaBeforeRun{qe}
+	}
+	return err
+}
+
 // runSync runs one sync of objects (nil: the configuration's include or
 // exclude, or every stream) and prints its summary; cont says what it
 // reads on a day a quota deferred streams. It is shared by sync and
@@ -101,11 +112,8 @@ func runSync(ctx context.Context, g *globals, c *Config, log *slog.Logger, fb fe
 		return nil, err
 	}
 	run, _, err := selectRun(ctx, c, client, objects, fullRefresh, false)
-	if qe := (*extract.QuotaError)(nil); errors.As(err, &qe) {
-		return nil, quotaBeforeRun{qe}
-	}
 	if err != nil {
-		return nil, err
+		return nil, beforeRun(err)
 	}
 	res, err := pipeline.Sync(ctx, client, pipeline.Config{
 		Out:               c.Output.Dir,
@@ -129,8 +137,5 @@ func runSync(ctx context.Context, g *globals, c *Config, log *slog.Logger, fb fe
 	}
 	// The run lists the objects again: the quota selectRun's list spent
 	// stops it there, before it read anything, as above.
-	if qe, re := (*extract.QuotaError)(nil), (*pipeline.RunError)(nil); errors.As(err, &qe) && !errors.As(err, &re) {
-		return res, quotaBeforeRun{qe}
-	}
-	return res, err
+	return res, beforeRun(err)
 }
