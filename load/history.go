@@ -32,6 +32,17 @@ const (
 	historyDayAlt = ColSnapshotDate
 )
 
+// HistoryDayColumn is the day column of a new history table of a stream
+// whose fields are named fields: snapshot_date, or _sepipe_snapshot_date
+// when a field is called snapshot_date in any case (the field keeps its
+// values). An existing table's moves to it when such a field comes.
+func HistoryDayColumn(fields []string) string {
+	if hasColumn(fields, historyDay) {
+		return historyDayAlt
+	}
+	return historyDay
+}
+
 // hasColumn reports whether cols (column names) holds name, ignoring case
 // as DuckDB does (sameName).
 func hasColumn(cols []string, name string) bool {
@@ -103,10 +114,7 @@ func prepareHistory(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lak
 		return fail("history: read columns", err)
 	}
 	if len(have) == 0 {
-		day = historyDay
-		if hasColumn(fields, historyDay) {
-			day = historyDayAlt
-		}
+		day = HistoryDayColumn(fields)
 		defs, err := columnDefs(t.Object, t.Schema, Replace)
 		if err != nil {
 			return fail("history: derive table", err)
@@ -244,10 +252,7 @@ func backfillHistory(ctx context.Context, tx *sql.Tx, lake Lake, object, skip st
 		cols = append(cols, c)
 	}
 	rows.Close()
-	day := historyDay
-	if hasColumn(slices.DeleteFunc(cols, func(c string) bool { return c == fileColumn }), historyDay) {
-		day = historyDayAlt
-	}
+	day := HistoryDayColumn(slices.DeleteFunc(cols, func(c string) bool { return c == fileColumn }))
 	q := "CREATE TABLE " + Ident(h) + " AS SELECT p.* EXCLUDE (" + fileColumn + "), d.day AS " + Ident(day) +
 		" FROM " + src + " p JOIN (VALUES " + strings.Join(pairs, ", ") + ") d(f, day) ON p." + fileColumn + " = d.f"
 	if _, err := tx.ExecContext(ctx, q); err != nil {

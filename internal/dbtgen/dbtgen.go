@@ -199,12 +199,13 @@ func Sources(ctx context.Context, src extract.Source, appendStreams ...string) (
 				hist[i].DataTests = []any{dbtTest("not_null", nil)}
 			}
 		}
-		// The day column, as load names it: _sepipe_snapshot_date beside a
-		// field snapshot_date (in any case).
-		day := "snapshot_date"
-		if slices.ContainsFunc(cols, func(c dbtColumn) bool { return asciiEqualFold(c.Name, day) }) {
-			day = load.ColSnapshotDate
+		// The day column, as load names it (_sepipe_snapshot_date beside a
+		// field snapshot_date, in any case).
+		colNames := make([]string, len(cols))
+		for i, c := range cols {
+			colNames[i] = c.Name
 		}
+		day := load.HistoryDayColumn(colNames)
 		hist = append(hist, dbtColumn{Name: day, Description: "Snapshot day (the lake partition)",
 			DataType: "date", DataTests: []any{dbtTest("not_null", nil)}})
 		h := dbtTable{
@@ -309,27 +310,6 @@ func WriteSources(ctx context.Context, src extract.Source, path string, appendSt
 		return fmt.Errorf("dbt sources: %w", err)
 	}
 	return nil
-}
-
-// asciiEqualFold compares names as DuckDB does: ASCII letters ignoring
-// case, every other byte as it is.
-func asciiEqualFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
 
 // objectKey returns the fields that identify a row of an object: the
