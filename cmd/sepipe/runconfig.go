@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/pipeline"
@@ -30,9 +31,7 @@ type runFlags struct {
 
 func (f *runFlags) add(cmd *cobra.Command, withOut bool) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.config, "config", "", "config file (default ./sepipe.yaml when it exists)")
-	fl.StringVar(&f.tenant, "tenant", "", "the tenant to work on, of the config's tenants (its data goes to <output folder>/<tenant>)")
-	fl.StringVar(&f.baseURL, "base-url", "", "tenant URL (https://<subdomain>.<domain>); overrides service.tenant_url")
+	f.addTenant(fl)
 	if withOut {
 		fl.StringVar(&f.out, "out", defaultOut, "output folder for lake/ and warehouse.duckdb; overrides output.dir")
 		fl.StringSliceVar(&f.objects, "objects", nil, "comma-separated object ids (default: all, or the config's include/exclude)")
@@ -49,15 +48,21 @@ func (f *runFlags) add(cmd *cobra.Command, withOut bool) {
 	fl.IntVar(&f.pageSize, "page-size", extract.DefaultPageSize, "rows per page requested; overrides requests.page_size")
 }
 
+// addTenant registers the flags that name the tenant: the config, one of
+// its tenants, and the tenant's URL.
+func (f *runFlags) addTenant(fl *pflag.FlagSet) {
+	fl.StringVar(&f.config, "config", "", "config file (default ./sepipe.yaml when it exists)")
+	fl.StringVar(&f.tenant, "tenant", "", "the tenant to work on, of the config's tenants (its data goes to <output folder>/<tenant>)")
+	fl.StringVar(&f.baseURL, "base-url", "", "tenant URL (https://<subdomain>.<domain>); overrides service.tenant_url")
+}
+
 // addTokenFlags registers what the auth commands take: the tenant (config,
 // --tenant, --base-url) and the folder whose token store they use. The
 // request flags of add (--objects, --concurrency, --rate, --page-size)
 // mean nothing to them, and their help listed them.
 func (f *runFlags) addTokenFlags(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.config, "config", "", "config file (default ./sepipe.yaml when it exists)")
-	fl.StringVar(&f.tenant, "tenant", "", "the tenant to work on, of the config's tenants (its data goes to <output folder>/<tenant>)")
-	fl.StringVar(&f.baseURL, "base-url", "", "tenant URL (https://<subdomain>.<domain>); overrides service.tenant_url")
+	f.addTenant(fl)
 	fl.StringVar(&f.out, "out", defaultOut, "output folder whose token store (.sepipe/token.json) the sync uses; overrides output.dir")
 }
 
