@@ -584,11 +584,7 @@ func TestCheckUsesTheSyncsTokenStore(t *testing.T) {
 // lost nothing: it exits 3 with the time to run again, as a run whose
 // streams the quota deferred, not 1 as a failure (found by review).
 func TestQuotaSpentBeforeTheRunListsIsDeferred(t *testing.T) {
-	srv := servicetest.NewServer(servicetest.WithUsers(5), servicetest.WithQuota(2, time.Hour))
-	defer srv.Close()
-	setEnv(t, srv)
-	dir := t.TempDir()
-	cfg := writeConfig(t, dir, srv.URL, filepath.Join(dir, "data"), "")
+	_, cfg, _ := quotaTenant(t, 2)
 	for range 3 { // the quota and one more
 		runCLI(t, "discover", "--config", cfg)
 	}
@@ -610,11 +606,7 @@ func TestQuotaSpentBeforeTheRunListsIsDeferred(t *testing.T) {
 // without the hint (found by review: a week of nights against sepipe
 // simulate --quota, a sync right after three plans).
 func TestQuotaSpentByTheRunsOwnListIsDeferred(t *testing.T) {
-	srv := servicetest.NewServer(servicetest.WithUsers(5), servicetest.WithQuota(3, time.Hour))
-	defer srv.Close()
-	setEnv(t, srv)
-	dir := t.TempDir()
-	cfg := writeConfig(t, dir, srv.URL, filepath.Join(dir, "data"), "")
+	srv, cfg, _ := quotaTenant(t, 3)
 	for range 2 { // all but one request of the quota
 		req, err := http.NewRequest(http.MethodGet, srv.URL+servicetest.BasePath+"/objects", nil)
 		if err != nil {
@@ -645,11 +637,7 @@ func TestQuotaSpentByTheRunsOwnListIsDeferred(t *testing.T) {
 // stops; it exited 1, "run ... failed: deferred object", as a failure
 // (found by review: a week of nights against sepipe simulate --quota).
 func TestEveryStreamDeferredIsPartial(t *testing.T) {
-	srv := servicetest.NewServer(servicetest.WithUsers(5), servicetest.WithQuota(2, time.Hour))
-	defer srv.Close()
-	setEnv(t, srv)
-	dir := t.TempDir()
-	cfg := writeConfig(t, dir, srv.URL, filepath.Join(dir, "data"), "")
+	_, cfg, out := quotaTenant(t, 2)
 	code, stdout, stderr := runCLI(t, "sync", "--config", cfg, "--quiet", "--objects", "course")
 	if code != exitPartial {
 		t.Fatalf("a sync whose every stream the quota deferred: exit %d, want %d\n%s\n%s", code, exitPartial, stdout, stderr)
@@ -658,7 +646,7 @@ func TestEveryStreamDeferredIsPartial(t *testing.T) {
 		t.Errorf("the error does not say the stream was deferred, not failed, and when to run again:\n%s", stderr)
 	}
 	// The run's record says so too (the pipeline's health panel reads it).
-	if got := queryOne(t, filepath.Join(dir, "data"), "SELECT status FROM _sepipe_runs"); got != "partial" {
+	if got := queryOne(t, out, "SELECT status FROM _sepipe_runs"); got != "partial" {
 		t.Errorf("_sepipe_runs.status %q, want partial (nothing failed)", got)
 	}
 }
@@ -905,11 +893,7 @@ func TestRefreshOutageAfterA401SaysTheEndpointFailed(t *testing.T) {
 // A check under the spent quota called every credential failed (exit 1):
 // it now calls them unknown and exits 3.
 func TestPlanUnderASpentQuota(t *testing.T) {
-	srv := servicetest.NewServer(servicetest.WithUsers(5), servicetest.WithQuota(8, time.Hour))
-	defer srv.Close()
-	setEnv(t, srv)
-	dir := t.TempDir()
-	cfg := writeConfig(t, dir, srv.URL, filepath.Join(dir, "data"), "")
+	_, cfg, _ := quotaTenant(t, 8)
 	code, stdout, stderr := runCLI(t, "plan", "--config", cfg)
 	if code != exitPartial {
 		t.Fatalf("a plan the quota cut short: exit %d, want %d\n%s\n%s", code, exitPartial, stdout, stderr)
@@ -950,4 +934,17 @@ func TestPlanWhoseOwnListMeetsTheQuota(t *testing.T) {
 		}
 		srv.Close()
 	}
+}
+
+// quotaTenant starts a fake tenant of 5 users whose service allows n
+// requests an hour, points the environment's tokens at it, and writes a
+// config syncing it into out; the server closes with the test.
+func quotaTenant(t *testing.T, n int) (srv *servicetest.Server, cfg, out string) {
+	t.Helper()
+	srv = servicetest.NewServer(servicetest.WithUsers(5), servicetest.WithQuota(n, time.Hour))
+	t.Cleanup(srv.Close)
+	setEnv(t, srv)
+	dir := t.TempDir()
+	out = filepath.Join(dir, "data")
+	return srv, writeConfig(t, dir, srv.URL, out, ""), out
 }
