@@ -133,7 +133,8 @@ var (
 	dbtMatConfig = regexp.MustCompile(`materialized\s*=\s*['"](\w+)['"]`)
 )
 
-// loadDBTProject reads the project in dir and compiles its models.
+// loadDBTProject reads the project in dir and compiles its models; the
+// test stops when it cannot (each fault reported first).
 func loadDBTProject(t *testing.T, dir string) *dbtProject {
 	t.Helper()
 	var proj struct {
@@ -246,6 +247,9 @@ func loadDBTProject(t *testing.T, dir string) *dbtProject {
 	}
 	for _, m := range p.models {
 		p.compile(t, m)
+	}
+	if t.Failed() {
+		t.FailNow()
 	}
 	return p
 }
@@ -543,9 +547,6 @@ func TestDBTProjectBuildsOnDemoWarehouse(t *testing.T) {
 	}
 	ctx := context.Background()
 	p := loadDBTProject(t, dbtDir)
-	if t.Failed() {
-		t.FailNow()
-	}
 	out := t.TempDir()
 	if from := os.Getenv("SEPIPE_DBT_TEST_WAREHOUSE"); from != "" {
 		// A warehouse of one's own instead of the demo's: the test works on a
@@ -1016,9 +1017,6 @@ func TestDBTProjectBuildsWithoutWebhookActivity(t *testing.T) {
 	}
 	ctx := context.Background()
 	p := loadDBTProject(t, dbtDir)
-	if t.Failed() {
-		t.FailNow()
-	}
 	_, c := fakeTenant(t, servicetest.WithUsers(30))
 	out := t.TempDir()
 	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out}); err != nil {
@@ -1078,9 +1076,6 @@ func TestDBTDailyMartsOnIncrementalStream(t *testing.T) {
 	}
 	ctx := context.Background()
 	p := loadDBTProject(t, dbtDir)
-	if t.Failed() {
-		t.FailNow()
-	}
 	start := time.Now().UTC().Add(-48 * time.Hour).Truncate(time.Second)
 	srv, c := fakeTenant(t, servicetest.WithUsers(40), servicetest.WithNow(start))
 	whole, incremental := t.TempDir(), t.TempDir()
@@ -1147,9 +1142,6 @@ func TestDBTDailyMartOnADayUserCourseProgressMissed(t *testing.T) {
 	}
 	ctx := context.Background()
 	p := loadDBTProject(t, dbtDir)
-	if t.Failed() {
-		t.FailNow()
-	}
 	start := time.Now().UTC().Add(-48 * time.Hour).Truncate(time.Second)
 	srv, c := fakeTenant(t, servicetest.WithUsers(40), servicetest.WithNow(start))
 	out := t.TempDir()
@@ -1202,9 +1194,6 @@ func TestDBTMartsIgnoreTheSessionTimeZone(t *testing.T) {
 	}
 	ctx := context.Background()
 	p := loadDBTProject(t, dbtDir)
-	if t.Failed() {
-		t.FailNow()
-	}
 	_, c := fakeTenant(t, servicetest.WithUsers(60))
 	out := t.TempDir()
 	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out}); err != nil {
@@ -1274,9 +1263,6 @@ func TestDBTSourcesOfAHostileTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := loadDBTProject(t, dir)
-	if t.Failed() {
-		t.FailNow()
-	}
 	db, err := sql.Open("duckdb", "")
 	if err != nil {
 		t.Fatal(err)
@@ -1415,9 +1401,6 @@ func TestDBTModelTestsHoldForAnyTenantsValues(t *testing.T) {
 	}
 	ctx := context.Background()
 	p := loadDBTProject(t, dbtDir)
-	if t.Failed() {
-		t.FailNow()
-	}
 	_, c := fakeTenant(t, servicetest.WithUsers(20))
 	out := t.TempDir()
 	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out}); err != nil {
