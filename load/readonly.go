@@ -77,8 +77,15 @@ func OpenSandboxed(ctx context.Context, path, lakeDir string) (*Warehouse, error
 		wh.Close()
 		return nil, fmt.Errorf("warehouse %s: lake %s: %w", path, lakeDir, err)
 	}
+	allowed := dir + string(filepath.Separator)
 	for _, q := range []string{
-		"SET allowed_directories = [" + Literal(dir+string(filepath.Separator)) + "]",
+		// No temporary folder: DuckDB adds its own (an in-memory
+		// database's is <cwd>/.tmp) to the directories a query may read
+		// when external access goes off. A query over the warehouse and
+		// the lake spills nothing it could not hold (issue 40).
+		"SET temp_directory = ''",
+		"SET allowed_directories = [" + Literal(allowed) + "]",
+		"SET allowed_paths = []",
 		"SET enable_external_access = false",
 		"SET lock_configuration = true",
 	} {
@@ -87,7 +94,54 @@ func OpenSandboxed(ctx context.Context, path, lakeDir string) (*Warehouse, error
 			return nil, fmt.Errorf("warehouse %s: sandbox (%s): %w", path, q, err)
 		}
 	}
+	// What DuckDB holds now, the configuration locked, is what a query
+	// can reach: checked, not assumed, since a DuckDB release may widen
+	// it (as the temporary folder did).
+	self, err := filepath.Abs(path) // DuckDB keeps the attached file's absolute path
+	if err != nil {
+		wh.Close()
+		return nil, fmt.Errorf("warehouse %s: %w", path, err)
+	}
+	if err := checkSandbox(ctx, wh.db, allowed, self); err != nil {
+		wh.Close()
+		return nil, fmt.Errorf("warehouse %s: sandbox: %w", path, err)
+	}
 	return wh, nil
+}
+
+// checkSandbox reads back the settings that bound what a sandboxed query
+// can reach and fails unless they are exactly sepipe's: external access
+// off, the configuration locked, no temporary folder, no allowed
+// directory but allowed, and no allowed path but the attached warehouse
+// file and its write-ahead log's (DuckDB allows the files of an attached
+// database itself, and a query can read their bytes: the warehouse it
+// queries anyway).
+func checkSandbox(ctx context.Context, db *sql.DB, allowed, warehouse string) error {
+	var access, locked, temp, dirs, paths string
+	err := db.QueryRowContext(ctx, `SELECT current_setting('enable_external_access')::VARCHAR, current_setting('lock_configuration')::VARCHAR,
+		current_setting('temp_directory')::VARCHAR, current_setting('allowed_directories')::VARCHAR, current_setting('allowed_paths')::VARCHAR`).
+		Scan(&access, &locked, &temp, &dirs, &paths)
+	if err != nil {
+		return fmt.Errorf("read its settings: %w", err)
+	}
+	var wantDirs string
+	if err := db.QueryRowContext(ctx, `SELECT [`+Literal(allowed)+`]::VARCHAR`).Scan(&wantDirs); err != nil {
+		return fmt.Errorf("read its settings: %w", err)
+	}
+	switch {
+	case access != "false", locked != "true":
+		return fmt.Errorf("external access %s, configuration locked %s: want false and true", access, locked)
+	case temp != "":
+		return fmt.Errorf("DuckDB keeps a temporary folder %q a query could read", temp)
+	case dirs != wantDirs:
+		return fmt.Errorf("allowed directories %s: want the lake alone, %s", dirs, wantDirs)
+	}
+	for p := range strings.SplitSeq(strings.Trim(paths, "[]"), ", ") {
+		if p != "" && p != warehouse && !strings.HasPrefix(p, warehouse+".wal") {
+			return fmt.Errorf("allowed paths %s: want only the warehouse's own files", paths)
+		}
+	}
+	return nil
 }
 
 // ErrNotAQuery: SQL given to QuerySandboxed is not one query.
