@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -41,10 +42,30 @@ type Config struct {
 	// port, such as the name a proxy serves the dashboard under
 	// (ParseAllowedHosts reads them from a list).
 	AllowedHosts []string
+	// WriteTimeout bounds the writing of each answer, from its first byte
+	// to its last (default 30 s): a client that stops reading is cut
+	// then, and never holds what other viewers wait for.
+	WriteTimeout time.Duration
 }
 
-// maxRows bounds the rows one panel sends to the page.
-const maxRows = 1000
+// Bounds of what one answer holds. A panel's rows stop at maxRows rows or
+// maxPanelBytes bytes of JSON, whichever comes first, and the panels of
+// one answer share maxAnswerBytes: a panel past a bound carries
+// Truncated and the page says so. An answer is computed whole before it
+// is written (its load slot is free while it is written), so these bound
+// what one request holds in memory.
+const (
+	maxRows        = 1000
+	maxPanelBytes  = 1 << 20
+	maxAnswerBytes = 8 << 20
+)
+
+// maxWriting bounds the bytes of the answers being written at once, to
+// clients that may read slowly or never: past it a request is answered
+// 503 with Retry-After (the page tries again), so clients that stop
+// reading cannot make the dashboard hold more than this until their write
+// deadline.
+const maxWriting = 64 << 20
 
 // Filters narrow the panels: a date range (on snapshot or event days) and
 // a team and a region of learners. Empty means no filter. Panels read them
@@ -97,12 +118,20 @@ func (f Filters) statements() []string {
 // Result is a panel with its answer.
 type Result struct {
 	Panel
-	Columns   []string `json:"columns,omitempty"`
-	Rows      [][]any  `json:"rows,omitempty"`
-	Truncated bool     `json:"truncated,omitempty"`
+	Columns []string `json:"columns,omitempty"`
+	Rows    [][]any  `json:"rows,omitempty"`
+	// Truncated is set when the panel's SQL returned more than Rows
+	// holds; TruncatedBy says which bound stopped it: "rows" (maxRows) or
+	// "bytes" (maxPanelBytes, or what the answer's other panels left of
+	// maxAnswerBytes), and TruncatedAt that bound.
+	Truncated   bool   `json:"truncated,omitempty"`
+	TruncatedBy string `json:"truncated_by,omitempty"`
+	TruncatedAt int    `json:"truncated_at,omitempty"`
 	// Missing is set when a table the panel requires is not in the
 	// warehouse: the panel has no data yet, which is not an error.
 	Missing string `json:"missing,omitempty"`
+
+	bytes int // JSON bytes of Rows
 }
 
 // Options are the values the page's filters offer.
@@ -132,6 +161,9 @@ func (cfg Config) withDefaults() Config {
 	if cfg.QueryTimeout <= 0 {
 		cfg.QueryTimeout = 30 * time.Second
 	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -149,21 +181,44 @@ func (cfg Config) withDefaults() Config {
 // one to end (or for their client to leave). Each answer opens the
 // warehouse in a DuckDB of its own, which takes every processor and may
 // take most of the memory: a room of people refreshing the page at once
-// must not run the machine out of either.
+// must not run the machine out of either. An answer is computed whole,
+// within its bounds (maxAnswerBytes), and its load slot freed before it
+// is written; every answer is written under cfg.WriteTimeout, and at most
+// maxWriting bytes are being written at once, so a client that never
+// reads holds neither a slot nor the others' answers.
 func Handler(cfg Config) http.Handler {
 	cfg = cfg.withDefaults()
 	mux := http.NewServeMux()
 	loads := make(chan struct{}, maxLoads)
+	writing := &byteBudget{max: maxWriting}
 	mux.HandleFunc("GET /api/panels", func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case loads <- struct{}{}:
-			defer func() { <-loads }()
-		case <-r.Context().Done():
-			return // the client left while it waited
+		status, body := func() (int, []byte) {
+			select {
+			case loads <- struct{}{}:
+				defer func() { <-loads }()
+			case <-r.Context().Done():
+				return 0, nil // the client left while it waited
+			}
+			return answer(r, cfg)
+		}()
+		if body == nil {
+			return
 		}
-		serveAnswer(w, r, cfg)
+		if !writing.take(len(body)) {
+			w.Header().Set("Retry-After", "2")
+			status, body = http.StatusServiceUnavailable, jsonBody(map[string]string{
+				"error": "the dashboard is busy writing answers to other viewers; try again in a moment"})
+		} else {
+			defer writing.give(len(body))
+		}
+		writeDeadline(w, cfg.WriteTimeout)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(status)
+		w.Write(body)
 	})
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
+		writeDeadline(w, cfg.WriteTimeout)
 		name := strings.TrimPrefix(r.URL.Path, "/")
 		if name == "" {
 			name = "index.html"
@@ -188,29 +243,64 @@ func Handler(cfg Config) http.Handler {
 	return newHostGuard(cfg.Addr, cfg.AllowedHosts, mux)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+// writeDeadline bounds the writing of an answer that starts now: a client
+// that stops reading is cut at the deadline. A ResponseWriter that cannot
+// take one (a test's recorder) has no socket to stall on.
+func writeDeadline(w http.ResponseWriter, d time.Duration) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d))
 }
 
-func serveAnswer(w http.ResponseWriter, r *http.Request, cfg Config) {
+// byteBudget counts the bytes of the answers being written.
+type byteBudget struct {
+	mu       sync.Mutex
+	max, now int
+}
+
+// take reserves n bytes, or reports false when they would pass the
+// budget (an answer is always taken when nothing else is being written).
+func (b *byteBudget) take(n int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.now > 0 && b.now+n > b.max {
+		return false
+	}
+	b.now += n
+	return true
+}
+
+func (b *byteBudget) give(n int) {
+	b.mu.Lock()
+	b.now -= n
+	b.mu.Unlock()
+}
+
+func jsonBody(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(map[string]string{"error": err.Error()})
+	}
+	return append(b, '\n')
+}
+
+// answer computes the answer to a request for /api/panels: its status and
+// its JSON body, or a nil body when the client left.
+func answer(r *http.Request, cfg Config) (int, []byte) {
 	f, err := filtersFrom(r)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-		return
+		return http.StatusBadRequest, jsonBody(map[string]string{"error": err.Error()})
 	}
 	ans, err := Query(r.Context(), cfg, f)
+	if r.Context().Err() != nil {
+		return 0, nil
+	}
 	if err != nil {
 		status := http.StatusInternalServerError
 		if errors.Is(err, load.ErrNoWarehouse) {
 			status = http.StatusServiceUnavailable
 		}
-		writeJSON(w, status, map[string]string{"error": err.Error()})
-		return
+		return status, jsonBody(map[string]string{"error": err.Error()})
 	}
-	writeJSON(w, http.StatusOK, ans)
+	return http.StatusOK, jsonBody(ans)
 }
 
 // Query answers every panel under f: it opens the published warehouse
@@ -238,6 +328,7 @@ func Query(ctx context.Context, cfg Config, f Filters) (*Answer, error) {
 		}
 	}
 	ans := &Answer{Warehouse: lake.WarehousePath(), PublishedAt: lake.PublishedAt(), Filters: f, Options: options(ctx, wh)}
+	left := maxAnswerBytes
 	for _, p := range panels {
 		res := Result{Panel: p}
 		for _, t := range p.Requires {
@@ -246,7 +337,10 @@ func Query(ctx context.Context, cfg Config, f Filters) (*Answer, error) {
 			}
 		}
 		if p.Err == "" && res.Missing == "" {
-			if err := run(ctx, wh, cfg.QueryTimeout, &res); err != nil {
+			bound := min(maxPanelBytes, left)
+			err := run(ctx, wh, cfg.QueryTimeout, bound, &res)
+			left -= res.bytes
+			if err != nil {
 				res.Err = fmt.Sprintf("panel %s (%s): %v", p.Name, p.Source, err)
 				cfg.Logger.Warn("dashboard: panel failed", "panel", p.Name, "source", p.Source, "error", err)
 			}
@@ -283,8 +377,9 @@ func options(ctx context.Context, wh *load.Warehouse) Options {
 	return o
 }
 
-// run answers one panel.
-func run(ctx context.Context, wh *load.Warehouse, timeout time.Duration, res *Result) error {
+// run answers one panel, its rows bounded to maxRows and to bound bytes
+// of JSON (res.bytes is what they took).
+func run(ctx context.Context, wh *load.Warehouse, timeout time.Duration, bound int, res *Result) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	rows, err := wh.QuerySandboxed(ctx, res.SQL)
@@ -302,7 +397,7 @@ func run(ctx context.Context, wh *load.Warehouse, timeout time.Duration, res *Re
 	}
 	for rows.Next() {
 		if len(res.Rows) == maxRows {
-			res.Truncated = true
+			res.Truncated, res.TruncatedBy, res.TruncatedAt = true, "rows", maxRows
 			break
 		}
 		vals := make([]any, len(res.Columns))
@@ -316,6 +411,16 @@ func run(ctx context.Context, wh *load.Warehouse, timeout time.Duration, res *Re
 		for i, v := range vals {
 			vals[i] = jsonValue(v, cts[i].DatabaseTypeName())
 		}
+		// The row's size as the answer will carry it (and a comma).
+		b, err := json.Marshal(vals)
+		if err != nil {
+			return err
+		}
+		if res.bytes+len(b)+1 > bound {
+			res.Truncated, res.TruncatedBy, res.TruncatedAt = true, "bytes", bound
+			break
+		}
+		res.bytes += len(b) + 1
 		res.Rows = append(res.Rows, vals)
 	}
 	if err := rows.Err(); err != nil {

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -434,5 +437,111 @@ func TestConcurrentPageLoadsAreBounded(t *testing.T) {
 	}
 	if most > maxLoads {
 		t.Errorf("the warehouse was open %d times at once, want at most %d", most, maxLoads)
+	}
+}
+
+// TestClientsThatNeverReadHoldNoOneUp: two (here four) clients that ask
+// for a large answer and never read it took both load slots for ever, and
+// every other viewer waited (issue 40: no write deadline, the slot held
+// while writing, answers bounded in rows but not bytes). Now the slot is
+// free once the answer is computed, the answer is bounded in bytes (each
+// wide panel says it was cut, and why), its writing has a deadline that
+// cuts the clients that never read, and another viewer is answered
+// meanwhile.
+func TestClientsThatNeverReadHoldNoOneUp(t *testing.T) {
+	const bound = 8 << 20 // maxAnswerBytes
+	out, dir := testWarehouse(t), t.TempDir()
+	for i := range 10 {
+		writePanel(t, dir, fmt.Sprintf("wide%d.yaml", i), fmt.Sprintf("name: wide%d\ntitle: Wide rows\nkind: table\nsql: |\n  SELECT i, repeat('x', 20000) || i AS wide FROM range(1000) t(i)\n", i))
+	}
+	srv := httptest.NewUnstartedServer(Handler(Config{Out: out, PanelsDir: dir, WriteTimeout: 3 * time.Second}))
+	// The server's side of each connection: closed by the server once its
+	// answer's write deadline passed (what the kernel still holds of the
+	// answer is no longer the dashboard's).
+	var mu sync.Mutex
+	closed := map[string]bool{}
+	srv.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		if st == http.StateClosed {
+			mu.Lock()
+			closed[c.RemoteAddr().String()] = true
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+
+	var stuck []net.Conn
+	for range 4 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.(*net.TCPConn).SetReadBuffer(1024)
+		if _, err := io.WriteString(c, "GET /api/panels HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		stuck = append(stuck, c)
+	}
+	time.Sleep(500 * time.Millisecond) // they ask first
+
+	client := &http.Client{Timeout: 60 * time.Second}
+	for i := range 3 {
+		res, err := client.Get(srv.URL + "/api/panels")
+		if err != nil {
+			t.Fatalf("viewer %d while 4 clients never read: %v", i, err)
+		}
+		body, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("viewer %d: %d %v %.300s", i, res.StatusCode, err, body)
+		}
+		if len(body) > bound+64<<10 {
+			t.Errorf("an answer of %d bytes, past the bound of %d", len(body), bound)
+		}
+		var ans struct {
+			Panels []struct {
+				Name        string  `json:"name"`
+				Err         string  `json:"error"`
+				Rows        [][]any `json:"rows"`
+				Truncated   bool    `json:"truncated"`
+				TruncatedBy string  `json:"truncated_by"`
+			} `json:"panels"`
+		}
+		if err := json.Unmarshal(body, &ans); err != nil {
+			t.Fatal(err)
+		}
+		cut := 0
+		for _, p := range ans.Panels {
+			if !strings.HasPrefix(p.Name, "wide") {
+				continue
+			}
+			if p.Err != "" || !p.Truncated || p.TruncatedBy != "bytes" {
+				t.Errorf("panel %s: error %q, truncated %v by %q, %d rows", p.Name, p.Err, p.Truncated, p.TruncatedBy, len(p.Rows))
+			}
+			if len(p.Rows) < 1000 {
+				cut++
+			}
+		}
+		if cut != 10 {
+			t.Errorf("%d of the 10 wide panels were cut", cut)
+		}
+	}
+	// The clients that never read are cut at the write deadline: the
+	// server closes their connections.
+	for i, c := range stuck {
+		for wait := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			mu.Lock()
+			done := closed[c.LocalAddr().String()]
+			mu.Unlock()
+			if done {
+				break
+			}
+			if time.Now().After(wait) {
+				t.Errorf("client %d that never read is still served 30 s after its write deadline", i)
+				break
+			}
+		}
 	}
 }

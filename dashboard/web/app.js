@@ -202,7 +202,14 @@ function render(p) {
   box.dataset.state = "ok";
   box.dataset.marks = String(marks);
   box.dataset.rows = String((p.rows || []).length);
-  if (p.truncated) box.appendChild(el("p", { class: "muted" }, "Only the first rows are shown."));
+  if (p.truncated) {
+    box.dataset.truncated = p.truncated_by || "rows";
+    const n = (p.rows || []).length.toLocaleString("en");
+    const why = p.truncated_by === "bytes"
+      ? `the answer reached the dashboard's bound of ${Math.round((p.truncated_at || 0) / 1024).toLocaleString("en")} KiB for one panel`
+      : `a panel shows at most ${(p.truncated_at || 1000).toLocaleString("en")} rows`;
+    box.appendChild(el("p", { class: "muted truncated" }, `Only the first ${n} rows are shown: ${why}. Aggregate in the panel's SQL, or query the warehouse with sepipe query.`));
+  }
   return box;
 }
 
@@ -226,7 +233,16 @@ async function main() {
   });
   const status = document.getElementById("status");
   try {
-    const res = await fetch("api/panels?" + params.toString(), { cache: "no-store" });
+    let res;
+    // A dashboard busy writing to other viewers answers 503 with
+    // Retry-After: wait and ask again, a few times.
+    for (let attempt = 0; ; attempt++) {
+      res = await fetch("api/panels?" + params.toString(), { cache: "no-store" });
+      const wait = Number(res.headers.get("Retry-After"));
+      if (res.status !== 503 || !wait || attempt >= 5) break;
+      status.textContent = "The dashboard is busy; trying again…";
+      await new Promise((ok) => setTimeout(ok, wait * 1000));
+    }
     const ans = await res.json();
     if (!res.ok) throw new Error(ans.error || res.statusText);
     fillSelect(form.elements.team, ans.options.teams, params.get("team"));
