@@ -37,6 +37,13 @@ type ListenConfig struct {
 	// MaxBody bounds a delivery (default DefaultMaxDeliveryBody, at most
 	// MaxDeliveryBodyCeiling: CheckMaxBody).
 	MaxBody int64
+	// MaxBytesInFlight bounds the bytes of delivery bodies held at once
+	// across all connections (default DefaultBodyBudget, or four MaxBody
+	// when that is more); MaxBytesPerSource what one source address may
+	// hold of it (default DefaultSourceShare). See Receiver and
+	// CheckBodyBudget.
+	MaxBytesInFlight  int64
+	MaxBytesPerSource int64
 	// Tolerance is the signed timestamp window, either way (default
 	// DefaultSignatureTolerance).
 	Tolerance time.Duration
@@ -80,6 +87,12 @@ func (c *ListenConfig) setDefaults() {
 	}
 	if c.Tolerance <= 0 {
 		c.Tolerance = DefaultSignatureTolerance
+	}
+	if c.MaxBytesInFlight <= 0 {
+		c.MaxBytesInFlight = max(DefaultBodyBudget, 4*c.MaxBody)
+	}
+	if c.MaxBytesPerSource <= 0 {
+		c.MaxBytesPerSource = DefaultSourceShare(c.MaxBytesInFlight, c.MaxBody)
 	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = 500
@@ -176,7 +189,8 @@ func Listen(ctx context.Context, cfg ListenConfig) (err error) {
 	}
 
 	rc, err := NewReceiver(spool, cfg.Secrets, WithMaxBody(cfg.MaxBody),
-		WithSignatureTolerance(cfg.Tolerance), WithReceiverLogger(log))
+		WithSignatureTolerance(cfg.Tolerance), WithReceiverLogger(log),
+		WithBodyBudget(cfg.MaxBytesInFlight), WithSourceShare(cfg.MaxBytesPerSource))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -240,8 +241,11 @@ func childListen() int {
 			}
 		})
 	}
-	err = webhooks.Listen(context.Background(), webhooks.ListenConfig{Listener: ln, Out: os.Getenv("SEPIPE_OUT"),
-		Secrets: []string{webhooktest.Secret}, BatchInterval: 50 * time.Millisecond,
+	budget, _ := strconv.ParseInt(os.Getenv("SEPIPE_MAX_IN_FLIGHT"), 10, 64) // 0: the default
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	err = webhooks.Listen(ctx, webhooks.ListenConfig{Listener: ln, Out: os.Getenv("SEPIPE_OUT"),
+		Secrets: []string{webhooktest.Secret}, BatchInterval: 50 * time.Millisecond, MaxBytesInFlight: budget,
 		Ready: func(a net.Addr) { fmt.Printf("ADDR %s\n", a) }})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -250,10 +254,10 @@ func childListen() int {
 	return 0
 }
 
-func startListenChild(t *testing.T, out, crashAt string) (*exec.Cmd, string) {
+func startListenChild(t *testing.T, out, crashAt string, env ...string) (*exec.Cmd, string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "SEPIPE_LISTEN_CHILD=1", "SEPIPE_OUT="+out, "SEPIPE_CRASH_AT="+crashAt)
+	cmd.Env = append(append(os.Environ(), "SEPIPE_LISTEN_CHILD=1", "SEPIPE_OUT="+out, "SEPIPE_CRASH_AT="+crashAt), env...)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -11,13 +11,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"golang.org/x/sync/semaphore"
 
 	"github.com/sepipe/sepipe/service"
 )
@@ -55,7 +59,42 @@ const (
 	// holds them (the subscription comes from a request line, which
 	// net/http bounds to 1 MiB by default).
 	MaxDeliveryBodyCeiling = maxSpoolRecord - 1<<20
+	// DefaultBodyBudget is the bytes of delivery bodies a Receiver holds
+	// at once across all connections, by default (WithBodyBudget), or
+	// four times the max body when that is more.
+	DefaultBodyBudget = 64 << 20
+	// bodyBudgetWait is how long a delivery waits for room in the budget
+	// before it is answered 503 (the service retries 5xx).
+	bodyBudgetWait = 5 * time.Second
+	// bodyGrace and bodyRate set how long a delivery's body may take to
+	// arrive: bodyGrace plus a second per bodyRate bytes (a 1 MiB body: 14
+	// s, 63 MiB: about 4.5 minutes). A sender that is slower holds the budget no longer: its
+	// delivery is answered 503 (retried), and the connection closed.
+	bodyGrace = 10 * time.Second
+	bodyRate  = 256 << 10
 )
+
+// DefaultSourceShare is the share of the body budget one source address
+// may hold by default: a quarter of it, and at least the max body.
+func DefaultSourceShare(budget, maxBody int64) int64 { return max(budget/4, maxBody) }
+
+// CheckBodyBudget refuses a body budget (WithBodyBudget,
+// ListenConfig.MaxBytesInFlight, `sepipe listen --max-bytes-in-flight`) or
+// source share (WithSourceShare, --max-bytes-per-source) that would let
+// one delivery or one source take all of it: the budget must hold at
+// least two max bodies, and a share must be at least the max body and at
+// most the budget. Its message reads after the setting's name.
+func CheckBodyBudget(budget, share, maxBody int64) error {
+	switch {
+	case budget < 2*maxBody:
+		return fmt.Errorf("%d bytes in flight: want at least twice the max body (%d bytes), so that one delivery never holds all of it", budget, 2*maxBody)
+	case share < maxBody:
+		return fmt.Errorf("%d bytes per source: want at least the max body (%d bytes), or no delivery of that size is ever read", share, maxBody)
+	case share > budget:
+		return fmt.Errorf("%d bytes per source: want at most the bytes in flight (%d)", share, budget)
+	}
+	return nil
+}
 
 // CheckMaxBody refuses a max body (WithMaxBody, ListenConfig.MaxBody,
 // `sepipe listen --max-body`) below 1 byte or above
@@ -83,6 +122,10 @@ var (
 	// ErrMalformedDelivery: the event is not a JSON event with an id and a
 	// type (400).
 	ErrMalformedDelivery = errors.New("webhooks: delivery: malformed event")
+	// ErrBusy: the receiver holds as many delivery bytes as its budget
+	// allows, or as the delivery's source may hold (503, which the
+	// service retries).
+	ErrBusy = errors.New("webhooks: delivery: too many delivery bytes in flight")
 )
 
 // EventSink takes accepted events. The Receiver answers 2xx only after
@@ -141,6 +184,39 @@ func VerifySignature(secrets []string, raw []byte, ts, sigHeader string, now tim
 	return nil
 }
 
+// CheckSignatureHeaders checks what a delivery's headers say before its
+// body is read: a signature header holding at least one base64
+// HMAC-SHA256 (32 bytes), and a timestamp of Unix seconds within
+// tolerance of now, either way. It returns nil, ErrBadSignature (no
+// signature, none well formed, no timestamp) or ErrStaleDelivery (a
+// timestamp that is not Unix seconds, or outside the window). A delivery
+// it refuses would be refused after its body too (VerifySignature), so
+// nobody who is not signing is read further.
+func CheckSignatureHeaders(ts, sigHeader string, now time.Time, tolerance time.Duration) error {
+	ts = strings.TrimSpace(ts)
+	if ts == "" {
+		return ErrBadSignature
+	}
+	wellFormed := false
+	for s := range strings.SplitSeq(sigHeader, ",") {
+		if b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s)); err == nil && len(b) == sha256.Size {
+			wellFormed = true
+			break
+		}
+	}
+	if !wellFormed {
+		return ErrBadSignature
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: timestamp %q is not Unix seconds", ErrStaleDelivery, quoteShort(ts))
+	}
+	if d := now.Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
+		return fmt.Errorf("%w: signed %s from now (tolerance %s)", ErrStaleDelivery, d.Round(time.Second), tolerance)
+	}
+	return nil
+}
+
 // Receiver is the http.Handler of webhook deliveries: POST with the event
 // as JSON body, or GET with the event as query parameters. For each
 // delivery it checks, in order: method (405), size (413), signature (401),
@@ -151,6 +227,20 @@ func VerifySignature(secrets []string, raw []byte, ts, sigHeader string, now tim
 // 5xx). An event time in a form it cannot read is no reason to refuse: the
 // event is stored with a null time, and the reason logged (a warning
 // naming the event) and given in the answer.
+//
+// What strangers can make it hold is bounded. The signature and timestamp
+// headers are checked before a body is read (CheckSignatureHeaders): a
+// delivery without a well-formed signature or with a stale timestamp is
+// refused at once. A body is read only within a budget of bytes held at
+// once across all connections (WithBodyBudget; its declared length, or
+// the max body when it declares none, is reserved before the first byte
+// is read), of which one source address may hold its share
+// (WithSourceShare), so a flood from one place leaves room for the
+// service's deliveries; a delivery that finds no room within 5 s, or
+// whose source holds its share, is answered 503 with Retry-After. A body
+// must arrive within 10 s plus a second per 256 KiB; a slower one, or one
+// cut by a network fault, is answered 503 too: the service retries a
+// 5xx, never a 4xx.
 type Receiver struct {
 	sink      EventSink
 	secrets   []string
@@ -158,6 +248,11 @@ type Receiver struct {
 	tolerance time.Duration
 	now       func() time.Time
 	log       *slog.Logger
+
+	budget, share int64
+	bodies        *semaphore.Weighted
+	smu           sync.Mutex
+	bySource      map[string]int64 // bytes each source address holds
 }
 
 // ReceiverOption configures a Receiver.
@@ -179,6 +274,17 @@ func WithReceiverClock(now func() time.Time) ReceiverOption { return func(r *Rec
 
 // WithReceiverLogger sets where refusals and sink failures are logged.
 func WithReceiverLogger(l *slog.Logger) ReceiverOption { return func(r *Receiver) { r.log = l } }
+
+// WithBodyBudget bounds the bytes of delivery bodies held at once across
+// all connections (default DefaultBodyBudget, or four max bodies when
+// that is more; at least two: CheckBodyBudget).
+func WithBodyBudget(n int64) ReceiverOption { return func(r *Receiver) { r.budget = n } }
+
+// WithSourceShare bounds the bytes of delivery bodies one source address
+// holds at once (default DefaultSourceShare; at least the max body, at
+// most the budget). Behind a proxy every delivery has the proxy's
+// address: set it to the budget there.
+func WithSourceShare(n int64) ReceiverOption { return func(r *Receiver) { r.share = n } }
 
 // NewReceiver returns a Receiver verifying deliveries with any of secrets
 // (the subscriptions' signatureKeys, as returned) and handing accepted
@@ -204,6 +310,17 @@ func NewReceiver(sink EventSink, secrets []string, opts ...ReceiverOption) (*Rec
 	case r.tolerance <= 0:
 		return nil, fmt.Errorf("webhooks: receiver: tolerance %s: want more than 0", r.tolerance)
 	}
+	if r.budget == 0 {
+		r.budget = max(DefaultBodyBudget, 4*r.maxBody)
+	}
+	if r.share == 0 {
+		r.share = DefaultSourceShare(r.budget, r.maxBody)
+	}
+	if err := CheckBodyBudget(r.budget, r.share, r.maxBody); err != nil {
+		return nil, fmt.Errorf("webhooks: receiver: %w", err)
+	}
+	r.bodies = semaphore.NewWeighted(r.budget)
+	r.bySource = map[string]int64{}
 	return r, nil
 }
 
@@ -211,45 +328,57 @@ func NewReceiver(sink EventSink, secrets []string, opts ...ReceiverOption) (*Rec
 func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var signed []byte
 	switch r.Method {
-	case http.MethodPost:
-		if r.ContentLength > rc.maxBody {
-			rc.tooLarge(w, r)
-			return
-		}
-		b, err := io.ReadAll(io.LimitReader(r.Body, rc.maxBody+1))
-		if err != nil {
-			rc.refuse(w, r, http.StatusBadRequest, "reading body: "+err.Error())
-			return
-		}
-		if int64(len(b)) > rc.maxBody {
-			rc.tooLarge(w, r)
-			return
-		}
-		signed = b
-	case http.MethodGet:
-		if int64(len(r.URL.RawQuery)) > rc.maxBody {
-			rc.refuse(w, r, http.StatusRequestEntityTooLarge, "query larger than the limit")
-			return
-		}
-		signed = []byte(r.URL.RawQuery)
+	case http.MethodPost, http.MethodGet:
 	default:
 		w.Header().Set("Allow", "GET, POST")
 		rc.refuse(w, r, http.StatusMethodNotAllowed, "method "+r.Method)
 		return
 	}
-	now := rc.now()
-	err := VerifySignature(rc.secrets, signed, r.Header.Get(SignatureTimestampHeader),
-		strings.Join(r.Header.Values(SignatureHeader), ","), now, rc.tolerance)
-	switch {
-	case errors.Is(err, ErrBadSignature):
-		rc.refuse(w, r, http.StatusUnauthorized, "bad or missing signature")
-		return
-	case err != nil:
-		rc.refuse(w, r, http.StatusBadRequest, err.Error())
+	ts, sigs := r.Header.Get(SignatureTimestampHeader), strings.Join(r.Header.Values(SignatureHeader), ",")
+	if !rc.signedHeaders(w, r, CheckSignatureHeaders(ts, sigs, rc.now(), rc.tolerance)) {
 		return
 	}
-	var ev *service.Event
-	var unread string
+	if r.Method == http.MethodPost {
+		if r.ContentLength > rc.maxBody {
+			rc.tooLarge(w, r)
+			return
+		}
+		release, err := rc.reserve(r)
+		if err != nil {
+			rc.busy(w, r, err.Error())
+			return
+		}
+		defer release()
+		b, err := rc.readBody(w, r)
+		switch {
+		case errors.Is(err, errTooLarge):
+			rc.tooLarge(w, r)
+			return
+		case err != nil:
+			// Cut by its deadline or by the network: a status the service
+			// retries, never a 4xx that loses the event.
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Retry-After", "5")
+			rc.refuse(w, r, http.StatusServiceUnavailable, "reading body: "+err.Error())
+			return
+		}
+		signed = b
+	} else {
+		if int64(len(r.URL.RawQuery)) > rc.maxBody {
+			rc.refuse(w, r, http.StatusRequestEntityTooLarge, "query larger than the limit")
+			return
+		}
+		signed = []byte(r.URL.RawQuery)
+	}
+	now := rc.now()
+	if !rc.signedHeaders(w, r, VerifySignature(rc.secrets, signed, ts, sigs, now, rc.tolerance)) {
+		return
+	}
+	var (
+		ev     *service.Event
+		unread string
+		err    error
+	)
 	if r.Method == http.MethodPost {
 		ev, unread, err = parseEventJSON(signed)
 	} else {
@@ -300,6 +429,102 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	io.WriteString(w, `{"status":"accepted"}`+"\n")
+}
+
+// signedHeaders answers a delivery whose signature check (err) failed:
+// 401 for a bad or missing signature, 400 for a stale or unreadable
+// timestamp. It reports whether the check passed.
+func (rc *Receiver) signedHeaders(w http.ResponseWriter, r *http.Request, err error) bool {
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, ErrBadSignature):
+		rc.refuse(w, r, http.StatusUnauthorized, "bad or missing signature")
+	default:
+		rc.refuse(w, r, http.StatusBadRequest, err.Error())
+	}
+	return false
+}
+
+// errTooLarge: a body without a declared length ran past the max body.
+var errTooLarge = errors.New("body larger than the limit")
+
+// reserve takes room in the body budget for r's body: its declared
+// length, or the max body when it declares none, within the share of its
+// source address. It waits up to bodyBudgetWait for room, and returns the
+// function that gives it back, or an error wrapping ErrBusy.
+func (rc *Receiver) reserve(r *http.Request) (release func(), err error) {
+	n := rc.maxBody
+	if r.ContentLength >= 0 {
+		n = r.ContentLength
+	}
+	if n == 0 {
+		return func() {}, nil
+	}
+	src, _, splitErr := net.SplitHostPort(r.RemoteAddr)
+	if splitErr != nil {
+		src = r.RemoteAddr
+	}
+	rc.smu.Lock()
+	if held := rc.bySource[src]; held+n > rc.share {
+		rc.smu.Unlock()
+		return nil, fmt.Errorf("%w: %s holds %d bytes of deliveries, its share is %d", ErrBusy, src, held, rc.share)
+	}
+	rc.bySource[src] += n
+	rc.smu.Unlock()
+	unshare := func() {
+		rc.smu.Lock()
+		if rc.bySource[src] -= n; rc.bySource[src] <= 0 {
+			delete(rc.bySource, src)
+		}
+		rc.smu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), bodyBudgetWait)
+	defer cancel()
+	if err := rc.bodies.Acquire(ctx, n); err != nil {
+		unshare()
+		return nil, fmt.Errorf("%w: the budget of %d bytes is taken", ErrBusy, rc.budget)
+	}
+	return func() {
+		rc.bodies.Release(n)
+		unshare()
+	}, nil
+}
+
+// readBody reads a POST body within its reservation and its deadline
+// (bodyGrace plus a second per bodyRate bytes of the max body, or of the
+// declared length): into one buffer of the declared length, or, without
+// one, growing up to the max body.
+func (rc *Receiver) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	size := rc.maxBody
+	if r.ContentLength >= 0 {
+		size = r.ContentLength
+	}
+	deadline := time.Now().Add(bodyGrace + time.Duration(size/bodyRate)*time.Second)
+	_ = http.NewResponseController(w).SetReadDeadline(deadline)
+	if r.ContentLength >= 0 {
+		b := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, b); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, rc.maxBody+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > rc.maxBody {
+		return nil, errTooLarge
+	}
+	return b, nil
+}
+
+// busy answers 503 with Retry-After to a delivery the budget has no room
+// for (the service retries it).
+func (rc *Receiver) busy(w http.ResponseWriter, r *http.Request, why string) {
+	w.Header().Set("Retry-After", "5")
+	w.Header().Set("Connection", "close")
+	rc.refuse(w, r, http.StatusServiceUnavailable, why)
 }
 
 // maxDrain is how much of an oversized body the receiver reads and

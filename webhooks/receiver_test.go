@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,7 +112,7 @@ func TestReceiverStatuses(t *testing.T) {
 		{"get data not json", "GET", "type=x&id=i&data=%7B", nil, false, webhooktest.Sign(rKey, []byte("type=x&id=i&data=%7B"), ts), fmt.Sprint(ts), 400, ""},
 		{"oversized", "POST", "", bytes.Repeat([]byte("x"), 1025), false, webhooktest.Sign(rKey, bytes.Repeat([]byte("x"), 1025), ts), fmt.Sprint(ts), 413, ""},
 		{"oversized chunked", "POST", "", bytes.Repeat([]byte("x"), 1025), true, webhooktest.Sign(rKey, bytes.Repeat([]byte("x"), 1025), ts), fmt.Sprint(ts), 413, ""},
-		{"oversized get", "GET", "id=" + strings.Repeat("x", 1025), nil, false, "", fmt.Sprint(ts), 413, ""},
+		{"oversized get", "GET", "id=" + strings.Repeat("x", 1025), nil, false, webhooktest.Sign(rKey, []byte("id="+strings.Repeat("x", 1025)), ts), fmt.Sprint(ts), 413, ""},
 		{"put", "PUT", "", body, false, webhooktest.Sign(rKey, body, ts), fmt.Sprint(ts), 405, ""},
 	}
 	for _, tc := range cases {
@@ -308,7 +309,9 @@ func TestReceiverAgainstFake(t *testing.T) {
 
 // TestOversizedDeliveryGets413NotAReset: a sender that writes its whole
 // 8 MiB body before reading the answer reads a 413, not a connection reset
-// (which senders retry for ever), over a real connection.
+// (which senders retry for ever), over a real connection. The delivery is
+// signed as the service signs (a delivery without a signature or with a
+// stale timestamp is refused before its body is read).
 func TestOversizedDeliveryGets413NotAReset(t *testing.T) {
 	for _, chunked := range []bool{false, true} {
 		t.Run(fmt.Sprintf("chunked=%v", chunked), func(t *testing.T) {
@@ -326,6 +329,8 @@ func TestOversizedDeliveryGets413NotAReset(t *testing.T) {
 			body := bytes.Repeat([]byte("x"), 8<<20)
 			var req bytes.Buffer
 			fmt.Fprintf(&req, "POST /hook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n")
+			ts := time.Now().Unix()
+			fmt.Fprintf(&req, "%s: %s\r\n%s: %d\r\n", webhooks.SignatureHeader, webhooktest.Sign(rKey, body, ts), webhooks.SignatureTimestampHeader, ts)
 			if chunked {
 				fmt.Fprintf(&req, "Transfer-Encoding: chunked\r\n\r\n%x\r\n", len(body))
 			} else {
@@ -567,5 +572,101 @@ func TestReceiverGetEventParameterWithABadEscape(t *testing.T) {
 				t.Errorf("answer %s: want a warning that the time was not read", w.Body)
 			}
 		})
+	}
+}
+
+// bodySpy is a request body that counts its reads and can fail them.
+type bodySpy struct {
+	r     io.Reader
+	reads int
+	err   error
+}
+
+func (b *bodySpy) Read(p []byte) (int, error) {
+	b.reads++
+	if b.err != nil {
+		return 0, b.err
+	}
+	return b.r.Read(p)
+}
+
+// TestHeadersAreCheckedBeforeTheBody: a delivery without a well-formed
+// signature, without a timestamp, or signed outside the window is refused
+// before a byte of its body is read (issue 40: every body was read whole
+// first, so strangers made the receiver hold what they sent).
+func TestHeadersAreCheckedBeforeTheBody(t *testing.T) {
+	body := eventBody("ev-1")
+	ts := rNow.Unix()
+	for _, tc := range []struct {
+		name, sig, ts string
+		status        int
+	}{
+		{"no signature", "", fmt.Sprint(ts), 401},
+		{"garbage signature", "%%%", fmt.Sprint(ts), 401},
+		{"signature of 16 bytes", "AAAAAAAAAAAAAAAAAAAAAA==", fmt.Sprint(ts), 401},
+		{"no timestamp", webhooktest.Sign(rKey, body, ts), "", 401},
+		{"stale", webhooktest.Sign(rKey, body, ts-301), fmt.Sprint(ts - 301), 400},
+		{"not Unix seconds", webhooktest.Sign(rKey, body, ts), "soon", 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc, err := webhooks.NewReceiver(newMemSink(), []string{rKey}, webhooks.WithReceiverClock(func() time.Time { return rNow }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			spy := &bodySpy{r: bytes.NewReader(body)}
+			req := httptest.NewRequest("POST", "/hook", spy)
+			if tc.sig != "" {
+				req.Header.Set(webhooks.SignatureHeader, tc.sig)
+			}
+			if tc.ts != "" {
+				req.Header.Set(webhooks.SignatureTimestampHeader, tc.ts)
+			}
+			w := httptest.NewRecorder()
+			rc.ServeHTTP(w, req)
+			if w.Code != tc.status || spy.reads != 0 {
+				t.Errorf("status %d after %d reads of the body, want %d before any: %s", w.Code, spy.reads, tc.status, w.Body)
+			}
+		})
+	}
+}
+
+// TestCutDeliveryGetsAStatusTheServiceRetries: a delivery whose body
+// stops arriving (the receiver's read deadline, a dropped connection) was
+// answered 400, which the service never retries, so a slow delivery was
+// lost for good (issue 40). It is answered 503 with Retry-After.
+func TestCutDeliveryGetsAStatusTheServiceRetries(t *testing.T) {
+	rc, err := webhooks.NewReceiver(newMemSink(), []string{rKey}, webhooks.WithReceiverClock(func() time.Time { return rNow }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := eventBody("ev-1")
+	req := httptest.NewRequest("POST", "/hook", &bodySpy{err: os.ErrDeadlineExceeded})
+	req.ContentLength = int64(len(body))
+	req.Header.Set(webhooks.SignatureHeader, webhooktest.Sign(rKey, body, rNow.Unix()))
+	req.Header.Set(webhooks.SignatureTimestampHeader, fmt.Sprint(rNow.Unix()))
+	w := httptest.NewRecorder()
+	rc.ServeHTTP(w, req)
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+		t.Errorf("status %d, Retry-After %q, want 503 with one: %s", w.Code, w.Header().Get("Retry-After"), w.Body)
+	}
+}
+
+// TestBodyBudgetSettings: a budget or a share that one delivery or one
+// source could take whole is refused, naming the setting's values.
+func TestBodyBudgetSettings(t *testing.T) {
+	for _, tc := range []struct {
+		budget, share int64
+		ok            bool
+	}{
+		{64 << 20, 16 << 20, true},
+		{2 << 20, 1 << 20, true},
+		{1 << 20, 1 << 20, false},    // one delivery takes it all
+		{64 << 20, 512 << 10, false}, // no 1 MiB delivery is ever read
+		{64 << 20, 65 << 20, false},
+	} {
+		_, err := webhooks.NewReceiver(newMemSink(), []string{rKey}, webhooks.WithBodyBudget(tc.budget), webhooks.WithSourceShare(tc.share))
+		if (err == nil) != tc.ok {
+			t.Errorf("budget %d, share %d: %v", tc.budget, tc.share, err)
+		}
 	}
 }

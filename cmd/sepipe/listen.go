@@ -37,6 +37,12 @@ event, 413 larger than --max-body (at most 63 MiB: an event is spooled as
 one record of at most 64 MiB), 405 another method, 503 not stored (the
 service retries).
 
+The signature and timestamp headers are checked before a body is read. The
+bodies held at once are bounded by --max-bytes-in-flight (default 64 MiB),
+of which one source address may hold --max-bytes-per-source (a quarter): a
+delivery that finds no room within 5 s is answered 503 with Retry-After, as
+is one whose body arrives slower than 10 s plus a second per 256 KiB.
+
 An event is written to the spool DIR/.sepipe/events and fsynced before the
 200, then loaded into sepipe's working database, table events, in small
 batches, and published to DIR/warehouse.duckdb at most every
@@ -97,6 +103,15 @@ The subscription column holds the ?subscription= value of the delivery URL
 			if err := webhooks.CheckMaxBody(cfg.MaxBody); err != nil {
 				return usagef("--max-body: %w", err)
 			}
+			if cfg.MaxBytesInFlight == 0 {
+				cfg.MaxBytesInFlight = max(webhooks.DefaultBodyBudget, 4*cfg.MaxBody)
+			}
+			if cfg.MaxBytesPerSource == 0 {
+				cfg.MaxBytesPerSource = webhooks.DefaultSourceShare(cfg.MaxBytesInFlight, cfg.MaxBody)
+			}
+			if err := webhooks.CheckBodyBudget(cfg.MaxBytesInFlight, cfg.MaxBytesPerSource, cfg.MaxBody); err != nil {
+				return usagef("--max-bytes-in-flight, --max-bytes-per-source: %w", err)
+			}
 			if cfg.BatchSize < 1 || cfg.BatchInterval <= 0 || cfg.PublishInterval <= 0 {
 				return usagef("--batch-size, --batch-interval and --publish-interval (webhooks.publish_interval) must be positive")
 			}
@@ -118,6 +133,8 @@ The subscription column holds the ?subscription= value of the delivery URL
 	cmd.Flags().StringVar(&cfg.Addr, "addr", defaultListenAddr, "HOST:PORT to listen on; overrides webhooks.listen")
 	cmd.Flags().StringArrayVar(&secrets, "secret", nil, "signing secret (repeatable), besides SEPIPE_WEBHOOK_SECRET and webhooks.secrets")
 	cmd.Flags().Int64Var(&cfg.MaxBody, "max-body", webhooks.DefaultMaxDeliveryBody, "largest delivery accepted, bytes (at most 63 MiB)")
+	cmd.Flags().Int64Var(&cfg.MaxBytesInFlight, "max-bytes-in-flight", 0, "delivery bytes held at once across all connections (default 64 MiB, or 4 x --max-body when more); more waits, then gets 503")
+	cmd.Flags().Int64Var(&cfg.MaxBytesPerSource, "max-bytes-per-source", 0, "delivery bytes one source address may hold at once (default a quarter of --max-bytes-in-flight, at least --max-body); behind a proxy, set it to --max-bytes-in-flight")
 	cmd.Flags().IntVar(&cfg.BatchSize, "batch-size", 500, "load as soon as this many events wait")
 	cmd.Flags().DurationVar(&cfg.BatchInterval, "batch-interval", time.Second, "load waiting events at least this often")
 	cmd.Flags().DurationVar(&cfg.PublishInterval, "publish-interval", 10*time.Second, "publish loaded events to warehouse.duckdb at most this often; overrides webhooks.publish_interval")

@@ -103,6 +103,8 @@ func TestWebhookCommands(t *testing.T) {
 		{[]string{"webhooks", "create", "--base-url", fake.URL, "--url", "ftp://x", "--types", "x"}, "t", "name is required"},
 		{[]string{"webhooks", "create", "--base-url", fake.URL, "--name", "n", "--url", "https://x", "--types", "x", "--header", "novalue"}, "t", "NAME=VALUE"},
 		{[]string{"listen", "--out", t.TempDir()}, "", "no signing secret"},
+		{[]string{"listen", "--out", t.TempDir(), "--secret", "k3y-k3y-k3y", "--max-bytes-in-flight", "1048576"}, "", "--max-bytes-in-flight, --max-bytes-per-source: 1048576 bytes in flight: want at least twice the max body"},
+		{[]string{"listen", "--out", t.TempDir(), "--secret", "k3y-k3y-k3y", "--max-bytes-per-source", "1000"}, "", "1000 bytes per source: want at least the max body"},
 	} {
 		t.Setenv("SEPIPE_API_TOKEN", tc.env)
 		t.Setenv("SEPIPE_WEBHOOK_SECRET", "")
