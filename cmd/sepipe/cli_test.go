@@ -965,7 +965,7 @@ func TestQueryOutputOfEveryType(t *testing.T) {
 			t.Fatal(err)
 		}
 		var b strings.Builder
-		write := writeCSV
+		write := func(w io.Writer, rows *sql.Rows) error { return writeCSV(w, rows, false) }
 		if format == "json" {
 			write = writeJSON
 		}

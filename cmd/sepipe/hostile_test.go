@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"database/sql"
+	"encoding/csv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,6 +156,45 @@ func TestQueryTableCannotFakeRows(t *testing.T) {
 	for _, want := range []string{`role\x0afake`, `bob\x0amallory`, `admin\x09x`} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("no %s in:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestQueryCSVOnATerminalEscapesTheServicesText: sepipe query --format
+// csv wrote the service's escape sequences raw to a terminal, where the
+// table and JSON formats escape them (issue 40). On a terminal each field
+// is escaped (a newline or tab kept: CSV quotes them); into a file the
+// values are exact.
+func TestQueryCSVOnATerminalEscapesTheServicesText(t *testing.T) {
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const evil = "x" + "\x1b]0;pwned\x07" + "\x1b[2J" + "y\nz"
+	for _, onTerminal := range []bool{true, false} {
+		rows, err := db.Query(`SELECT ? AS "name`+"\x1b[31m"+`", 1 AS n`, evil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		if err := writeCSV(&b, rows, onTerminal); err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+		recs, err := csv.NewReader(strings.NewReader(b.String())).ReadAll()
+		if err != nil || len(recs) != 2 {
+			t.Fatalf("terminal %v: %v\n%q", onTerminal, err, b.String())
+		}
+		if onTerminal {
+			if strings.ContainsAny(b.String(), "\x1b\x07") {
+				t.Errorf("an escape sequence reached the terminal: %q", b.String())
+			}
+			if want := `x\x1b]0;pwned\x07\x1b[2Jy` + "\nz"; recs[1][0] != want || recs[0][0] != `name\x1b[31m` {
+				t.Errorf("on a terminal: %q %q, want %q", recs[0][0], recs[1][0], want)
+			}
+		} else if recs[1][0] != evil || recs[0][0] != "name\x1b[31m" {
+			t.Errorf("into a file: %q %q, want the exact value", recs[0][0], recs[1][0])
 		}
 	}
 }

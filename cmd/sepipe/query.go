@@ -65,7 +65,7 @@ hive_partitioning = true).`,
 			defer rows.Close()
 			switch format {
 			case "csv":
-				return writeCSV(g.stdout, rows)
+				return writeCSV(g.stdout, rows, isTerminal(g.stdout))
 			case "json":
 				return writeJSON(g.stdout, rows)
 			}
@@ -103,18 +103,31 @@ func scanAll(rows *sql.Rows, fn func(cols, types []string, vals []any) error) er
 	return rows.Err()
 }
 
-func writeCSV(w io.Writer, rows *sql.Rows) error {
+// writeCSV writes a query result as CSV. On a terminal (onTerminal) each
+// field is escaped as termEscape escapes it, its newlines and tabs kept
+// (CSV quotes them), so the service's escape sequences do not reach the
+// terminal, as the table and JSON formats already kept them off; into a
+// file or a pipe the values are written exactly.
+func writeCSV(w io.Writer, rows *sql.Rows, onTerminal bool) error {
 	cw := csv.NewWriter(w)
+	field := func(s string) string { return s }
+	if onTerminal {
+		field = func(s string) string { return termEscape(s, true) }
+	}
 	err := scanAll(rows, func(cols, types []string, vals []any) error {
 		if vals == nil {
-			return cw.Write(cols)
+			head := make([]string, len(cols))
+			for i, c := range cols {
+				head[i] = field(c)
+			}
+			return cw.Write(head)
 		}
 		rec := make([]string, len(vals))
 		for i, v := range vals {
 			if v == nil {
 				continue
 			}
-			rec[i] = load.ValueText(v, types[i])
+			rec[i] = field(load.ValueText(v, types[i]))
 		}
 		return cw.Write(rec)
 	})
