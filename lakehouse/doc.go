@@ -54,7 +54,10 @@
 // Reconcile, which reads the snapshot log: the run is there (Committed),
 // or it commits it now (CommittedNow), or it must be discarded (Discard:
 // its files are gone or cut short, or the log was expired past its
-// parent).
+// parent). A merge commit that must read a data file of the table that
+// is gone from storage fails with ErrDataFileLost, naming the file: no
+// commit of that table can be made until an Intent with Rebuild (which
+// removes every data file without reading one) replaces its contents.
 //
 // Expire expires snapshots older than a cutoff (the current one stays),
 // lets iceberg-go delete the files only they referenced, and removes

@@ -3,11 +3,42 @@ package lakehouse
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ErrConflictsExhausted is wrapped when a commit kept losing the race
 // with other writers for all its attempts. Nothing of it was committed.
 var ErrConflictsExhausted = errors.New("commit lost to concurrent writers on every attempt")
+
+// ErrDataFileLost is wrapped when a data file the table's current snapshot
+// references is gone from storage (a lifecycle rule, a mistake): a merge
+// commit must read it and cannot, and no later commit of the table can
+// until it is rebuilt (an Intent with Rebuild removes every data file
+// without reading any). The TableError names the file.
+var ErrDataFileLost = errors.New("a data file of the table is gone from storage")
+
+// WarehouseError is a warehouse location the lake cannot write
+// (CheckWarehouse): What says what failed, and the message what to check
+// for its kind, a folder (file://) or a bucket (s3://).
+type WarehouseError struct {
+	Location string
+	What     string // "cannot open it", "cannot write to it", ...
+	Err      error
+}
+
+func (e *WarehouseError) Error() string {
+	check := "check that the bucket exists, s3.endpoint, s3.region and the AWS credentials"
+	if e.Local() {
+		check = "it must be a folder sepipe can create and write"
+	}
+	return fmt.Sprintf("iceberg warehouse %s: %s (%s): %v", e.Location, e.What, check, e.Err)
+}
+
+func (e *WarehouseError) Unwrap() error { return e.Err }
+
+// Local reports whether the warehouse is a folder of this machine
+// (file://).
+func (e *WarehouseError) Local() bool { return strings.HasPrefix(e.Location, "file://") }
 
 // TableError reports a failure on one table, naming the step
 // ("create table", "evolve schema", "write data file", "commit", ...).

@@ -184,9 +184,7 @@ func (l *Lakehouse) CheckWarehouse(ctx context.Context) error {
 		return nil
 	}
 	loc := strings.TrimRight(l.cfg.Warehouse, "/")
-	fail := func(what string, err error) error {
-		return fmt.Errorf("iceberg warehouse %s: %s (check that the bucket exists, s3.endpoint, s3.region and the AWS credentials): %w", loc, what, err)
-	}
+	fail := func(what string, err error) error { return &WarehouseError{Location: loc, What: what, Err: err} }
 	fsys, err := icebergio.LoadFS(ctx, l.cfg.catalogProperties(), loc)
 	if err != nil {
 		return fail("cannot open it", err)

@@ -183,11 +183,20 @@ func (l *Lakehouse) planMerge(ctx context.Context, tbl *table.Table, in Intent, 
 	if err != nil {
 		return fail("arrow schema", err)
 	}
+	// lost tells a data file that is gone from a read that failed.
+	lost := func(pth, step string, err error) error {
+		if f, oerr := p.fs.Open(pth); isNotExist(oerr) {
+			return &TableError{Table: name, Step: "merge: " + step, Path: pth, Err: fmt.Errorf("%w: %v", ErrDataFileLost, err)}
+		} else if oerr == nil {
+			f.Close()
+		}
+		return fail(step+" "+pth, err)
+	}
 	for _, pth := range order {
 		task := byPath[pth]
 		hit, err := l.fileHasKeys(ctx, tbl, task, in.PrimaryKey, keys)
 		if err != nil {
-			return fail("read "+pth, err)
+			return lost(pth, "read", err)
 		}
 		if !hit {
 			continue
@@ -199,7 +208,7 @@ func (l *Lakehouse) planMerge(ctx context.Context, tbl *table.Table, in Intent, 
 		kept, err := l.rewriteWithout(ctx, tbl, task, in.PrimaryKey, keys, wfs, out, outSchema)
 		if err != nil {
 			_ = wfs.Remove(out)
-			return fail("rewrite "+pth, err)
+			return lost(pth, "rewrite", err)
 		}
 		if kept > 0 {
 			p.rewritten = append(p.rewritten, out)

@@ -81,9 +81,16 @@ func recordLakeIntent(ctx context.Context, db execer, run Run, t Table) error {
 	if len(t.LakeIntent) == 0 {
 		return nil
 	}
+	now := time.Now().UTC()
 	if _, err := db.ExecContext(ctx, `INSERT INTO _sepipe_lake_intents VALUES (?, ?, CAST(? AS JSON), ?, NULL, ?)`,
-		run.ID, t.Object, string(t.LakeIntent), LakeIntentRecorded, time.Now().UTC()); err != nil {
+		run.ID, t.Object, string(t.LakeIntent), LakeIntentRecorded, now); err != nil {
 		return &WriteError{Object: t.Object, Step: "record lake intent", Path: "_sepipe_lake_intents", Err: err}
+	}
+	for _, old := range t.LakeSupersedes {
+		if _, err := db.ExecContext(ctx, `UPDATE _sepipe_lake_intents SET status = ?, reason = ?, updated_at = ? WHERE run_id = ? AND stream = ? AND status = ?`,
+			LakeIntentDiscarded, "superseded by run "+run.ID+", which rebuilt the table", now, old, t.Object, LakeIntentRecorded); err != nil {
+			return &WriteError{Object: t.Object, Step: "supersede lake intent of run " + old, Path: "_sepipe_lake_intents", Err: err}
+		}
 	}
 	return nil
 }

@@ -814,6 +814,11 @@ type Table struct {
 	// lake (lakehouse.Intent as JSON), recorded in _sepipe_lake_intents
 	// in the run's transaction (lakeintents.go).
 	LakeIntent []byte
+	// LakeSupersedes names runs whose recorded intents of this stream the
+	// LakeIntent replaces (a rebuild of the Iceberg table, after commits
+	// that could not be made): the same transaction marks them discarded,
+	// so no later run commits them after the rebuild.
+	LakeSupersedes []string
 
 	// NewRows, when set, receives how many of the run's rows were not in
 	// the table before (by content: a changed row counts, an unchanged one

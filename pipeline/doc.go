@@ -60,7 +60,9 @@
 // partitions of a committed run and settles every Iceberg intent recorded
 // and not marked (lakehouse.Reconcile: the snapshot log says whether the
 // run's commit happened; if not it is committed now, or discarded when it
-// no longer can be). A type change an Iceberg table cannot take
+// no longer can be); one that can be neither (a data file of its table
+// is gone) holds its stream alone until a full refresh rebuilds the table,
+// superseding it. A type change an Iceberg table cannot take
 // (*lakehouse.SchemaChangeError) fails that stream only (lake.go).
 //
 // Plan is Sync's dry run. What serves other commands lives elsewhere:

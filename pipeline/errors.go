@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/lakehouse"
 )
 
 // ErrUnknownObject is wrapped when a requested object is not in the service.
@@ -43,14 +44,16 @@ func (e *ObjectError) Unwrap() error { return e.Err }
 // Mendable reports whether another run may read the stream where this one
 // failed: not when it failed for its configuration (a key, cursor or
 // filter that does not fit), its name or its schema (a freeze contract, a
-// describe the table cannot take): those fail the same way until a person
-// changes them.
+// describe the table cannot take), or because its Iceberg table lost a
+// data file: those fail the same way until a person changes them (or
+// rebuilds the table).
 func (e *ObjectError) Mendable() bool {
 	switch e.Step {
 	case "config", "name", "schema":
 		return false
 	}
-	return true
+	// A data file its Iceberg table lost: a person rebuilds the table.
+	return !errors.Is(e.Err, lakehouse.ErrDataFileLost)
 }
 
 // RunError is returned by Sync when one or more objects failed. Partial is

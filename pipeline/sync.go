@@ -210,6 +210,11 @@ type ObjectResult struct {
 	// StatusSkipped or StatusDeferred, with Err saying why.
 	Status string
 	Err    error // nil when the object committed
+	// LakeErr, for a stream that committed, says why its Iceberg commit
+	// did not follow (nil when it did, or without an Iceberg lake):
+	// pending for the next run, or, wrapping lakehouse.ErrDataFileLost,
+	// not possible until a full refresh rebuilds the table.
+	LakeErr error
 }
 
 // Result is a run's outcome.
@@ -243,6 +248,10 @@ type prior struct {
 	// asked only with an Iceberg lake, whose table is then rebuilt from the
 	// run's rows as well.
 	afresh map[string]bool
+	// blocked: streams (by name) whose earlier Iceberg commits could not
+	// be settled (settleLakeIntents); supersede: those of them whose
+	// table the run rebuilds, which supersedes those commits (holdBlocked).
+	blocked, supersede map[string]*blockedLake
 }
 
 // describeChanges is what changed in a report object's describe since the
@@ -316,10 +325,12 @@ func recoverAndRead(ctx context.Context, lake load.Lake, lh *lakehouse.Lakehouse
 	if err := lake.DiscardAll(); err != nil {
 		return nil, fmt.Errorf("clean staging in %s: %w", lake.Root, err)
 	}
-	if err := settleLakeIntents(ctx, wh, lh, log); err != nil {
+	blocked, err := settleLakeIntents(ctx, wh, lh, log)
+	if err != nil {
 		return nil, err
 	}
-	pr = &prior{fields: map[string][]service.Field{}, describes: map[string][]service.Field{}, state: map[string]load.State{}, afresh: map[string]bool{}}
+	pr = &prior{fields: map[string][]service.Field{}, describes: map[string][]service.Field{}, state: map[string]load.State{}, afresh: map[string]bool{},
+		blocked: blocked, supersede: map[string]*blockedLake{}}
 	if pr.names, err = wh.Names(ctx); err != nil {
 		return nil, err
 	}
@@ -444,6 +455,8 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		res.Finished = cfg.Now()
 		return res, nil
 	}
+	streams, held := holdBlocked(streams, pr, cfg)
+	outs = append(outs, held...)
 	log.Info("run started", "out", cfg.Out, "snapshot_date", res.SnapshotDate, "streams", len(streams))
 	defer lake.Discard(res.RunID) //nolint:errcheck // best effort; the next run cleans too
 
@@ -622,10 +635,21 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		return nil, withRunErr(fmt.Errorf("run %s %w: its lake partitions are published, recording it failed (the next run finishes it): %w", res.RunID, ErrNotPublished, err))
 	}
 	// Commit the recorded intents to the Iceberg lake. One that fails
-	// stays recorded; the next run settles it.
+	// stays recorded; the next run settles it (or, when a data file of the
+	// table is gone, holds the stream until a full refresh rebuilds it).
 	var lakeErr error
 	if lh != nil {
-		if lakeErr = commitLake(ctx, wh, lh, staged, res.RunID, log); lakeErr != nil {
+		failed := commitLake(ctx, wh, lh, staged, res.RunID, log)
+		var errs []error
+		for i := range res.Objects {
+			if e := failed[res.Objects[i].Object]; e != nil {
+				res.Objects[i].LakeErr = e
+				errs = append(errs, e)
+			}
+		}
+		if lakeErr = errors.Join(errs...); errors.Is(lakeErr, lakehouse.ErrDataFileLost) {
+			log.Error("the run committed, but an Iceberg table lost a data file and cannot take its commit", "err", lakeErr)
+		} else if lakeErr != nil {
 			log.Error("the run committed, but committing it to the Iceberg lake failed; the next run finishes it", "err", lakeErr)
 		}
 	}
@@ -642,6 +666,9 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		return res, withRunErr(fmt.Errorf("run %s %w: publishing %s failed (the next run or `sepipe publish` finishes it): %w", res.RunID, ErrNotPublished, lake.WarehousePath(), err))
 	}
 	res.Finished = cfg.Now()
+	if errors.Is(lakeErr, lakehouse.ErrDataFileLost) {
+		return res, withRunErr(fmt.Errorf("run %s committed, but %w: %w", res.RunID, ErrLakePending, lakeErr))
+	}
 	if lakeErr != nil {
 		return res, withRunErr(fmt.Errorf("run %s committed, but %w (the next run finishes it): %w", res.RunID, ErrLakePending, lakeErr))
 	}
@@ -830,7 +857,8 @@ type stagedObject struct {
 	hugeBytes   int64 // bytes of its pages of hugePage or more
 	object      string
 	table       load.Table
-	intent      *lakehouse.Intent // staged in the Iceberg lake; nil without one
+	intent      *lakehouse.Intent  // staged in the Iceberg lake; nil without one
+	superseded  []lakehouse.Intent // recorded intents the intent's rebuild supersedes (holdBlocked)
 	result      ObjectResult
 	err         *ObjectError
 }
@@ -1022,7 +1050,7 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, lh *lakehouse.
 			Pages: stats.Pages, Requests: stats.Requests, Retries: stats.Retries, Duration: dur,
 		},
 	}
-	if sink.intent != nil && ((fullRefresh && mode != load.Replace) || (pr.afresh[name] && mode == load.Merge)) {
+	if sink.intent != nil && (rebuildsLake(mode, fullRefresh) || (pr.afresh[name] && mode == load.Merge)) {
 		// The warehouse's table is rebuilt from this run's rows (a full
 		// refresh of an append or merge stream, or a stream become a merge
 		// stream whose table starts afresh: load.Warehouse.StartsAfresh);
@@ -1030,6 +1058,11 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, lh *lakehouse.
 		// A replace or append stream's Iceberg table is its history, every
 		// day: its full refresh, or a mode change, replaces only its day.
 		sink.intent.Rebuild = true
+	}
+	if b := pr.supersede[name]; b != nil && sink.intent != nil && sink.intent.Rebuild {
+		// Earlier commits that could not be made (a data file of the
+		// table gone) give way to the rebuild, in the run's transaction.
+		so.table.LakeSupersedes, so.superseded = b.runs, b.intents
 	}
 	if sink.intent != nil {
 		js, err := json.Marshal(sink.intent)

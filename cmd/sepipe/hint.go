@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/lakehouse"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
 	"github.com/sepipe/sepipe/webhooks"
@@ -20,6 +21,7 @@ func hint(err error) string {
 	if errors.As(err, &ce) {
 		return configHint(ce)
 	}
+	var whErr *lakehouse.WarehouseError
 	var ae *extract.APIError
 	if errors.As(err, &ae) && ae.Interface == extract.IfaceWebhooks && errors.Is(err, extract.ErrUnauthorized) {
 		return "check SEPIPE_API_TOKEN (or credentials.api_token): the webhooks API refused the developer API token"
@@ -48,6 +50,8 @@ func hint(err error) string {
 		return "open warehouse.duckdb read-only in other programs (docs/bi.md); the data is committed: 'sepipe publish' publishes it once that program is closed"
 	case errors.Is(err, pipeline.ErrNotPublished):
 		return "the run is committed in .sepipe/state.duckdb; 'sepipe publish' (or the next sync) publishes it once the cause is mended (disk space, permissions)"
+	case errors.Is(err, lakehouse.ErrDataFileLost):
+		return "a data file of an Iceberg table is gone from storage (a lifecycle rule, a mistake): 'sepipe sync --full-refresh STREAM', as the message says, rebuilds that table from a full read; the other streams keep committing meanwhile"
 	case errors.Is(err, pipeline.ErrLakePending):
 		return "the warehouse and the local lake have the run; the next sync commits it to the Iceberg lake (check the catalog and the object store are reachable)"
 	case errors.Is(err, load.ErrNotDuckDB):
@@ -58,6 +62,10 @@ func hint(err error) string {
 		return "another sepipe run is writing this output folder; wait for it or use another --out"
 	case errors.Is(err, pipeline.ErrUnknownObject):
 		return "run 'sepipe discover' to list the object ids the service has"
+	case errors.As(err, &whErr) && whErr.Local():
+		return "the Iceberg warehouse (output.lake.iceberg.warehouse) must be a folder sepipe can create and write; the output folder is not at fault"
+	case errors.As(err, &whErr):
+		return "the Iceberg warehouse (output.lake.iceberg.warehouse) cannot be written: check the bucket, s3.endpoint, s3.region and the AWS credentials in the environment"
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EROFS):
 		return "the output folder (--out or output.dir) must be a folder sepipe can create and write"
 	}

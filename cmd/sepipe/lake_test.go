@@ -123,6 +123,64 @@ func TestSyncLakePendingExitsPartial(t *testing.T) {
 	mustRun(t, "sync", "--config", cfg, "--quiet")
 }
 
+// TestLostIcebergFileSaysSoAndHowOut: a data file of the merge stream's
+// Iceberg table is lost (issue 40). The sync that meets the loss exits 3,
+// its summary showing the stream LAKE-FAILED (it showed ok), the message
+// and hint naming the file and the full refresh that rebuilds the table
+// (it said "the next run finishes it"); the next sync exits 3 with that
+// stream alone FAILED, the others ok (every later sync failed whole); the
+// full refresh exits 0, and so does the night after.
+func TestLostIcebergFileSaysSoAndHowOut(t *testing.T) {
+	_, _, lakeDir, cfg := icebergSetup(t)
+	mustRun(t, "sync", "--config", cfg, "--quiet")
+	files, _ := filepath.Glob(filepath.Join(lakeDir, "warehouse", "sepipe.db", "userCourseProgress", "data", "*", "*.parquet"))
+	if len(files) == 0 {
+		t.Fatal("no data file in userCourseProgress's table")
+	}
+	for _, f := range files {
+		if err := os.Rename(f, filepath.Join(t.TempDir(), filepath.Base(f))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := runCLI(t, "sync", "--config", cfg)
+	if code != exitPartial || summaryCell(t, out, "userCourseProgress", "STATUS") != "LAKE-FAILED" || summaryCell(t, out, "course", "STATUS") != "ok" ||
+		!strings.Contains(errOut, "sepipe sync --full-refresh userCourseProgress") || !strings.Contains(errOut, filepath.Base(files[0])) ||
+		strings.Contains(errOut, "next run finishes") || !strings.Contains(errOut, "hint: a data file of an Iceberg table is gone") {
+		t.Fatalf("the sync that met the loss: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, "sync", "--config", cfg)
+	if code != exitPartial || summaryCell(t, out, "userCourseProgress", "STATUS") != "FAILED" || summaryCell(t, out, "course", "STATUS") != "ok" ||
+		!strings.Contains(errOut, "sepipe sync --full-refresh userCourseProgress") {
+		t.Fatalf("the sync after: exit %d\n%s\n%s", code, out, errOut)
+	}
+	mustRun(t, "sync", "--config", cfg, "--full-refresh", "userCourseProgress", "--quiet")
+	mustRun(t, "sync", "--config", cfg, "--quiet")
+}
+
+// TestUnwritableLocalWarehouseSaysFolder: a file:// Iceberg warehouse
+// that cannot be written was reported with a message about buckets,
+// s3.endpoint and AWS credentials, and a hint blaming --out (issue 40).
+func TestUnwritableLocalWarehouseSaysFolder(t *testing.T) {
+	url, out, lakeDir, _ := icebergSetup(t)
+	// A file where the warehouse's folder would go: no one, root
+	// included, can make the folder.
+	if err := os.MkdirAll(lakeDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	blocker := filepath.Join(lakeDir, "a-file")
+	if err := os.WriteFile(blocker, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wh := filepath.Join(blocker, "warehouse")
+	cfg := writeConfig(t, t.TempDir(), url, out, fmt.Sprintf("  lake:\n    iceberg:\n      catalog: {uri: %s}\n      warehouse: file://%s\n",
+		filepath.Join(lakeDir, "catalog.db"), wh))
+	code, _, errOut := runCLI(t, "sync", "--config", cfg, "--quiet")
+	if code != exitFailed || !strings.Contains(errOut, "iceberg warehouse file://"+wh) || !strings.Contains(errOut, "must be a folder sepipe can create and write") ||
+		strings.Contains(errOut, "bucket") || strings.Contains(errOut, "--out") || !strings.Contains(errOut, "hint: the Iceberg warehouse (output.lake.iceberg.warehouse)") {
+		t.Fatalf("exit %d:\n%s", code, errOut)
+	}
+}
+
 // TestCheckReportsAnUnreachableCatalog: a catalog that cannot be reached
 // fails sepipe check (exit 1) with the reason, on a line of its own.
 func TestCheckReportsAnUnreachableCatalog(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sepipe/sepipe/internal/colnames"
+	"github.com/sepipe/sepipe/lakehouse"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
 )
@@ -27,6 +29,10 @@ func printSummary(w io.Writer, res *pipeline.Result) {
 			status = o.Status
 		case o.Err != nil:
 			status = "FAILED"
+		case errors.Is(o.LakeErr, lakehouse.ErrDataFileLost):
+			status = "LAKE-FAILED" // the warehouse has it; the Iceberg table cannot take it until rebuilt
+		case o.LakeErr != nil:
+			status = "lake-pending" // the warehouse has it; the next run commits it to the Iceberg table
 		}
 		if mode == "" {
 			mode = "-"
