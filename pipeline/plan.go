@@ -114,7 +114,10 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 	for i, o := range objects {
 		ids[i] = o.ID
 	}
-	if err := checkStreams(cfg.Config, ids, len(denied) > 0); err != nil {
+	// The streams the run reads are its report objects and its
+	// collections, as the sync checks them: --full-refresh themes was an
+	// unknown object to the plan alone.
+	if err := checkStreams(cfg.Config, append(slices.Clone(ids), collections...), len(denied) > 0); err != nil {
 		return nil, err
 	}
 

@@ -1169,3 +1169,62 @@ func TestQueryNamesColumnsOfOneNameApart(t *testing.T) {
 		t.Errorf("the csv header does not name the two status columns apart: %v", head)
 	}
 }
+
+// TestPlanAndSyncAcceptTheSameSelections runs plan and sync on each
+// selection of streams (flags and the config's include, exclude and
+// streams) and requires the same answer of both: the exit code, and for a
+// refusal the same message. They decided in three places and disagreed:
+// plan --full-refresh themes failed with "unknown report object in this
+// run" while sync --full-refresh themes ran (issue 41).
+func TestPlanAndSyncAcceptTheSameSelections(t *testing.T) {
+	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	defer srv.Close()
+	setEnv(t, srv)
+	for _, tc := range []struct {
+		name   string
+		config string // the config's selection, after its streams
+		args   []string
+		code   int
+		msg    string // the refusal, "" when both run
+	}{
+		{name: "every stream"},
+		{name: "full refresh of a collection", args: []string{"--full-refresh", "themes"}},
+		{name: "full refresh of a report object", args: []string{"--full-refresh", "userCourseProgress"}},
+		{name: "objects, a collection among them", args: []string{"--objects", "course,themes", "--full-refresh", "themes"}},
+		{name: "objects, collections only", args: []string{"--objects", "assets,webhook_subscriptions"}},
+		{name: "full refresh outside objects", args: []string{"--objects", "course", "--full-refresh", "userCourseProgress"}, code: exitUsage,
+			msg: "--full-refresh userCourseProgress: not among the streams of this run (--objects course)"},
+		{name: "full refresh of nothing", args: []string{"--full-refresh", "nosuch"}, code: exitUsage, msg: `--full-refresh: unknown report object "nosuch"`},
+		{name: "unknown object", args: []string{"--objects", "coarse"}, code: exitUsage, msg: `--objects: unknown report object "coarse"`},
+		{name: "include", config: "include: [course, themes]\n"},
+		{name: "include, full refresh outside it", config: "include: [course]\n", args: []string{"--full-refresh", "themes"}, code: exitUsage,
+			msg: "include: --full-refresh themes: not among the streams of this run (include: course)"},
+		{name: "include naming nothing", config: "include: [course, coarse]\n", code: exitUsage, msg: `include[1]: unknown report object "coarse"`},
+		{name: "exclude", config: "exclude: [assets, user]\n"},
+		{name: "exclude, full refresh of an excluded stream", config: "exclude: [assets]\n", args: []string{"--full-refresh", "assets"}, code: exitUsage,
+			msg: "exclude: --full-refresh assets: the config excludes it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := writeConfig(t, dir, srv.URL, filepath.Join(dir, "data"), tc.config)
+			var answers []string
+			for _, cmd := range []string{"plan", "sync"} {
+				args := append([]string{cmd, "--config", cfg}, tc.args...)
+				if cmd == "sync" {
+					args = append(args, "--quiet")
+				}
+				code, _, errOut := runCLI(t, args...)
+				first, _, _ := strings.Cut(errOut, "\n")
+				if code != tc.code || tc.msg != "" && !strings.Contains(first, tc.msg) {
+					t.Errorf("sepipe %s: exit %d, want %d %q:\n%s", strings.Join(args[3:], " "), code, tc.code, tc.msg, errOut)
+				}
+				if tc.code != exitOK {
+					answers = append(answers, first)
+				}
+			}
+			if len(answers) == 2 && answers[0] != answers[1] {
+				t.Errorf("plan and sync refuse it differently:\n plan: %s\n sync: %s", answers[0], answers[1])
+			}
+		})
+	}
+}
