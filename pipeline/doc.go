@@ -2,9 +2,15 @@
 // schemas (describe to Arrow), transform (pages to record batches) and load
 // (Parquet lake and DuckDB warehouse).
 //
-// Sync runs one sync of the streams (Config.Only, or every stream the
-// source can read): report objects and collections take one path
-// (stageStream):
+// Which streams a run reads is decided once, by Select (selection.go):
+// it lists the report objects, resolves what the run is asked for (by
+// name, an include or exclude list, the streams to rebuild, the
+// configured streams) against them, and returns the Selection that Sync
+// and its dry run, Plan, both take (Config.Selection), so they accept and
+// refuse the same requests.
+//
+// Sync runs one sync of the selected streams: report objects and
+// collections take one path (stageStream):
 //
 //  1. a report object's Arrow schema comes from its describe; a
 //     collection's from its items (transform.Inferrer, widened under the

@@ -90,35 +90,24 @@ func Plan(ctx context.Context, src Counter, cfg PlanConfig) (*PlanResult, error)
 
 	// Collections have no describe and no count to ask for: they are
 	// planned as full reads of unknown size.
-	collections, reportObjects, err := splitStreams(cfg.Config, src)
+	sel, err := cfg.selection(ctx, src)
 	if err != nil {
 		return nil, err
 	}
-	var objects []extract.Object
+	collections, reportObjects := sel.Collections, sel.Asked
 	var denied []ObjectPlan // report objects a sync would skip
-	if (len(cfg.Only) == 0 && src.CanRead(extract.IfaceReporting)) || len(reportObjects) > 0 {
-		if objects, err = selectObjects(ctx, src, reportObjects); err != nil {
-			if !notEntitled(err, true) {
-				return nil, err
-			}
-			names := reportObjects
-			if len(names) == 0 {
-				names = []string{"(" + extract.IfaceReporting + ")"}
-			}
-			for _, n := range names {
-				denied = append(denied, ObjectPlan{Object: n, Skipped: true, Err: err, Rows: -1})
-			}
+	if err := sel.ReportingDenied; err != nil {
+		names := reportObjects
+		if len(names) == 0 {
+			names = []string{"(" + extract.IfaceReporting + ")"}
+		}
+		for _, n := range names {
+			denied = append(denied, ObjectPlan{Object: n, Skipped: true, Err: err, Rows: -1})
 		}
 	}
-	ids := make([]string, len(objects))
-	for i, o := range objects {
+	ids := make([]string, len(sel.Objects))
+	for i, o := range sel.Objects {
 		ids[i] = o.ID
-	}
-	// The streams the run reads are its report objects and its
-	// collections, as the sync checks them: --full-refresh themes was an
-	// unknown object to the plan alone.
-	if err := checkStreams(cfg.Config, append(slices.Clone(ids), collections...), len(denied) > 0); err != nil {
-		return nil, err
 	}
 
 	// The streams are named as the sync names them (recoverAndRead): the

@@ -68,6 +68,11 @@ type Config struct {
 	// interface the source holds the credential for (Source.CanRead; the
 	// webhook collections need the developer API token).
 	Only []string
+	// Selection, when set, is the run's streams as Select resolved them
+	// (a command that checked its configuration's include, exclude and
+	// streams against the same list): Only is then not read, and the
+	// report objects are not listed again.
+	Selection *Selection
 	// Continuation says what the run reads on a snapshot day on which a
 	// quota deferred streams: by default only those unfinished among its
 	// streams (Only, or every stream), or all of them when none is.
@@ -169,6 +174,15 @@ func (c *Config) setDefaults() {
 	if c.MaxValueBytes <= 0 {
 		c.MaxValueBytes = DefaultMaxValueBytes
 	}
+}
+
+// selection is the run's streams: Config.Selection, or Select of Only,
+// FullRefresh and Streams.
+func (c *Config) selection(ctx context.Context, src Source) (*Selection, error) {
+	if c.Selection != nil {
+		return c.Selection, nil
+	}
+	return Select(ctx, src, Ask{Objects: c.Only, FullRefresh: c.FullRefresh, Streams: c.Streams})
 }
 
 // DefaultMaxValueBytes is Config.MaxValueBytes by default: 16 MiB, far
@@ -393,28 +407,11 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	}
 	log = log.With("run", res.RunID)
 
-	collections, reportObjects, err := splitStreams(cfg, src)
+	sel, err := cfg.selection(ctx, src)
 	if err != nil {
 		return nil, err
 	}
-	var objects []extract.Object
-	var reportingDenied error // the tenant may not use Coach reporting
-	if (len(cfg.Only) == 0 && src.CanRead(extract.IfaceReporting)) || len(reportObjects) > 0 {
-		if objects, err = selectObjects(ctx, src, reportObjects); err != nil {
-			if !notEntitled(err, true) {
-				return nil, err
-			}
-			reportingDenied, objects = err, nil
-		}
-	}
-	ids := make([]string, 0, len(objects)+len(collections))
-	for _, o := range objects {
-		ids = append(ids, o.ID)
-	}
-	ids = append(ids, collections...)
-	if err := checkStreams(cfg, ids, reportingDenied != nil); err != nil {
-		return nil, err
-	}
+	ids, reportObjects, reportingDenied := sel.Streams(), sel.Asked, sel.ReportingDenied
 	lh, err := openLake(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -768,54 +765,6 @@ func earlyMemory(configured string) string {
 	return fmt.Sprintf("%dMiB", earlyMemoryLimit>>20)
 }
 
-// splitStreams separates the collections a run syncs from the report
-// objects it was asked for (nil: all report objects). A collection named
-// in Only whose interface the source cannot read is an error; with Only
-// empty, such collections are left out.
-func splitStreams(cfg Config, src Source) (collections, objects []string, err error) {
-	for _, c := range Collections {
-		if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, c) {
-			continue
-		}
-		if !src.CanRead(streamInterface(c)) {
-			if len(cfg.Only) > 0 {
-				return nil, nil, fmt.Errorf("stream %q: the %s interface needs a credential this run does not have (for webhooks: the developer API token)", c, streamInterface(c))
-			}
-			continue
-		}
-		collections = append(collections, c)
-	}
-	for _, o := range cfg.Only {
-		if !isCollection(o) && !slices.Contains(objects, o) {
-			objects = append(objects, o)
-		}
-	}
-	return collections, objects, nil
-}
-
-// checkStreams rejects configuration that names streams the run does not
-// have, before any data moves.
-//
-// When the tenant may not use Coach reporting (reportingDenied), a
-// configured report object is not in ids; it is not unknown either, and
-// the run skips it (a licence that lapsed must not fail the collections).
-func checkStreams(cfg Config, ids []string, reportingDenied bool) error {
-	for _, r := range cfg.FullRefresh {
-		if !slices.Contains(ids, r) {
-			return fmt.Errorf("--full-refresh %q: %w in this run (streams: %v)", r, ErrUnknownObject, ids)
-		}
-	}
-	for name, sc := range cfg.Streams {
-		if len(cfg.Only) == 0 && !slices.Contains(ids, name) && !isCollection(name) && !reportingDenied {
-			return fmt.Errorf("stream %q: %w (the service has: %v)", name, ErrUnknownObject, ids)
-		}
-		if err := sc.Validate(name); err != nil {
-			return &ObjectError{Object: name, Step: "config", Err: err}
-		}
-	}
-	return nil
-}
-
 func publishedFiles(lake load.Lake, s *stagedObject, date string) []string {
 	out := make([]string, len(s.table.Files))
 	dir := lake.PartitionDir(s.object, date)
@@ -823,33 +772,6 @@ func publishedFiles(lake load.Lake, s *stagedObject, date string) []string {
 		out[i] = filepath.Join(dir, filepath.Base(f))
 	}
 	return out
-}
-
-func selectObjects(ctx context.Context, src Source, want []string) ([]extract.Object, error) {
-	all, err := src.Objects(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list report objects: %w", err)
-	}
-	if len(want) == 0 {
-		return all, nil
-	}
-	byID := make(map[string]extract.Object, len(all))
-	ids := make([]string, len(all))
-	for i, o := range all {
-		byID[o.ID] = o
-		ids[i] = o.ID
-	}
-	var out []extract.Object
-	for _, w := range want {
-		o, ok := byID[w]
-		if !ok {
-			return nil, fmt.Errorf("%w %q (the service has: %v)", ErrUnknownObject, w, ids)
-		}
-		if !slices.ContainsFunc(out, func(x extract.Object) bool { return x.ID == w }) {
-			out = append(out, o)
-		}
-	}
-	return out, nil
 }
 
 type stagedObject struct {

@@ -150,11 +150,15 @@ func runChecks(ctx context.Context, c *Config, client *extract.Client) []checkRe
 			// them (selectRun): check passed a config the sync then
 			// refused, an include naming no object (found by review).
 			try("config", "include, exclude, streams", func() (string, error) {
-				run, all, err := selectRun(ctx, c, client, nil, nil, true)
-				if len(run) == 0 { // no include or exclude: every stream
-					run = all
+				sel, err := selectRun(ctx, c, client, nil, nil, true)
+				if err != nil {
+					return "", err
 				}
-				return fmt.Sprintf("%d streams to sync", len(run)), err
+				n := len(sel.Streams())
+				if sel.ReportingDenied != nil {
+					n += len(sel.Asked) // named, and skipped
+				}
+				return fmt.Sprintf("%d streams to sync", n), nil
 			})
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -1175,11 +1178,20 @@ func TestQueryNamesColumnsOfOneNameApart(t *testing.T) {
 // streams) and requires the same answer of both: the exit code, and for a
 // refusal the same message. They decided in three places and disagreed:
 // plan --full-refresh themes failed with "unknown report object in this
-// run" while sync --full-refresh themes ran (issue 41).
+// run" while sync --full-refresh themes ran (issue 41). Each lists the
+// report objects once (the CLI listed them, then the run again).
 func TestPlanAndSyncAcceptTheSameSelections(t *testing.T) {
-	srv := servicetest.NewServer(servicetest.WithUsers(5))
+	fake := servicetest.NewServer(servicetest.WithUsers(5))
+	defer fake.Close()
+	setEnv(t, fake)
+	var lists atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == servicetest.BasePath+"/objects" {
+			lists.Add(1)
+		}
+		fake.Service.ServeHTTP(w, r)
+	}))
 	defer srv.Close()
-	setEnv(t, srv)
 	for _, tc := range []struct {
 		name   string
 		config string // the config's selection, after its streams
@@ -1213,8 +1225,12 @@ func TestPlanAndSyncAcceptTheSameSelections(t *testing.T) {
 				if cmd == "sync" {
 					args = append(args, "--quiet")
 				}
+				lists.Store(0)
 				code, _, errOut := runCLI(t, args...)
 				first, _, _ := strings.Cut(errOut, "\n")
+				if n := lists.Load(); n > 1 {
+					t.Errorf("sepipe %s listed the report objects %d times", strings.Join(args[3:], " "), n)
+				}
 				if code != tc.code || tc.msg != "" && !strings.Contains(first, tc.msg) {
 					t.Errorf("sepipe %s: exit %d, want %d %q:\n%s", strings.Join(args[3:], " "), code, tc.code, tc.msg, errOut)
 				}

@@ -48,19 +48,17 @@ line and exits 2, as sync does.`,
 				return err
 			}
 			ctx := cmd.Context()
-			run, _, err := selectRun(ctx, c, client, f.objects, f.fullRefresh, true)
+			sel, err := selectRun(ctx, c, client, f.objects, f.fullRefresh, true)
 			if err != nil {
 				return beforeRun(err) // a spent quota: nothing to plan until the reset (exit 3), as the sync
 			}
 			p, err := pipeline.Plan(ctx, client, pipeline.PlanConfig{
 				Config: pipeline.Config{
-					Out: c.Output.Dir, Only: run, Streams: c.streams(), FullRefresh: f.fullRefresh, Logger: log, Continuation: continuationFor(f.objects),
+					Out: c.Output.Dir, Selection: sel, Streams: c.streams(), FullRefresh: f.fullRefresh, Logger: log, Continuation: continuationFor(f.objects),
 				},
 				PageSize: c.Requests.PageSize,
 			})
 			if err != nil {
-				// The plan lists the objects again, as the sync does: the
-				// quota the first list spent stops it there (exit 3).
 				return beforeRun(err)
 			}
 			w := g.stdout

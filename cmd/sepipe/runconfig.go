@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -235,85 +234,29 @@ func newClient(c *Config, log *slog.Logger, needToken bool, extra ...extract.Opt
 	return client, nil
 }
 
-// selectRun resolves the objects of a run: --objects, else the config's
-// include or exclude, checked against the service's list, and every
-// filter checked against its object's describe; each of fullRefresh
-// (--full-refresh) must be a stream of the run. Config faults come back
-// with their file and line.
-func selectRun(ctx context.Context, c *Config, client *extract.Client, flagObjects, fullRefresh []string, keys bool) (run, all []string, err error) {
-	objs, err := client.Objects(ctx)
-	// A tenant without Coach reporting (403) still syncs its other
-	// interfaces: the run skips the report objects and says why. Report
-	// object ids cannot be checked then.
-	reporting := true
-	if errors.Is(err, extract.ErrForbidden) || errors.Is(err, extract.ErrNotFound) {
-		reporting, err = false, nil
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("list report objects: %w", err)
-	}
-	ids := make([]string, len(objs))
-	for i, o := range objs {
-		ids[i] = o.ID
-	}
-	ids = append(ids, pipeline.Readable(client)...)
-	have := func(id string) bool { return slices.Contains(ids, id) || !reporting && !pipeline.IsCollection(id) }
-	unknown := func(id string) string {
-		msg := fmt.Sprintf("%v %q (the service has: %s)", pipeline.ErrUnknownObject, id, strings.Join(ids, ", "))
-		return msg
-	}
-	for _, list := range []struct {
-		key string
-		ids []string
-	}{{"include", c.Include}, {"exclude", c.Exclude}} {
-		for i, id := range list.ids {
-			if !have(id) {
-				return nil, nil, c.errf(fmt.Sprintf("%s[%d]", list.key, i), "%s", unknown(id))
-			}
-		}
-	}
-	for _, id := range sortedKeys(c.Streams) {
-		if !have(id) {
-			return nil, nil, c.errf("streams."+id, "%s", unknown(id))
-		}
-	}
+// selectRun resolves the streams of a run (pipeline.Select, the one
+// owner of the rule, which the sync and the plan then take as it is):
+// --objects, else the config's include or exclude, checked against the
+// service's list, listed once; each of fullRefresh (--full-refresh) must
+// be a stream of the run; and every filter checked against its object's
+// describe (the primary key, cursor and lookback too when keys is set).
+// Faults come back as the command line's (exit 2) or the config's, with
+// their file and line.
+func selectRun(ctx context.Context, c *Config, client *extract.Client, flagObjects, fullRefresh []string, keys bool) (*pipeline.Selection, error) {
+	sel, err := pipeline.Select(ctx, client, pipeline.Ask{Objects: flagObjects, Include: c.Include, Exclude: c.Exclude,
+		FullRefresh: fullRefresh, Streams: c.streams()})
+	var se *pipeline.SelectError
+	var oe *pipeline.ObjectError
 	switch {
-	case len(flagObjects) > 0:
-		for _, id := range flagObjects {
-			if !have(id) {
-				return nil, nil, usageError{fmt.Errorf("--objects: %w %q (the service has: %s)", pipeline.ErrUnknownObject, id, strings.Join(ids, ", "))}
-			}
-		}
-		run = flagObjects
-	case len(c.Include) > 0:
-		run = c.Include
-	case len(c.Exclude) > 0:
-		for _, id := range ids {
-			if !slices.Contains(c.Exclude, id) {
-				run = append(run, id)
-			}
-		}
-		if len(run) == 0 {
-			return nil, nil, c.errf("exclude", "excludes every object the service has")
-		}
+	case errors.As(err, &se):
+		return nil, c.selectErr(se)
+	case errors.As(err, &oe) && oe.Step == "config":
+		return nil, c.streamErr(oe.Object, oe.Err)
+	case err != nil:
+		return nil, err
 	}
-	check := run
-	if len(check) == 0 {
-		check = ids
-	}
-	for _, id := range fullRefresh {
-		switch {
-		case slices.Contains(check, id) || len(run) == 0 && have(id):
-		case len(flagObjects) > 0:
-			return nil, nil, usagef("--full-refresh %s: not among the streams of this run (--objects %s): add it to --objects, or leave it out of --full-refresh", id, strings.Join(flagObjects, ","))
-		case len(c.Include) > 0 && have(id):
-			return nil, nil, c.errf("include", "--full-refresh %s: not among the streams of this run (include: %s): pass it in --objects too, or leave it out of --full-refresh", id, strings.Join(c.Include, ", "))
-		case len(c.Exclude) > 0 && have(id):
-			return nil, nil, c.errf("exclude", "--full-refresh %s: the config excludes it", id)
-		default:
-			return nil, nil, usageError{fmt.Errorf("--full-refresh: %w %q (the service has: %s)", pipeline.ErrUnknownObject, id, strings.Join(ids, ", "))}
-		}
-	}
+	reporting := sel.ReportingDenied == nil
+	check := sel.Streams()
 	// Checked against the live describe before any data moves, by the
 	// sync's own rules (pipeline.CheckStream), so a fault is the config's
 	// line: the filters always (a filter the service would refuse), the
@@ -342,8 +285,44 @@ func selectRun(ctx context.Context, c *Config, client *extract.Client, flagObjec
 			continue
 		}
 		if err := pipeline.CheckStream(id, ps, fields); err != nil {
-			return nil, nil, c.streamErr(id, err)
+			return nil, c.streamErr(id, err)
 		}
 	}
-	return run, ids, nil
+	return sel, nil
 }
+
+// selectErr words a request pipeline.Select refused as the command line
+// or the config wrote it: --objects and --full-refresh are usage errors,
+// include, exclude and streams the config's lines.
+func (c *Config) selectErr(se *pipeline.SelectError) error {
+	switch se.Arg {
+	case "objects":
+		return usageError{reworded{"--objects: " + se.Reason(), se}}
+	case "include", "exclude":
+		if se.Index < 0 {
+			return c.errf(se.Arg, "%s", se.Reason())
+		}
+		return c.errf(fmt.Sprintf("%s[%d]", se.Arg, se.Index), "%s", se.Reason())
+	case "streams":
+		return c.errf("streams."+se.Stream, "%s", se.Reason())
+	}
+	switch { // --full-refresh
+	case errors.Is(se, pipeline.ErrNotInRun) && se.Within == "include":
+		return c.errf("include", "--full-refresh %s: %v (include: %s): pass it in --objects too, or leave it out of --full-refresh", se.Stream, pipeline.ErrNotInRun, strings.Join(se.Run, ", "))
+	case errors.Is(se, pipeline.ErrNotInRun):
+		return usageError{reworded{fmt.Sprintf("--full-refresh %s: %v (--objects %s): add it to --objects, or leave it out of --full-refresh", se.Stream, pipeline.ErrNotInRun, strings.Join(se.Run, ",")), se}}
+	case errors.Is(se, pipeline.ErrExcluded):
+		return c.errf("exclude", "--full-refresh %s: %v", se.Stream, pipeline.ErrExcluded)
+	}
+	return usageError{reworded{"--full-refresh: " + se.Reason(), se}}
+}
+
+// reworded is err said as msg: errors.Is and errors.As still see err
+// (the hint of an unknown object).
+type reworded struct {
+	msg string
+	err error
+}
+
+func (r reworded) Error() string { return r.msg }
+func (r reworded) Unwrap() error { return r.err }

@@ -92,8 +92,7 @@ type quotaBeforeRun struct{ *extract.QuotaError }
 func (e quotaBeforeRun) Unwrap() error { return e.QuotaError }
 
 // beforeRun is err as quotaBeforeRun when it is the quota met before the
-// run read anything (listing the objects, in selectRun or again in the
-// run); a run's own error (a RunError, which may hold quota errors of
+// run read anything (listing the objects, in selectRun); a run's own error (a RunError, which may hold quota errors of
 // streams it deferred) and any other error are returned as they are.
 func beforeRun(err error) error {
 	if qe, re := (*extract.QuotaError)(nil), (*pipeline.RunError)(nil); errors.As(err, &qe) && !errors.As(err, &re) {
@@ -111,13 +110,13 @@ func runSync(ctx context.Context, g *globals, c *Config, log *slog.Logger, fb fe
 	if err != nil {
 		return nil, err
 	}
-	run, _, err := selectRun(ctx, c, client, objects, fullRefresh, false)
+	sel, err := selectRun(ctx, c, client, objects, fullRefresh, false)
 	if err != nil {
 		return nil, beforeRun(err)
 	}
 	res, err := pipeline.Sync(ctx, client, pipeline.Config{
 		Out:               c.Output.Dir,
-		Only:              run,
+		Selection:         sel,
 		Continuation:      cont,
 		Streams:           c.streams(),
 		FullRefresh:       fullRefresh,
@@ -135,7 +134,5 @@ func runSync(ctx context.Context, g *globals, c *Config, log *slog.Logger, fb fe
 	case res != nil:
 		printSummary(g.stdout, res)
 	}
-	// The run lists the objects again: the quota selectRun's list spent
-	// stops it there, before it read anything, as above.
 	return res, beforeRun(err)
 }
