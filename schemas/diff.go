@@ -133,28 +133,6 @@ func (e *DriftError) Error() string {
 
 func (e *DriftError) Unwrap() error { return ErrSchemaDrift }
 
-// Widen returns the type that can hold values of both a and b: the same
-// type, float for int and float/percent, json when either is json (a JSON
-// column holds any value), string otherwise.
-func Widen(a, b string) string {
-	if a == b {
-		return a
-	}
-	if a == service.TypeJSON || b == service.TypeJSON {
-		return service.TypeJSON
-	}
-	num := func(t string) bool { return t == service.TypeInt || t == service.TypeFloat || t == service.TypePercent }
-	if num(a) && num(b) {
-		if a == service.TypePercent || b == service.TypePercent {
-			if a == service.TypeInt || b == service.TypeInt {
-				return service.TypePercent
-			}
-		}
-		return service.TypeFloat
-	}
-	return service.TypeString
-}
-
 // Resolve decides the fields to load for an object: stored is what the
 // warehouse holds (nil on the first run), live is the describe now. It
 // returns the effective fields (the table's new shape), the diff, and a

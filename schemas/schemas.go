@@ -44,22 +44,14 @@ func mustJSONType() *extensions.JSONType {
 	return t
 }
 
-// ArrowType returns the Arrow type for a service field type, or false when
-// the type is unknown.
+// ArrowType returns the Arrow type of a type a describe may declare (the
+// table Types), or false when the type is unknown or a collection's own.
 func ArrowType(serviceType string) (arrow.DataType, bool) {
-	switch serviceType {
-	case service.TypeInt:
-		return arrow.PrimitiveTypes.Int64, true
-	case service.TypeFloat, service.TypePercent:
-		return arrow.PrimitiveTypes.Float64, true
-	case service.TypeString:
-		return arrow.BinaryTypes.String, true
-	case service.TypePicklist:
-		return PicklistType, true
-	case service.TypeDate:
-		return TimestampType, true
+	t, ok := TypeNamed(serviceType)
+	if !ok || !t.Describe {
+		return nil, false
 	}
-	return nil, false
+	return t.Arrow, true
 }
 
 // FromDescribe builds the Arrow schema of a report object from its describe
@@ -79,14 +71,11 @@ func ForCollection(name string, fields []service.Field) (*arrow.Schema, error) {
 	return build(name, fields, true)
 }
 
-func collectionType(t string) (arrow.DataType, bool) {
-	switch t {
-	case service.TypeBool:
-		return arrow.FixedWidthTypes.Boolean, true
-	case service.TypeJSON:
-		return JSONType, true
-	}
-	return ArrowType(t)
+// collectionType is the Arrow type of any type of the table Types: a
+// collection's inferred fields may be of the collections' own too.
+func collectionType(name string) (arrow.DataType, bool) {
+	t, ok := TypeNamed(name)
+	return t.Arrow, ok
 }
 
 func build(object string, fields []service.Field, extended bool) (*arrow.Schema, error) {

@@ -133,3 +133,37 @@ func TestFromDescribeWithoutFields(t *testing.T) {
 		}
 	}
 }
+
+// TestTypesTable: every type has a name, an Arrow type, a way to be read,
+// a DuckDB and an Iceberg type; names and DuckDB names (with aliases) are
+// unique to one type (percent and picklist share float's and string's
+// columns); Widen gives a type of the table for every pair, the same
+// either way, and a column of either fits the result.
+func TestTypesTable(t *testing.T) {
+	seen := map[string]bool{}
+	for _, ty := range schemas.Types {
+		if ty.Name == "" || ty.Arrow == nil || ty.Value == 0 || ty.DuckDB == "" || ty.Iceberg == "" || seen[ty.Name] {
+			t.Errorf("type %+v: incomplete or twice", ty)
+		}
+		seen[ty.Name] = true
+		back, ok := schemas.TypeOfDuckDB(ty.DuckDB)
+		if !ok || back.DuckDB != ty.DuckDB || back.Arrow.ID() != ty.Arrow.ID() && ty.Name != service.TypePicklist {
+			t.Errorf("type %s: its DuckDB type %s reads back as %+v", ty.Name, ty.DuckDB, back)
+		}
+		if a, ok := schemas.ArrowType(ty.Name); ok != ty.Describe || ok && !arrow.TypeEqual(a, ty.Arrow) {
+			t.Errorf("type %s: ArrowType %v %v, the table says describe %v, %v", ty.Name, a, ok, ty.Describe, ty.Arrow)
+		}
+		for _, other := range schemas.Types {
+			w := schemas.Widen(ty.Name, other.Name)
+			if w != schemas.Widen(other.Name, ty.Name) {
+				t.Errorf("schemas.Widen(%s, %s) = %s, the other way %s", ty.Name, other.Name, w, schemas.Widen(other.Name, ty.Name))
+			}
+			if _, ok := schemas.TypeNamed(w); !ok {
+				t.Errorf("schemas.Widen(%s, %s) = %s: not a type of the table", ty.Name, other.Name, w)
+			}
+		}
+	}
+	if w := schemas.Widen(service.TypeBool, service.TypeInt); w != service.TypeString {
+		t.Errorf("boolean and int widen to %s; docs/warehouse.md says string", w)
+	}
+}
