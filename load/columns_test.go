@@ -284,3 +284,40 @@ func TestWidenedColumnKeepsTheServiceText(t *testing.T) {
 		t.Errorf("%d new rows, want 1 (id 1 is the same row, as the service sent it)", news)
 	}
 }
+
+// TestHistoryWidensAsTheSchemasDo: a collection's field was boolean and a
+// full refresh reads it as an integer (its stored fields dropped, the
+// items alone decide). The warehouse widened the history's column by a
+// rule of its own, to BIGINT, turning the earlier days' true into 1, where
+// schemas.Widen, the rule of every other stage, makes boolean and int a
+// string (issue 41: two owners that disagreed). The history's column is
+// now the text the service sent, each day's value as it was.
+func TestHistoryWidensAsTheSchemasDo(t *testing.T) {
+	lake, wh := newWarehouse(t)
+	stage := func(run string, typ string, rows ...string) load.Table {
+		t.Helper()
+		sch, err := schemas.ForCollection("thing", []service.Field{{ID: "id", Type: service.TypeInt}, {ID: "x", Type: typ}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb := stageSchema(t, lake, run, sch, rows...)
+		tb.Mode = load.Replace
+		return tb
+	}
+	if err := commitOn(wh, "r1", "2026-11-23", stage("r1", service.TypeBool, `{"id":1,"x":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	d2 := stage("r2", service.TypeInt, `{"id":1,"x":5}`)
+	d2.FullRefresh = true
+	if err := commitOn(wh, "r2", "2026-11-24", d2); err != nil {
+		t.Fatal(err)
+	}
+	want := schemas.Widen(service.TypeBool, service.TypeInt)
+	wt, _ := schemas.TypeNamed(want)
+	if got := columnsOf(t, wh, "thing_history"); got != "id|BIGINT\nx|"+wt.DuckDB+"\nsnapshot_date|DATE\n" {
+		t.Errorf("history columns:\n%swant x as %s (%s), as schemas.Widen decides", got, wt.DuckDB, want)
+	}
+	if got, want := rowsOf(t, wh, `SELECT x FROM thing_history ORDER BY snapshot_date`), "true\n5\n"; got != want {
+		t.Errorf("history values:\n%swant\n%s", got, want)
+	}
+}

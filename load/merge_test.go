@@ -77,6 +77,13 @@ func stageJSON(t *testing.T, lake load.Lake, run string, fs []service.Field, row
 			t.Fatal(err)
 		}
 	}
+	return stageSchema(t, lake, run, sch, rows...)
+}
+
+// stageSchema writes rows, JSON objects of schema sch, into one part file
+// of run's staging of "thing", a merge stream on id.
+func stageSchema(t *testing.T, lake load.Lake, run string, sch *arrow.Schema, rows ...string) load.Table {
+	t.Helper()
 	w, err := load.NewParquetWriter(lake.StagingDir(run, "thing", "2026-11-23"), "thing", sch)
 	if err != nil {
 		t.Fatal(err)

@@ -340,12 +340,6 @@ func keyWidth(keys []arrow.Field, textBytes float64) int64 {
 	return n + int64(textBytes)
 }
 
-// isText reports whether f's column holds text (VARCHAR or JSON).
-func isText(f arrow.Field) bool {
-	typ, err := columnType(f)
-	return err == nil && (typ == "VARCHAR" || typ == "JSON")
-}
-
 // keyCheckBytes is what DuckDB needs, on two threads, to count the
 // distinct hashes of the keys of rows staged rows (mergeRows' check for
 // repeated keys, which spills). Measured with two text keys of 10 and 19
@@ -866,39 +860,6 @@ type StreamOutcome struct {
 	Object string
 	Status string // StreamFailed, StreamSkipped or StreamDeferred
 	Reason string
-}
-
-// DuckDBType returns the DuckDB column type for an Arrow type.
-func DuckDBType(dt arrow.DataType) (string, error) {
-	switch t := dt.(type) {
-	case *arrow.Int64Type:
-		return "BIGINT", nil
-	case *arrow.Int32Type:
-		return "INTEGER", nil
-	case *arrow.Float64Type:
-		return "DOUBLE", nil
-	case *arrow.BooleanType:
-		return "BOOLEAN", nil
-	case *arrow.StringType, *arrow.LargeStringType:
-		return "VARCHAR", nil
-	case *arrow.DictionaryType:
-		return DuckDBType(t.ValueType)
-	case *arrow.TimestampType:
-		if t.TimeZone != "" {
-			return "TIMESTAMPTZ", nil
-		}
-		return "TIMESTAMP", nil
-	}
-	return "", fmt.Errorf("no DuckDB type for Arrow type %s", dt)
-}
-
-// columnType is a field's DuckDB type: JSON for sepipe's json fields,
-// else DuckDBType of its Arrow type.
-func columnType(f arrow.Field) (string, error) {
-	if schemas.ServiceType(f) == service.TypeJSON {
-		return "JSON", nil
-	}
-	return DuckDBType(f.Type)
 }
 
 // Ident quotes a DuckDB identifier.
@@ -1935,73 +1896,6 @@ func alignTo(ctx context.Context, tx *sql.Tx, object, table string, s *arrow.Sch
 		have[col] = want
 	}
 	return have, nil
-}
-
-// typeRank orders the column types sepipe writes from narrow to wide.
-var typeRank = map[string]int{"BOOLEAN": 1, "INTEGER": 2, "BIGINT": 3, "DOUBLE": 4, "TIMESTAMP WITH TIME ZONE": 5, "TIMESTAMPTZ": 5, "VARCHAR": 6, "JSON": 7}
-
-// widerType is the narrowest of sepipe's types that holds the values of
-// both: the wider of the two, VARCHAR for a timestamp and a number.
-func widerType(a, b string) string {
-	ra, rb := typeRank[a], typeRank[b]
-	switch {
-	case ra == 0 || rb == 0:
-		if a == "JSON" || b == "JSON" {
-			return "JSON"
-		}
-		return "VARCHAR"
-	case (ra == 5) != (rb == 5) && max(ra, rb) < 6:
-		return "VARCHAR"
-	case ra >= rb:
-		return a
-	}
-	return b
-}
-
-// castTo converts expr from DuckDB type from to type to: to text or
-// JSON, as the service sends such a value (serviceText), so that a column
-// widened holds its earlier days' values as the days after it hold
-// theirs (a plain cast wrote 2.0 and '2026-01-02 00:00:00+00' where
-// later rows hold 2 and '2026-01-02T00:00:00Z'); a cast otherwise.
-func castTo(expr, from, to string) string {
-	if sameType(from, to) || sameType(to, from) {
-		return expr
-	}
-	switch {
-	case to == "VARCHAR":
-		return serviceText(expr, from)
-	case to == "JSON" && from == "DOUBLE":
-		return "CAST(" + serviceText(expr, from) + " AS JSON)" // a JSON number
-	case to == "JSON" && sameType(from, "TIMESTAMPTZ"):
-		return "to_json(" + serviceText(expr, from) + ")" // a JSON string
-	case to == "JSON":
-		return "to_json(" + expr + ")"
-	}
-	return "CAST(" + expr + " AS " + to + ")"
-}
-
-// serviceText is the SQL of expr, of DuckDB type from, as the text the
-// service sends such a value in: a whole double without ".0" (up to
-// 10^15, where a double still holds every integer), an instant as ISO
-// 8601 in UTC ('2026-01-02T00:00:00Z', with microseconds when it has
-// them), what a cast gives for any other.
-func serviceText(expr, from string) string {
-	switch {
-	case from == "DOUBLE":
-		return "CASE WHEN " + expr + " = trunc(" + expr + ") AND abs(" + expr + ") < 1e15 THEN CAST(CAST(" + expr +
-			" AS BIGINT) AS VARCHAR) ELSE CAST(" + expr + " AS VARCHAR) END"
-	case sameType(from, "TIMESTAMPTZ"):
-		return "CASE WHEN microsecond(" + expr + ") % 1000000 = 0 THEN strftime(" + expr + " AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%SZ') " +
-			"ELSE strftime(" + expr + " AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S.%fZ') END"
-	}
-	return "CAST(" + expr + " AS VARCHAR)"
-}
-
-func sameType(duck, want string) bool {
-	if want == "TIMESTAMPTZ" {
-		return duck == "TIMESTAMP WITH TIME ZONE" || duck == "TIMESTAMPTZ"
-	}
-	return duck == want
 }
 
 // FutureCursorSlack is how far past a run's start a date cursor may be

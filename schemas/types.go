@@ -49,7 +49,7 @@ type Type struct {
 	// Parquet file without text statistics or a dictionary.
 	Text bool
 	// DuckDB is the warehouse column's type; DuckDBAliases are other
-	// names DuckDB reports for it, or that earlier releases wrote for it.
+	// names DuckDB reports for the same type.
 	DuckDB        string
 	DuckDBAliases []string
 	// Iceberg is the Iceberg lake column's type, as iceberg-go writes it.
@@ -62,7 +62,7 @@ type Type struct {
 // Types is every field type sepipe knows. Order: the describe's types
 // first, then the collections' own.
 var Types = []Type{
-	{Name: service.TypeInt, Describe: true, Arrow: arrow.PrimitiveTypes.Int64, Value: ValueInt, DuckDB: "BIGINT", DuckDBAliases: []string{"INTEGER"}, Iceberg: "long", Number: 1},
+	{Name: service.TypeInt, Describe: true, Arrow: arrow.PrimitiveTypes.Int64, Value: ValueInt, DuckDB: "BIGINT", Iceberg: "long", Number: 1},
 	{Name: service.TypePercent, Describe: true, Arrow: arrow.PrimitiveTypes.Float64, Value: ValueFloat, DuckDB: "DOUBLE", Iceberg: "double", Number: 2},
 	{Name: service.TypeFloat, Describe: true, Arrow: arrow.PrimitiveTypes.Float64, Value: ValueFloat, DuckDB: "DOUBLE", Iceberg: "double", Number: 3},
 	{Name: service.TypeString, Describe: true, Arrow: arrow.BinaryTypes.String, Value: ValueText, Text: true, DuckDB: "VARCHAR", Iceberg: "string"},
@@ -84,6 +84,18 @@ func TypeNamed(name string) (Type, bool) {
 // TypeOf is the type of a column of a schema sepipe built (its
 // "sepipe:type" metadata).
 func TypeOf(f arrow.Field) (Type, bool) { return TypeNamed(ServiceType(f)) }
+
+// TypeOfArrow is the first type of the table whose Arrow type is dt (int
+// for int64, percent for float64, string for utf8, ...): what a column of
+// that Arrow type is read and written as, whatever service type it came
+// from.
+func TypeOfArrow(dt arrow.DataType) (Type, bool) {
+	i := slices.IndexFunc(Types, func(t Type) bool { return arrow.TypeEqual(t.Arrow, dt) })
+	if i < 0 {
+		return Type{}, false
+	}
+	return Types[i], true
+}
 
 // TypeOfDuckDB is the type a warehouse column of DuckDB type name holds
 // (its name or an alias; a DOUBLE is a float). The second result is false

@@ -11,10 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sepipe/sepipe/extract"
-	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
 	"github.com/sepipe/sepipe/schemas"
-	"github.com/sepipe/sepipe/service"
 )
 
 func init() {
@@ -181,10 +179,8 @@ lt/le/gt/ge/be/nb for numbers and dates).`,
 			fmt.Fprintln(tw, "FIELD\tTYPE\tDUCKDB\tDISPLAY NAME\tOPTIONS")
 			for _, fd := range fields {
 				duck := "?"
-				if s, err := schemas.FromDescribe(args[0], []service.Field{fd}); err == nil {
-					if t, err := load.DuckDBType(s.Field(0).Type); err == nil {
-						duck = t
-					}
+				if t, ok := schemas.TypeNamed(fd.Type); ok && t.Describe {
+					duck = t.DuckDB
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(fd.ID), cell(fd.Type), cell(duck), cell(fd.DisplayName), cell(strings.Join(fd.Options, ", ")))
 			}

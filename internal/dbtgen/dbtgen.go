@@ -367,13 +367,11 @@ func describedColumns(object string, fields []service.Field, collection bool) ([
 	}
 	cols := make([]dbtColumn, 0, len(fields))
 	for i, f := range s.Fields() {
-		typ := "json"
-		if schemas.ServiceType(f) != service.TypeJSON {
-			if typ, err = load.DuckDBType(f.Type); err != nil {
-				return nil, fmt.Errorf("dbt sources: %s.%s: %w", object, f.Name, err)
-			}
+		ty, ok := schemas.TypeOf(f) // the warehouse's column type
+		if !ok {
+			return nil, fmt.Errorf("dbt sources: %s.%s: no field type %q", object, f.Name, schemas.ServiceType(f))
 		}
-		c := dbtColumn{Name: f.Name, Description: jinjaLiteral(fields[i].DisplayName), DataType: strings.ToLower(typ)}
+		c := dbtColumn{Name: f.Name, Description: jinjaLiteral(fields[i].DisplayName), DataType: strings.ToLower(ty.DuckDB)}
 		if schemas.ServiceType(f) == service.TypePicklist {
 			if opts := schemas.Options(f); len(opts) > 0 {
 				lit := make([]string, len(opts))
