@@ -71,8 +71,11 @@
 // write equality or position delete files (a merge rewrites files, so
 // any engine reads the tables without delete support); compact small
 // files. A StageWriter takes Arrow batches (Write, Close, Abort), so pipeline feeds it
-// the same batches as the local Parquet writers (pipeline/lake.go); a
-// batch holding a text value of 1 MiB or more gets a data file of its
-// own, without dictionary or text statistics, so the writer never buffers
-// more than one.
+// the same batches as the local Parquet writers (pipeline/lake.go), and
+// encodes them by the same format (lakefile, the one owner of the Parquet
+// settings, the row groups, the huge-value rule, sepipe's own columns and
+// the write modes): a batch holding a text value of 1 MiB or more gets a
+// data file of its own, so the writer never buffers more than one.
+//
+// It imports lakefile and nothing else of sepipe's.
 package lakehouse

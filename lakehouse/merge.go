@@ -15,6 +15,8 @@ import (
 	"github.com/apache/iceberg-go"
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/sepipe/sepipe/lakefile"
 )
 
 // keyBounds is the smallest and largest value of one key column, for
@@ -272,7 +274,7 @@ func (l *Lakehouse) rewriteWithout(ctx context.Context, tbl *table.Table, task t
 		return 0, err
 	}
 	bw := bufio.NewWriterSize(f, 1<<20)
-	fw, err := pqarrow.NewFileWriter(outSchema, bw, writerProps(outSchema, l.mem, false), pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(l.mem)))
+	fw, err := lakefile.NewFile(bw, outSchema, l.mem, nil)
 	if err != nil {
 		f.Close()
 		return 0, err
@@ -311,7 +313,7 @@ func (l *Lakehouse) rewriteWithout(ctx context.Context, tbl *table.Table, task t
 				}
 				defer conv.Release()
 				kept += conv.NumRows()
-				return fw.WriteBuffered(conv)
+				return fw.Write(conv)
 			}()
 			if err != nil {
 				return err

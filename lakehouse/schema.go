@@ -3,23 +3,24 @@ package lakehouse
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/extensions"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/sepipe/sepipe/lakefile"
 )
 
-// Columns sepipe adds to every Iceberg table.
+// Columns sepipe adds to every Iceberg table (lakefile owns them): the
+// run that wrote the row, and the date column tables are partitioned by,
+// the run's snapshot day. A stream with a field named like DayColumn (in
+// any case) gets DayColumnAlt instead, as its history table does in the
+// warehouse (lakefile.DayColumnFor).
 const (
-	// ColRunID holds the run that wrote the row (load.ColRunID's name).
-	ColRunID = "_sepipe_run_id"
-	// DayColumn is the date column tables are partitioned by: the run's
-	// snapshot day. A stream with a field of that name (in any case) gets
-	// DayColumnAlt instead (as its history table does in the warehouse).
-	DayColumn    = "snapshot_date"
-	DayColumnAlt = "_sepipe_snapshot_date"
+	ColRunID     = lakefile.ColRunID
+	DayColumn    = lakefile.DayColumn
+	DayColumnAlt = lakefile.DayColumnAlt
 )
 
 // Table properties sepipe sets.
@@ -40,17 +41,15 @@ const (
 // turns into each column's Parquet field_id.
 const fieldIDKey = "PARQUET:field_id"
 
-// dayColumnFor picks the day column of a new table for stream schema s:
-// DayColumn, or DayColumnAlt when a field has that name in any case (as
-// the warehouse's history table picks it): a table with Snapshot_Date and
-// snapshot_date could not be read by engines that ignore case.
+// dayColumnFor picks the day column of a new table for stream schema s
+// (lakefile.DayColumnFor): a table with Snapshot_Date and snapshot_date
+// could not be read by engines that ignore case.
 func dayColumnFor(s *arrow.Schema) string {
-	for _, f := range s.Fields() {
-		if strings.EqualFold(f.Name, DayColumn) {
-			return DayColumnAlt
-		}
+	names := make([]string, s.NumFields())
+	for i, f := range s.Fields() {
+		names[i] = f.Name
 	}
-	return DayColumn
+	return lakefile.DayColumnFor(names)
 }
 
 // dayPartitionFor picks the name of the day transform's partition field
@@ -193,7 +192,7 @@ func streamColumns(tableName string, s *arrow.Schema, dayCol string) ([]column, 
 		if !ok {
 			return nil, &UnsupportedTypeError{Table: tableName, Column: f.Name, Type: f.Type.String()}
 		}
-		doc, _ := f.Metadata.GetValue("sepipe:display_name")
+		doc, _ := f.Metadata.GetValue(lakefile.MetaDisplayName)
 		cols = append(cols, column{name: f.Name, typ: t, src: i, doc: doc})
 	}
 	cols = append(cols,

@@ -17,30 +17,30 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/apache/iceberg-go"
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/sepipe/sepipe/lakefile"
 )
 
-// Mode says how a run's rows go into a stream's table; the names are
-// load.WriteMode's.
-type Mode string
+// Mode says how a run's rows go into a stream's table: the write mode
+// (lakefile, its one owner).
+type Mode = lakefile.WriteMode
 
+// Modes:
+//   - Replace: the run's rows replace the table's partition of the run's
+//     day (earlier days stay, as the lake's partitions do).
+//   - Append: the run's rows, stamped with the day, are added; a rerun on
+//     the same day replaces that day's rows instead of adding them twice
+//     (the warehouse's append semantics), so on a new day the commit is a
+//     pure Iceberg append.
+//   - Merge: rows of the table whose primary key is among the run's rows
+//     are deleted and the run's rows added, in one snapshot.
 const (
-	// Replace: the run's rows replace the table's partition of the run's
-	// day (earlier days stay, as the lake's partitions do).
-	Replace Mode = "replace"
-	// Append: the run's rows, stamped with the day, are added; a rerun on
-	// the same day replaces that day's rows instead of adding them twice
-	// (the warehouse's append semantics), so on a new day the commit is a
-	// pure Iceberg append.
-	Append Mode = "append"
-	// Merge: rows of the table whose primary key is among the run's rows
-	// are deleted and the run's rows added, in one snapshot.
-	Merge Mode = "merge"
+	Replace = lakefile.Replace
+	Append  = lakefile.Append
+	Merge   = lakefile.Merge
 )
 
 // TableSpec says which table a run writes and how.
@@ -128,8 +128,8 @@ func dayNumber(day string) (iceberg.Date, error) {
 }
 
 // StageWriter writes one run's rows of one table as Iceberg data files:
-// Parquet, zstd, every column carrying its Iceberg field id, the day and
-// run columns filled in. Write does not take ownership of rec. Close
+// Parquet by the format the local lake's files have (lakefile.File), every
+// column carrying its Iceberg field id, the day and run columns filled in. Write does not take ownership of rec. Close
 // finishes the last file and makes the Intent; Abort removes the files.
 // It has load.Writer's methods; it is not safe for concurrent use.
 type StageWriter struct {
@@ -154,7 +154,7 @@ type StageWriter struct {
 
 	f      icebergio.FileWriter
 	bw     *bufio.Writer
-	fw     *pqarrow.FileWriter
+	fw     *lakefile.File
 	inCur  int64
 	rows   int64
 	files  []string
@@ -295,11 +295,11 @@ func (w *StageWriter) Write(rec arrow.RecordBatch) error {
 	}
 	defer out.Release()
 	// A batch holding a huge text value goes into a data file of its own,
-	// written without dictionary or text statistics (which would copy
-	// the value) and closed at once, as load's ParquetWriter does: the
-	// writer never buffers more than one such batch.
-	huge := hasHugeValue(out)
-	if w.fw != nil && (huge || w.inCur >= w.l.rowsPerFile) {
+	// written without statistics, dictionary or compression of those
+	// columns (lakefile.Properties) and closed at once: the writer never
+	// buffers more than one such batch.
+	huge := lakefile.HugeColumns(out)
+	if w.fw != nil && (len(huge) > 0 || w.inCur >= w.l.rowsPerFile) {
 		if err := w.finish(); err != nil {
 			return err
 		}
@@ -309,39 +309,17 @@ func (w *StageWriter) Write(rec arrow.RecordBatch) error {
 			return err
 		}
 	}
-	if err := w.fw.WriteBuffered(out); err != nil {
+	// Row groups are cut by the stream's rows as decoded, as the local
+	// lake's are: the same rows in the same row groups.
+	if err := w.fw.WriteSized(out, lakefile.RecordBytes(rec)); err != nil {
 		return &TableError{Table: w.name, Step: "write data file", Path: w.files[len(w.files)-1], Err: err}
 	}
 	w.inCur += out.NumRows()
 	w.rows += out.NumRows()
-	if huge {
+	if len(huge) > 0 {
 		return w.finish()
 	}
 	return nil
-}
-
-// hugeValue is the size of a text value from which a batch is written in
-// a data file of its own (load's ParquetWriter uses the same bound).
-const hugeValue = 1 << 20
-
-// hasHugeValue reports whether a text column of rec holds a value of
-// hugeValue bytes or more.
-func hasHugeValue(rec arrow.RecordBatch) bool {
-	for _, c := range rec.Columns() {
-		a, ok := c.(interface {
-			ValueBytes() []byte
-			ValueLen(int) int
-		})
-		if !ok || len(a.ValueBytes()) < hugeValue { // not text, or too little of it
-			continue
-		}
-		for i := range c.Len() {
-			if a.ValueLen(i) >= hugeValue {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func sameFields(a, b *arrow.Schema) bool {
@@ -498,39 +476,9 @@ func undictionary(mem memory.Allocator, d *array.Dictionary) (arrow.Array, error
 	return b.NewArray(), nil
 }
 
-// dataPageSize and rowGroupRows follow load's ParquetWriter.
-const (
-	dataPageSize = 64 << 10
-	rowGroupRows = 122_880
-)
-
-// writerProps are the data files' Parquet properties; huge: for a file
-// holding huge text values (no dictionary, no statistics of text columns).
-func writerProps(s *arrow.Schema, mem memory.Allocator, huge bool) *parquet.WriterProperties {
-	props := []parquet.WriterProperty{
-		parquet.WithCompression(compress.Codecs.Zstd),
-		parquet.WithCompressionLevel(1),
-		parquet.WithMaxRowGroupLength(rowGroupRows),
-		parquet.WithDataPageSize(dataPageSize),
-		parquet.WithDictionaryDefault(false),
-		parquet.WithStats(true),
-		parquet.WithAllocator(mem),
-		parquet.WithCreatedBy("sepipe"),
-	}
-	for _, f := range s.Fields() {
-		if f.Type.ID() != arrow.STRING && f.Type.ID() != arrow.LARGE_STRING {
-			continue
-		}
-		if huge {
-			props = append(props, parquet.WithStatsFor(f.Name, false))
-		} else {
-			props = append(props, parquet.WithDictionaryFor(f.Name, true))
-		}
-	}
-	return parquet.NewWriterProperties(props...)
-}
-
-func (w *StageWriter) open(huge bool) error {
+// open starts a data file; huge names the columns of a batch holding a
+// huge text value (lakefile.HugeColumns).
+func (w *StageWriter) open(huge []string) error {
 	name := fmt.Sprintf("%s/%s-%s-%05d.parquet", w.part, w.run.ID, w.tag, len(w.files))
 	path := w.loc.NewDataLocation(name)
 	f, err := w.fs.Create(path)
@@ -538,8 +486,11 @@ func (w *StageWriter) open(huge bool) error {
 		return &TableError{Table: w.name, Step: "create data file", Path: path, Err: err}
 	}
 	bw := bufio.NewWriterSize(f, 1<<20)
-	fw, err := pqarrow.NewFileWriter(w.schema, bw, writerProps(w.schema, w.l.mem, huge),
-		pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(w.l.mem)))
+	hugeCols := map[string]bool{}
+	for _, c := range huge {
+		hugeCols[c] = true
+	}
+	fw, err := lakefile.NewFile(bw, w.schema, w.l.mem, hugeCols)
 	if err != nil {
 		f.Close()
 		_ = w.fs.Remove(path)

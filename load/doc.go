@@ -5,7 +5,8 @@
 //
 //	<out>/lake/<object>/snapshot_date=YYYY-MM-DD/part-00000.parquet
 //
-// Files are zstd-compressed, carry the Arrow schema (so picklist options,
+// Files are encoded by lakefile.File, the one owner of the lake files'
+// format (which the Iceberg lake's files share), carry the Arrow schema (so picklist options,
 // display names and the describe version travel with the data) and are
 // written first into a staging folder outside the lake,
 // <out>/.sepipe/staging/<run>/..., then published by renaming the whole
@@ -86,10 +87,11 @@
 // one of sepipe's own, and recorded in _sepipe_names so it never moves;
 // CheckName guards every path and identifier built from one, and
 // CheckOutputPath refuses an output folder DuckDB would read as syntax.
-// sepipe's own reads of staged files turn hive partitioning off. A text
-// column that holds a value of a megabyte or more is written without
-// Parquet statistics, dictionary or compression, one row group per batch.
-// Otherwise a row group holds at most DefaultRowGroupBytes of its rows as
+// sepipe's own reads of staged files turn hive partitioning off. A batch
+// holding a text value (string, picklist or JSON) of a megabyte or more is
+// a part file of its own, that column written without Parquet statistics,
+// dictionary or compression (lakefile.HugeValue).
+// Otherwise a row group holds at most lakefile.RowGroupBytes of its rows as
 // decoded (a length that still divides DuckDB's row group): the writer
 // buffers a row group until it is complete, and DuckDB's load reads one
 // at a time on each thread. A part file ends at DefaultRowGroupRows rows

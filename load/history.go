@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/sepipe/sepipe/lakefile"
 )
 
 // History: every stream has a table <stream>_history holding each day's
@@ -28,20 +30,16 @@ func HistoryTable(object string) string { return object + "_history" }
 // Day columns of a history table: snapshot_date, or, for a stream with a
 // field of that name, _sepipe_snapshot_date (the field keeps its values).
 const (
-	historyDay    = "snapshot_date"
-	historyDayAlt = ColSnapshotDate
+	historyDay    = lakefile.DayColumn
+	historyDayAlt = lakefile.DayColumnAlt
 )
 
 // HistoryDayColumn is the day column of a new history table of a stream
-// whose fields are named fields: snapshot_date, or _sepipe_snapshot_date
-// when a field is called snapshot_date in any case (the field keeps its
-// values). An existing table's moves to it when such a field comes.
-func HistoryDayColumn(fields []string) string {
-	if hasColumn(fields, historyDay) {
-		return historyDayAlt
-	}
-	return historyDay
-}
+// whose fields are named fields (lakefile.DayColumnFor, the Iceberg
+// lake's rule too): snapshot_date, or _sepipe_snapshot_date when a field
+// is called snapshot_date in any case (the field keeps its values). An
+// existing table's moves to it when such a field comes.
+func HistoryDayColumn(fields []string) string { return lakefile.DayColumnFor(fields) }
 
 // hasColumn reports whether cols (column names) holds name, ignoring case
 // as DuckDB does (sameName).

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/duckdb/duckdb-go/v2" // also registers the "duckdb" driver
 
+	"github.com/sepipe/sepipe/lakefile"
 	"github.com/sepipe/sepipe/schemas"
 	"github.com/sepipe/sepipe/service"
 	"github.com/sepipe/sepipe/transform"
@@ -356,7 +357,7 @@ func keyCheckBytes(rows int64) int64 { return 64<<20 + 2*rows }
 // columns on threads threads, (1.6 × threads − 0.6) MiB a column: each
 // thread fills row groups of its own, a column at a time, and reads
 // the staged files' row groups (which ParquetWriter keeps to
-// DefaultRowGroupBytes). Measured with 13 to 200 columns of text, numbers
+// lakefile.RowGroupBytes). Measured with 13 to 200 columns of text, numbers
 // and timestamps, without preserving insertion order: on one thread a
 // table of 25 columns passed under 24 MiB, 50 under 48, 100 under 64 to
 // 80 and 200 under 128 (each failed under the size before: 16, 32, 48,
@@ -745,34 +746,28 @@ func (w *Warehouse) Close() error {
 	return err
 }
 
-// WriteMode is how a run's rows meet the rows already in a table.
-type WriteMode string
+// WriteMode is how a stream's rows go into its table (lakefile, the one
+// owner of the modes, which the Iceberg lake shares):
+//   - Replace makes the table hold exactly this run's rows (a snapshot);
+//   - Append adds this run's rows; a rerun on the same snapshot day
+//     replaces that day's rows instead of adding them twice;
+//   - Merge upserts this run's rows on the primary key.
+type WriteMode = lakefile.WriteMode
 
+// Write modes.
 const (
-	// Replace makes the table hold exactly this run's rows (a snapshot).
-	Replace WriteMode = "replace"
-	// Append adds this run's rows; a rerun on the same snapshot day
-	// replaces that day's rows instead of adding them twice.
-	Append WriteMode = "append"
-	// Merge upserts this run's rows on the primary key.
-	Merge WriteMode = "merge"
+	Replace = lakefile.Replace
+	Append  = lakefile.Append
+	Merge   = lakefile.Merge
 )
 
 // ParseWriteMode reads a mode name; "" is Replace.
-func ParseWriteMode(s string) (WriteMode, error) {
-	switch WriteMode(s) {
-	case "", Replace:
-		return Replace, nil
-	case Append, Merge:
-		return WriteMode(s), nil
-	}
-	return "", fmt.Errorf("unknown write mode %q (want replace, append or merge)", s)
-}
+func ParseWriteMode(s string) (WriteMode, error) { return lakefile.ParseWriteMode(s) }
 
-// Bookkeeping columns of append and merge tables.
+// Bookkeeping columns of append and merge tables (lakefile owns them).
 const (
-	ColRunID        = "_sepipe_run_id"
-	ColSnapshotDate = "_sepipe_snapshot_date"
+	ColRunID        = lakefile.ColRunID
+	ColSnapshotDate = lakefile.DayColumnAlt
 )
 
 // Table is one object's data for a run: its schema, the Parquet files that

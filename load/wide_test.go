@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 
+	"github.com/sepipe/sepipe/lakefile"
 	"github.com/sepipe/sepipe/load"
 )
 
@@ -64,7 +65,7 @@ func writeColumns(t *testing.T, dir string, s *arrow.Schema, n int, widths ...in
 }
 
 // TestParquetWriterBoundsRowGroupBytes: row groups of wide rows hold at
-// most load.DefaultRowGroupBytes of them, in lengths that still divide
+// most lakefile.RowGroupBytes of them, in lengths that still divide
 // DuckDB's row group (every one of a file but its last, which holds no
 // more); narrow rows keep row groups of 61,440. Batches of wide rows
 // between narrow ones start a row group where the bytes would pass the
@@ -123,8 +124,8 @@ func TestParquetWriterBoundsRowGroupBytes(t *testing.T) {
 					if c.want > 0 && (n > c.want || !last && n != c.want) {
 						t.Errorf("%s: row group %d holds %d rows, want %d", path, i, n, c.want)
 					}
-					if bytes > load.DefaultRowGroupBytes && n > 1 {
-						t.Errorf("%s: row group %d holds %d rows of %d bytes, want at most %d bytes", path, i, n, bytes, load.DefaultRowGroupBytes)
+					if bytes > lakefile.RowGroupBytes && n > 1 {
+						t.Errorf("%s: row group %d holds %d rows of %d bytes, want at most %d bytes", path, i, n, bytes, lakefile.RowGroupBytes)
 					}
 				}
 				f.Close()

@@ -826,7 +826,7 @@ func stageStream(ctx context.Context, src Source, lake load.Lake, lh *lakehouse.
 		}, raw: raw, early: early}
 		if lh != nil {
 			ws.lake = func() (*lakehouse.StageWriter, error) {
-				spec := lakehouse.TableSpec{Stream: name, Schema: schema, Mode: lakehouse.Mode(mode)}
+				spec := lakehouse.TableSpec{Stream: name, Schema: schema, Mode: mode}
 				for _, c := range columnsOf(schema, tableKey(sc, mode, pk)) {
 					if c != "" {
 						spec.PrimaryKey = append(spec.PrimaryKey, c)

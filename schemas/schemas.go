@@ -10,19 +10,20 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/extensions"
 
+	"github.com/sepipe/sepipe/lakefile"
 	"github.com/sepipe/sepipe/service"
 )
 
 // Metadata keys. Field metadata carries the service's view of a column;
 // schema metadata carries the object and the describe version.
 const (
-	MetaType        = "sepipe:type"         // field: the service type (int, picklist, ...)
-	MetaDisplayName = "sepipe:display_name" // field: the service's display name
-	MetaOptions     = "sepipe:options"      // field: JSON array of picklist options
-	MetaFieldID     = "sepipe:field_id"     // field: the service's field id, when the column name differs
-	MetaPath        = "sepipe:path"         // field: JSON array of member names, for a field nested in a collection's items
-	MetaObject      = "sepipe:object"       // schema: report object id
-	MetaVersion     = "sepipe:version"      // schema: hash of the describe result
+	MetaType        = "sepipe:type"            // field: the service type (int, picklist, ...)
+	MetaDisplayName = lakefile.MetaDisplayName // field: the service's display name (the lake's files keep it: lakefile)
+	MetaOptions     = "sepipe:options"         // field: JSON array of picklist options
+	MetaFieldID     = "sepipe:field_id"        // field: the service's field id, when the column name differs
+	MetaPath        = "sepipe:path"            // field: JSON array of member names, for a field nested in a collection's items
+	MetaObject      = "sepipe:object"          // schema: report object id
+	MetaVersion     = "sepipe:version"         // schema: hash of the describe result
 )
 
 var (

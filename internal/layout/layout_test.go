@@ -20,12 +20,13 @@ var allowed = map[string][]string{
 	"service":                nil, // the leaf: the service's vocabulary
 	"extract/servicetest":    nil, // the fake shares nothing with the client
 	"extract":                {"internal/flock", "service"},
-	"schemas":                {"service"},
+	"schemas":                {"lakefile", "service"},
+	"lakefile":               nil, // the lake files' format and sepipe's own columns; arrow-go only
 	"transform":              {"schemas", "service"},
-	"load":                   {"internal/faults", "internal/flock", "schemas", "service", "transform"},
-	"pipeline":               {"extract", "internal/cpuidle", "internal/faults", "internal/flock", "lakehouse", "load", "schemas", "service", "transform"},
+	"load":                   {"internal/faults", "internal/flock", "lakefile", "schemas", "service", "transform"},
+	"pipeline":               {"extract", "internal/cpuidle", "internal/faults", "internal/flock", "lakefile", "lakehouse", "load", "schemas", "service", "transform"},
 	"dashboard":              {"internal/colnames", "load"},
-	"lakehouse":              nil, // Iceberg tables through iceberg-go; takes Arrow, knows no stage
+	"lakehouse":              {"lakefile"}, // Iceberg tables through iceberg-go; takes Arrow, knows no stage
 	"internal/bench":         {"extract", "extract/servicetest", "load", "pipeline", "service"},
 	"internal/demo":          {"extract", "extract/servicetest", "pipeline", "webhooks"},
 	"internal/dbtgen":        {"extract", "load", "pipeline", "schemas", "service"},
