@@ -9,6 +9,7 @@ import (
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/schemas"
 	"github.com/sepipe/sepipe/service"
 )
 
@@ -37,12 +38,10 @@ func CheckStream(object string, sc StreamConfig, fields []service.Field) error {
 		if !ok {
 			return bad("Cursor", "cursor field %q is not a field of %s", sc.Cursor, object)
 		}
-		switch cf.Type {
-		case service.TypeDate, service.TypeInt, service.TypeFloat, service.TypePercent:
-		default:
+		if t, _ := schemas.TypeNamed(cf.Type); t.Number == 0 && t.Value != schemas.ValueTime {
 			return bad("Cursor", "cursor field %q of %s has type %s; a cursor must be a date or a number", sc.Cursor, object, cf.Type)
 		}
-		if sc.Lookback != 0 && cf.Type != service.TypeDate {
+		if t, _ := schemas.TypeNamed(cf.Type); sc.Lookback != 0 && t.Value != schemas.ValueTime {
 			return bad("Lookback", "lookback %s needs a date cursor; cursor field %q of %s has type %s (remove the lookback, or widen the read with a filter)",
 				sc.Lookback, sc.Cursor, object, cf.Type)
 		}
@@ -99,7 +98,8 @@ func buildQuery(object string, sc StreamConfig, fields []service.Field, st load.
 	case !st.SameRead(readFilters(sc)):
 		return q, "", "the filters changed", nil
 	}
-	if end, err := time.Parse("2006-01-02", day); err == nil && cf.Type == service.TypeDate &&
+	ct, _ := schemas.TypeNamed(cf.Type)
+	if end, err := time.Parse("2006-01-02", day); err == nil && ct.Value == schemas.ValueTime &&
 		(load.FutureWatermark(st.Watermark, end.AddDate(0, 0, 1)) || load.FutureWatermark(st.PriorWatermark, end.AddDate(0, 0, 1))) {
 		// A date later than the run could be, saved by an earlier
 		// release: every read from it would skip every row changed
@@ -114,8 +114,8 @@ func buildQuery(object string, sc StreamConfig, fields []service.Field, st load.
 		}
 	}
 	var from any
-	switch cf.Type {
-	case service.TypeDate:
+	switch ct.Value {
+	case schemas.ValueTime:
 		t, err := time.Parse(time.RFC3339Nano, wm)
 		if err != nil {
 			return q, "", "", fmt.Errorf("saved watermark %q of %s is not a date: %w", wm, object, err)
@@ -123,7 +123,7 @@ func buildQuery(object string, sc StreamConfig, fields []service.Field, st load.
 		t = t.Add(-sc.Lookback).UTC().Truncate(time.Second)
 		since = t.Format(time.RFC3339)
 		from = since
-	case service.TypeInt:
+	case schemas.ValueInt:
 		v, err := strconv.ParseInt(wm, 10, 64)
 		if err != nil {
 			return q, "", "", fmt.Errorf("saved watermark %q of %s is not an integer: %w", wm, object, err)

@@ -207,26 +207,28 @@ func NewDecoder(s *arrow.Schema, opts ...Option) (*Decoder, error) {
 			return nil, fmt.Errorf("transform: object %q field %q: two columns for the same member", d.object, d.names[i])
 		}
 		n.col = i
-		switch {
-		case arrow.TypeEqual(f.Type, arrow.PrimitiveTypes.Int64):
+		// How a column is read is its type's, in the one table of types.
+		t, _ := schemas.TypeOfArrow(f.Type)
+		switch t.Value {
+		case schemas.ValueInt:
 			d.kinds[i] = kInt
-		case arrow.TypeEqual(f.Type, arrow.PrimitiveTypes.Float64):
+		case schemas.ValueFloat:
 			d.kinds[i] = kFloat
-		case arrow.TypeEqual(f.Type, arrow.BinaryTypes.String):
+		case schemas.ValueText:
 			d.kinds[i] = kString
-		case arrow.TypeEqual(f.Type, arrow.FixedWidthTypes.Boolean):
+		case schemas.ValueBool:
 			d.kinds[i] = kBool
-		case arrow.TypeEqual(f.Type, schemas.JSONType):
+		case schemas.ValueJSON:
 			d.kinds[i] = kJSON
 			d.secret[i] = d.redact && strings.EqualFold(path[len(path)-1], "headers")
-		case arrow.TypeEqual(f.Type, schemas.PicklistType):
+		case schemas.ValueOption:
 			d.kinds[i] = kPicklist
 			for _, o := range schemas.Options(f) {
 				if !slices.Contains(d.options[i], o) {
 					d.options[i] = append(d.options[i], o)
 				}
 			}
-		case arrow.TypeEqual(f.Type, schemas.TimestampType):
+		case schemas.ValueTime:
 			d.kinds[i] = kDate
 		default:
 			return nil, fmt.Errorf("transform: object %q field %q: unsupported Arrow type %s", d.object, f.Name, f.Type)
