@@ -309,6 +309,14 @@ func unwrapPathError(err error) error {
 	return err
 }
 
+// parseConfig decodes the file b by yaml.v3's own strictness, a Decoder
+// with KnownFields (unknown keys, keys given twice, values of the wrong
+// kind), and words its errors as sepipe's (file, line, key: the wrong
+// thing and what is wanted). By hand (ready, below) only what yaml.v3
+// cannot do is done: the line of every key (Validate names them),
+// ${VAR} expansion and its refusal of an unset variable, the warning of a
+// literal secret, a scalar taken for a list of one, and a fraction
+// refused for a whole number (yaml.v3 truncates 2.5 into 2).
 func parseConfig(file string, b []byte) (*Config, error) {
 	c := &Config{file: file, lines: map[string]int{}}
 	var doc yaml.Node
@@ -330,19 +338,30 @@ func parseConfig(file string, b []byte) (*Config, error) {
 		return c, nil // empty file
 	}
 	root := doc.Content[0]
-	p := &prepass{c: c, paths: map[*yaml.Node]string{}, done: map[*yaml.Node]bool{}}
-	if err := p.walk(root, reflect.TypeFor[Config](), ""); err != nil {
-		return nil, err
-	}
-	// yaml.Node.Decode has no KnownFields option; the walk has checked
-	// every key and every kind, so what is left to yaml.v3 is setting the
-	// values, and the custom types' own errors (a bad duration).
-	if err := root.Decode(c); err != nil {
-		var ne *nodeError
-		if errors.As(err, &ne) {
-			return nil, p.fail(ne.node, p.paths[ne.node], "%s", ne.msg)
+	r := &ready{c: c, done: map[*yaml.Node]bool{}}
+	r.walk(root, reflect.TypeFor[Config](), "")
+	var faults []*ConfigError
+	// Unknown keys, by yaml.v3's KnownFields. A yaml.Node has no such
+	// option: the file is decoded a first time for them alone (its
+	// values, not yet expanded, are not kept).
+	strict := yaml.NewDecoder(bytes.NewReader(b))
+	strict.KnownFields(true)
+	if err := strict.Decode(new(Config)); err != nil {
+		for _, f := range r.faults(err) {
+			if strings.HasPrefix(f.Msg, "unknown key") {
+				faults = append(faults, f)
+			}
 		}
-		return nil, usageError{&ConfigError{File: file, Msg: err.Error()}}
+	}
+	faults = append(faults, r.errs...)
+	// The values, expanded, and the rest of yaml.v3's checks: keys given
+	// twice, kinds, the custom types' own (a bad duration).
+	if err := root.Decode(c); err != nil {
+		faults = append(faults, r.faults(err)...)
+	}
+	if len(faults) > 0 {
+		slices.SortStableFunc(faults, func(a, b *ConfigError) int { return a.Line - b.Line })
+		return nil, usageError{faults[0]}
 	}
 	return c, nil
 }
@@ -368,6 +387,9 @@ func (e *nodeError) Error() string { return fmt.Sprintf("line %d: %s", e.node.Li
 
 // UnmarshalYAML reads a duration such as 90m, 6h or 7d.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return &nodeError{n, "want a duration such as 90m, 6h or 7d, got " + kindName(n)}
+	}
 	dur, err := ParseDuration(n.Value)
 	if err != nil {
 		return &nodeError{n, err.Error()}
@@ -379,6 +401,9 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // UnmarshalYAML keeps the reference as written and expands it; an unset
 // variable leaves the value empty (the commands that need it say so).
 func (s *Secret) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return &nodeError{n, "want a ${ENV_VAR} reference, got " + kindName(n)}
+	}
 	*s = Secret{Ref: n.Value, Value: extract.Secret(expandEnv(n.Value))}
 	return nil
 }
@@ -398,37 +423,57 @@ func expandEnv(s string) string {
 	return envRef.ReplaceAllStringFunc(s, func(m string) string { return os.Getenv(m[2 : len(m)-1]) })
 }
 
-// prepass readies the document for yaml.v3, the config's types in hand,
-// before any value is set: it records the line of every key (for
-// Validate's messages), refuses unknown keys, keys given twice and values
-// of the wrong kind with the key path, expands the ${VAR} references of
-// every value but a credential (Secret expands its own), warns of literal
-// secrets, and turns "include: course" into a list of one.
-type prepass struct {
+// ready readies the document for yaml.v3, doing by hand only what yaml.v3
+// cannot, with the config's types in hand (which value is a credential,
+// a number, a list):
+//   - the line of every key path, for the messages of Validate and of
+//     yaml.v3's own errors (which give a line, never the key);
+//   - ${VAR} expansion of every value but a credential's (Secret expands
+//     its own and keeps the reference) and a filter value that is a
+//     number; an unset variable is an error naming the key and the
+//     variable, never an empty string (${DATA}/sepipe must not become
+//     /sepipe); a value is read as a number where a number is wanted,
+//     quoted or a reference ("100", ${N});
+//   - the warning of a literal secret, naming its line;
+//   - "include: course" read as a list of one;
+//   - a fraction refused for a whole number (yaml.v3 truncates 2.5 to 2).
+//
+// A key it does not know or a value of the wrong kind it leaves to
+// yaml.v3, which refuses them.
+type ready struct {
 	c     *Config
-	paths map[*yaml.Node]string // node -> key path, for nodeError
-	done  map[*yaml.Node]bool   // scalars already expanded (an alias visits its anchor again)
+	done  map[*yaml.Node]bool // scalars already expanded (an alias visits its anchor again)
+	nodes []placed            // every key and value, where it is
+	errs  []*ConfigError
 }
 
-func (p *prepass) fail(n *yaml.Node, key, format string, a ...any) error {
-	return usageError{&ConfigError{File: p.c.file, Line: n.Line, Key: key, Msg: fmt.Sprintf(format, a...)}}
+// placed is a node of the document and its key path.
+type placed struct {
+	node *yaml.Node
+	path string
+	key  bool // the node is a mapping key
 }
 
-// expand expands the ${VAR} references of n in place: an unset variable
-// is an error naming the key and the variable, never an empty string
-// (${DATA}/sepipe must not become /sepipe).
-func (p *prepass) expand(n *yaml.Node, path string) error {
-	if p.done[n] {
-		return nil
+func (r *ready) fail(n *yaml.Node, key, format string, a ...any) {
+	r.errs = append(r.errs, &ConfigError{File: r.c.file, Line: n.Line, Key: key, Msg: fmt.Sprintf(format, a...)})
+}
+
+// expand expands the ${VAR} references of n in place; it reports whether
+// there were any.
+func (r *ready) expand(n *yaml.Node, path string) bool {
+	if r.done[n] {
+		return false
 	}
-	p.done[n] = true
-	for _, m := range envRef.FindAllStringSubmatch(n.Value, -1) {
+	r.done[n] = true
+	refs := envRef.FindAllStringSubmatch(n.Value, -1)
+	for _, m := range refs {
 		if _, ok := os.LookupEnv(m[1]); !ok {
-			return p.fail(n, path, "${%s} is not set (export it, or write the value)", m[1])
+			r.fail(n, path, "${%s} is not set (export it, or write the value)", m[1])
+			return false
 		}
 	}
 	n.Value = expandEnv(n.Value)
-	return nil
+	return len(refs) > 0
 }
 
 func kindName(n *yaml.Node) string {
@@ -469,82 +514,65 @@ func yamlKeys(t reflect.Type) (keys []string, fields map[string]reflect.Type, in
 	return keys, fields, inline
 }
 
-func (p *prepass) walk(n *yaml.Node, t reflect.Type, path string) error {
+func (r *ready) walk(n *yaml.Node, t reflect.Type, path string) {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
 	if path != "" {
-		if _, ok := p.c.lines[path]; !ok {
-			p.c.lines[path] = n.Line
+		if _, ok := r.c.lines[path]; !ok {
+			r.c.lines[path] = n.Line
 		}
 	}
-	p.paths[n] = path
+	r.nodes = append(r.nodes, placed{node: n, path: path})
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
-		return nil // key: (nothing) leaves the default
+		return // key: (nothing) leaves the default
 	}
 	switch t {
 	case durationType:
-		if n.Kind != yaml.ScalarNode {
-			return p.fail(n, path, "want a duration such as 90m, 6h or 7d, got %s", kindName(n))
+		if n.Kind == yaml.ScalarNode {
+			n.Tag = "!!str"
+			r.expand(n, path)
 		}
-		n.Tag = "!!str"
-		return p.expand(n, path)
+		return
 	case secretType:
-		if n.Kind != yaml.ScalarNode {
-			return p.fail(n, path, "want a ${ENV_VAR} reference, got %s", kindName(n))
+		if n.Kind == yaml.ScalarNode && !strings.Contains(n.Value, "${") && n.Value != "" && !r.done[n] {
+			r.c.warns = append(r.c.warns, fmt.Sprintf("%s:%d: %s holds a literal secret; write a ${ENV_VAR} reference instead and keep the value out of the file", r.c.file, n.Line, path))
 		}
-		n.Tag = "!!str"
-		if !strings.Contains(n.Value, "${") && n.Value != "" && !p.done[n] {
-			p.c.warns = append(p.c.warns, fmt.Sprintf("%s:%d: %s holds a literal secret; write a ${ENV_VAR} reference instead and keep the value out of the file", p.c.file, n.Line, path))
-		}
-		p.done[n] = true
-		return nil
+		r.done[n] = true
+		return
 	}
 	switch t.Kind() {
 	case reflect.Pointer: // an optional block or value
-		return p.walk(n, t.Elem(), path)
+		r.walk(n, t.Elem(), path)
 	case reflect.Struct, reflect.Map:
 		if n.Kind != yaml.MappingNode {
-			if t.Kind() == reflect.Struct {
-				return p.fail(n, path, "want a mapping of keys, got %s", kindName(n))
-			}
-			return p.fail(n, path, "want a mapping, got %s", kindName(n))
+			return // yaml.v3 says what it wants
 		}
-		var known []string
 		var fields map[string]reflect.Type
-		inline := false // the struct keeps unknown keys for its own Validate
 		if t.Kind() == reflect.Struct {
-			known, fields, inline = yamlKeys(t)
+			_, fields, _ = yamlKeys(t)
 		}
-		seen := map[string]bool{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			key := join(path, k.Value)
+			r.nodes = append(r.nodes, placed{node: k, path: key, key: true})
+			if _, ok := r.c.lines[key]; !ok {
+				r.c.lines[key] = k.Line
+			}
 			var vt reflect.Type
-			if fields == nil {
+			if t.Kind() == reflect.Map {
 				vt = t.Elem() // a map: any key
-			} else if vt = fields[k.Value]; vt == nil && inline {
-				// Kept as written for the struct's Validate, which names
-				// it (a credential by what it is): no expansion, no check.
-				if seen[k.Value] {
-					return p.fail(k, key, "given twice")
-				}
-				seen[k.Value] = true
-				p.c.lines[key] = k.Line
+			} else {
+				vt = fields[k.Value]
+			}
+			if vt == nil {
+				// Unknown: yaml.v3 refuses it, or (inline) an inline map
+				// keeps it as written for the struct's Validate, which
+				// names it (a credential by what it is).
 				continue
-			} else if vt == nil {
-				return p.fail(k, key, "unknown key %q (want %s)", k.Value, strings.Join(known, ", "))
 			}
-			if seen[k.Value] {
-				return p.fail(k, key, "given twice")
-			}
-			seen[k.Value] = true
-			p.c.lines[key] = k.Line
-			if err := p.walk(v, vt, key); err != nil {
-				return err
-			}
+			r.walk(v, vt, key)
 		}
-		return nil
 	case reflect.Slice:
 		if n.Kind == yaml.ScalarNode && t.Elem().Kind() == reflect.String {
 			// include: course  is a list of one.
@@ -552,48 +580,147 @@ func (p *prepass) walk(n *yaml.Node, t reflect.Type, path string) error {
 			*n = yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: e.Line, Column: e.Column, Content: []*yaml.Node{&e}}
 		}
 		if n.Kind != yaml.SequenceNode {
-			return p.fail(n, path, "want a list, got %s", kindName(n))
+			return
 		}
 		for i, e := range n.Content {
 			key := fmt.Sprintf("%s[%d]", path, i)
-			p.c.lines[key] = e.Line
-			if err := p.walk(e, t.Elem(), key); err != nil {
-				return err
+			if _, ok := r.c.lines[key]; !ok {
+				r.c.lines[key] = e.Line
 			}
+			r.walk(e, t.Elem(), key)
 		}
-		return nil
-	}
-	if n.Kind != yaml.ScalarNode {
-		return p.fail(n, path, "want a single value, got %s", kindName(n))
-	}
-	raw := n.Value
-	switch t.Kind() {
 	case reflect.Interface: // a filter value: a string is expanded, a number stays one
-		if n.ShortTag() != "!!str" {
-			return nil
+		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
+			n.Tag = "!!str"
+			r.expand(n, path)
 		}
-		n.Tag = "!!str"
-		return p.expand(n, path)
 	case reflect.String:
-		n.Tag = "!!str"
-		return p.expand(n, path)
+		if n.Kind == yaml.ScalarNode {
+			n.Tag = "!!str"
+			r.expand(n, path)
+		}
+	case reflect.Int, reflect.Float64, reflect.Bool:
+		if n.Kind != yaml.ScalarNode {
+			return
+		}
+		raw := n.Value
+		r.expand(n, path)
+		n.Tag, n.Style = "", 0 // "100" and ${N} are numbers too
+		if t.Kind() == reflect.Int && n.ShortTag() == "!!float" {
+			r.fail(n, path, "want a whole number, got %q", raw) // yaml.v3 would truncate it
+		}
 	}
-	if err := p.expand(n, path); err != nil {
-		return err
+}
+
+// Errors of yaml.v3's decoding.
+var (
+	yamlUnknown = regexp.MustCompile(`^line (\d+): field (.+) not found in type (.+)$`)
+	yamlTwice   = regexp.MustCompile(`^line (\d+): mapping key "(.*)" already defined at line \d+$`)
+	yamlKind    = regexp.MustCompile("^line (\\d+): cannot unmarshal (!!\\w+)(?: `(.*)`)? into (.+)$")
+)
+
+// faults words yaml.v3's errors of decoding the document as sepipe's:
+// each at its file, line and key (the key written on that line), saying
+// what was wrong and what is wanted.
+func (r *ready) faults(err error) []*ConfigError {
+	var ne *nodeError
+	if errors.As(err, &ne) {
+		return []*ConfigError{{File: r.c.file, Line: ne.node.Line, Key: r.pathOf(ne.node.Line, "", false), Msg: ne.msg}}
 	}
-	n.Tag, n.Style = "", 0 // "100" and ${N} are numbers too
-	switch tag := n.ShortTag(); {
-	case t.Kind() == reflect.Bool && tag != "!!bool":
-		return p.fail(n, path, "want true or false, got %q", raw)
-	case t.Kind() == reflect.Bool:
-	case t.Kind() == reflect.Int && tag != "!!int":
-		return p.fail(n, path, "want a whole number, got %q", raw)
-	case t.Kind() == reflect.Float64 && tag != "!!int" && tag != "!!float":
-		return p.fail(n, path, "want a number, got %q", raw)
-	case t.Kind() != reflect.Int && t.Kind() != reflect.Float64 && t.Kind() != reflect.Bool:
-		return p.fail(n, path, "cannot hold a value of kind %s", t.Kind())
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return []*ConfigError{{File: r.c.file, Msg: err.Error()}}
 	}
-	return nil
+	var out []*ConfigError
+	for _, e := range te.Errors {
+		f := &ConfigError{File: r.c.file, Msg: e}
+		line := func(s string) int { n, _ := strconv.Atoi(s); return n }
+		switch {
+		case yamlUnknown.MatchString(e):
+			m := yamlUnknown.FindStringSubmatch(e)
+			f.Line = line(m[1])
+			f.Key = r.pathOf(f.Line, m[2], true)
+			f.Msg = fmt.Sprintf("unknown key %q (want %s)", m[2], strings.Join(wantedKeys(m[3]), ", "))
+		case yamlTwice.MatchString(e):
+			m := yamlTwice.FindStringSubmatch(e)
+			f.Line = line(m[1])
+			f.Key = r.pathOf(f.Line, m[2], true)
+			f.Msg = "given twice"
+		case yamlKind.MatchString(e):
+			m := yamlKind.FindStringSubmatch(e)
+			f.Line = line(m[1])
+			f.Key = r.pathOf(f.Line, m[3], false)
+			got := map[string]string{"!!map": "a mapping", "!!seq": "a list"}[m[2]]
+			if got == "" {
+				got = strconv.Quote(m[3])
+			}
+			f.Msg = "want " + wantedKind(m[4]) + ", got " + got
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// pathOf is the key path of what is written on line: the key named name
+// (a key), or the value written as value, or else the last thing there.
+func (r *ready) pathOf(line int, name string, key bool) string {
+	found := ""
+	for _, p := range r.nodes {
+		if p.node.Line != line || p.key != key {
+			continue
+		}
+		if name != "" && p.node.Value == name {
+			return p.path
+		}
+		found = p.path
+	}
+	return found
+}
+
+// wantedKind says what a value of Go type goType (as yaml.v3 names it)
+// is, for a message.
+func wantedKind(goType string) string {
+	switch {
+	case goType == "int" || goType == "*int":
+		return "a whole number"
+	case goType == "float64":
+		return "a number"
+	case goType == "bool" || goType == "*bool":
+		return "true or false"
+	case goType == "string":
+		return "a single value"
+	case strings.HasPrefix(goType, "[]"):
+		return "a list"
+	case strings.HasPrefix(goType, "map["):
+		return "a mapping"
+	}
+	return "a mapping of keys"
+}
+
+// wantedKeys lists the keys of the config struct yaml.v3 names typeName
+// (main.ServiceConfig, lakehouse.CatalogConfig, ...).
+func wantedKeys(typeName string) []string {
+	var keys []string
+	seen := map[reflect.Type]bool{}
+	var find func(t reflect.Type)
+	find = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || seen[t] {
+			return
+		}
+		seen[t] = true
+		if t.String() == typeName {
+			keys, _, _ = yamlKeys(t)
+			return
+		}
+		for f := range t.Fields() {
+			find(f.Type)
+		}
+	}
+	find(reflect.TypeFor[Config]())
+	return keys
 }
 
 // Defaults.
