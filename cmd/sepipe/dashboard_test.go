@@ -382,6 +382,27 @@ func TestDashboardBarsOfSmallFractions(t *testing.T) {
 	}
 }
 
+// TestDashboardCountAxesAreWhole: a chart of counts (whole numbers) has
+// ticks of whole numbers: a maximum of 9 gave ticks of 2.5 (0, 2.5, 5,
+// 7.5, 10) on a count of courses (issue 41).
+func TestDashboardCountAxesAreWhole(t *testing.T) {
+	bin := chromium(t)
+	for _, max := range []int{3, 7, 9, 23, 90} {
+		dom := panelPage(t, bin, `CREATE TABLE t AS SELECT 1`, fmt.Sprintf("name: counts\ntitle: Counts\nkind: bar\nx: team\ny: [n]\n"+
+			"sql: SELECT * FROM (VALUES ('a', %d), ('b', 1)) v(team, n)\n", max))
+		var ticks []string
+		for _, m := range tickText.FindAllStringSubmatch(dom, -1) {
+			ticks = append(ticks, m[1])
+			if strings.ContainsAny(m[1], ".") {
+				t.Errorf("maximum %d: a tick of %s on a count axis", max, m[1])
+			}
+		}
+		if len(ticks) < 3 {
+			t.Errorf("maximum %d: ticks %v", max, ticks)
+		}
+	}
+}
+
 var (
 	barWidth = regexp.MustCompile(`<rect x="[^"]*" y="[^"]*" width="([^"]+)"[^>]*data-value="([^"]+)"`)
 	tickText = regexp.MustCompile(`<text[^>]*class="tick"[^>]*>([^<]*)</text>`)

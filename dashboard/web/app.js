@@ -42,15 +42,16 @@ function legend(names) {
   return box;
 }
 
-// Axis ticks from 0 to a round maximum, at steps of 1, 2, 2.5 or 5 × 10^k
-// (at least 1 when every value is whole and the maximum small: counts have
-// no fractions; rates of 0.004 keep steps of 0.001).
+// Axis ticks from 0 to a round maximum, at steps of 1, 2, 2.5 or 5 × 10^k;
+// when every value is whole (counts), only whole steps of at least 1: a
+// count of 9 had ticks of 2.5 and 7.5. Rates of 0.004 keep steps of 0.001.
 function scale(values) {
   let max = values.reduce((m, v) => Math.max(m, v), 0);
   if (!(max > 0)) max = 1;
+  const whole = values.every(Number.isInteger);
   const raw = max / 4, mag = Math.pow(10, Math.floor(Math.log10(raw)));
-  let step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw);
-  if (max <= 4 && values.every(Number.isInteger)) step = Math.max(step, 1);
+  let step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw && (!whole || Number.isInteger(s)));
+  if (whole) step = Math.max(step, 1);
   const top = Math.ceil(max / step) * step;
   const ticks = [];
   for (let i = 0; i * step <= top + step / 2; i++) ticks.push(i * step);
