@@ -6,9 +6,9 @@
 // of the user's own read on every request, so a team adds a chart without
 // rebuilding sepipe. The page, its script and its style are embedded too:
 // the dashboard needs no network. Each request opens the warehouse
-// read-only and sandboxed (load.OpenSandboxed: no file access from panel
+// read-only and sandboxed (query.Open: no file access from panel
 // SQL but reading the lake), runs every panel's SQL, one query each
-// (load.QuerySandboxed: no COPY, ATTACH, SET or PRAGMA), with the filters (date range, team,
+// (query.DB.Query: no COPY, ATTACH, SET or PRAGMA), with the filters (date range, team,
 // region) set as DuckDB variables (getvariable('team'), ...), and closes
 // it again: no lock is held between requests, so a sync or listen never
 // waits for an open dashboard. A panel whose SQL fails carries its error;
@@ -19,4 +19,6 @@
 //
 // What the package does not do: write anything, or compute a number
 // outside SQL (the page draws the SQL's numbers as they are).
+//
+// Imports of sepipe's: internal/colnames, load, query.
 package dashboard

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sepipe/sepipe/internal/colnames"
 	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/query"
 )
 
 //go:embed web
@@ -313,7 +314,7 @@ func Query(ctx context.Context, cfg Config, f Filters) (*Answer, error) {
 		return nil, err
 	}
 	lake := load.Lake{Root: cfg.Out}
-	wh, err := load.OpenSandboxed(ctx, lake.WarehousePath(), lake.LakeDir())
+	wh, err := query.Open(ctx, lake.WarehousePath(), lake.LakeDir())
 	if err != nil {
 		if errors.Is(err, load.ErrNoWarehouse) {
 			return nil, fmt.Errorf("%w: run 'sepipe sync' (or 'sepipe demo') into %s first", err, cfg.Out)
@@ -321,7 +322,7 @@ func Query(ctx context.Context, cfg Config, f Filters) (*Answer, error) {
 		return nil, err
 	}
 	defer wh.Close()
-	db := wh.DB()
+	db := wh.SQL()
 	for _, s := range f.statements() {
 		if _, err := db.ExecContext(ctx, s); err != nil {
 			return nil, fmt.Errorf("dashboard: set filter (%s): %w", s, err)
@@ -352,11 +353,11 @@ func Query(ctx context.Context, cfg Config, f Filters) (*Answer, error) {
 
 // options lists the teams, regions and snapshot days a warehouse has;
 // what it cannot read is left empty.
-func options(ctx context.Context, wh *load.Warehouse) Options {
+func options(ctx context.Context, wh *query.DB) Options {
 	o := Options{Teams: []string{}, Regions: []string{}}
 	list := func(q string) []string {
 		out := []string{}
-		rows, err := wh.DB().QueryContext(ctx, q)
+		rows, err := wh.SQL().QueryContext(ctx, q)
 		if err != nil {
 			return out
 		}
@@ -379,10 +380,10 @@ func options(ctx context.Context, wh *load.Warehouse) Options {
 
 // run answers one panel, its rows bounded to maxRows and to bound bytes
 // of JSON (res.bytes is what they took).
-func run(ctx context.Context, wh *load.Warehouse, timeout time.Duration, bound int, res *Result) error {
+func run(ctx context.Context, wh *query.DB, timeout time.Duration, bound int, res *Result) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	rows, err := wh.QuerySandboxed(ctx, res.SQL)
+	rows, err := wh.Query(ctx, res.SQL)
 	if err != nil {
 		return err
 	}
@@ -447,7 +448,7 @@ func containsFold(cols []string, c string) bool {
 // the page shows: numbers (DECIMAL and a UNION's number included) as
 // numbers, NaN and infinities as null, days as YYYY-MM-DD (a timestamp at
 // midnight UTC too), other timestamps as RFC 3339; everything else as
-// load.ValueText writes it (INTERVAL, UUID, TIME, and LIST, STRUCT, MAP
+// query.ValueText writes it (INTERVAL, UUID, TIME, and LIST, STRUCT, MAP
 // or JSON values as JSON text).
 func jsonValue(v any, dbType string) any {
 	switch x := v.(type) {
@@ -475,8 +476,8 @@ func jsonValue(v any, dbType string) any {
 		f, _ := new(big.Float).SetInt(x).Float64()
 		return f
 	}
-	if j := load.ValueJSON(v, dbType); len(j) > 0 && (j[0] == '-' || j[0] >= '0' && j[0] <= '9') {
+	if j := query.ValueJSON(v, dbType); len(j) > 0 && (j[0] == '-' || j[0] >= '0' && j[0] <= '9') {
 		return json.Number(j)
 	}
-	return load.ValueText(v, dbType)
+	return query.ValueText(v, dbType)
 }

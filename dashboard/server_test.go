@@ -108,7 +108,7 @@ func TestParseAllowedHosts(t *testing.T) {
 // TestPanelValuesOfEveryType pins what the page receives of each DuckDB
 // type a panel's SQL may return: numbers as numbers (DECIMAL too), NaN as
 // null, days and timestamps as before, and INTERVAL, UUID, TIME and the
-// nested types as load.ValueText writes them (a duration such as
+// nested types as query.ValueText writes them (a duration such as
 // finished_at - started_at as "01:30:00"), never Go's own syntax or raw
 // bytes (found by review).
 func TestPanelValuesOfEveryType(t *testing.T) {

@@ -101,11 +101,28 @@
 // value too long for the warehouse is kept in a file of its partition
 // (Lake.WriteRawValue, raw_value_file).
 //
-// ValueText and ValueJSON (values.go) are the one owner of a DuckDB value
-// as text, for what people read (sepipe query, the dashboard): by the
-// column's type name, INTERVAL, UUID and TIME as DuckDB writes them and
-// nested values as JSON.
+// What people read through their own SQL (sepipe query, the dashboard) is
+// package query's: the sandbox and the values as text.
+//
+// Files, one concern each: writer_parquet.go (the lake's part files, by
+// lakefile's format), lake.go (the output folder: staging, publishing
+// partitions, raw values, all through its os.Root), names.go (stream
+// names), warehouse.go (opening and closing a DuckDB database, its
+// options), publish.go and publish_compat.go (the working database and its
+// published copy), memory.go (DuckDB's memory limit and threads while a
+// run loads: loadRoom), table.go (Table, Run: what a commit takes),
+// commit.go (Commit: each table's history and table in the run's one
+// transaction), runload.go (the early load, during the fetch), history.go
+// (history tables), merge.go (a merge stream's upsert, its deletes, and
+// counting new rows), evolve.go (columns matched by name, added and
+// widened), types.go (column types, from schemas.Types), watermark.go
+// (an incremental stream's cursor), rejects.go, bookkeeping.go (the
+// _sepipe_ tables), lakeintents.go, state.go (what earlier runs left:
+// schemas, state, unfinished streams), events.go (webhook events), sql.go
+// (quoting, reading staged files), lock*.go (the state lock).
 //
 // What the package does not do: fetch, decode, or decide when a run is
 // good; that is the pipeline's job.
+//
+// Imports of sepipe's: internal/faults, internal/flock, lakefile, schemas, service, transform.
 package load

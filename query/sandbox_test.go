@@ -1,4 +1,4 @@
-package load_test
+package query_test
 
 import (
 	"context"
@@ -9,10 +9,11 @@ import (
 	"testing"
 
 	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/query"
 )
 
-// TestSandboxReadsOnlyTheLake lists what SQL run by OpenSandboxed and
-// QuerySandboxed can read: the lake, and nothing else of the machine. It
+// TestSandboxReadsOnlyTheLake lists what SQL run by query.Open and
+// DB.Query can read: the lake, and nothing else of the machine. It
 // plants a file in each place a sandboxed connection could reach by
 // DuckDB's own defaults or by sepipe's layout (DuckDB's default temporary
 // folder <cwd>/.tmp, the working directory, the output folder's
@@ -65,7 +66,7 @@ func TestSandboxReadsOnlyTheLake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wh, err := load.OpenSandboxed(ctx, rel, lake.LakeDir())
+	wh, err := query.Open(ctx, rel, lake.LakeDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestSandboxReadsOnlyTheLake(t *testing.T) {
 		"SELECT count(*) FROM glob(%s)",
 	}
 	read := func(q, path string) (int64, error) {
-		rows, err := wh.QuerySandboxed(ctx, strings.Replace(q, "%s", load.Literal(path), 1))
+		rows, err := wh.Query(ctx, strings.Replace(q, "%s", load.Literal(path), 1))
 		if err != nil {
 			return 0, err
 		}
@@ -114,7 +115,7 @@ func TestSandboxReadsOnlyTheLake(t *testing.T) {
 		"SELECT current_setting('lock_configuration')::VARCHAR":     "true",
 		"SELECT current_setting('temp_directory')::VARCHAR":         "",
 	} {
-		rows, err := wh.QuerySandboxed(ctx, q)
+		rows, err := wh.Query(ctx, q)
 		if err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}

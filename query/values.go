@@ -1,4 +1,4 @@
-package load
+package query
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package load
+package query
 
 import (
 	"database/sql"
@@ -74,7 +74,7 @@ var valueCases = []struct {
 	{"null", "NULL::INTEGER", "NULL", "null", false},
 }
 
-// TestValuesOfEveryType pins load.ValueText and load.ValueJSON, the one
+// TestValuesOfEveryType pins query.ValueText and query.ValueJSON, the one
 // owner of a DuckDB value as text that sepipe query and the dashboard
 // share, over every type (valueCases): INTERVAL, UUID and TIME as DuckDB
 // writes them, nested values as JSON with what they hold written by its

@@ -921,7 +921,7 @@ func TestScheduleDailyRunsOncePerDay(t *testing.T) {
 
 // TestQueryOutputOfEveryType pins what `sepipe query --format csv` and
 // `--format json` write of each DuckDB type a query may return: the text
-// of load.ValueText (INTERVAL, UUID and TIME as DuckDB writes them, the
+// of query.ValueText (INTERVAL, UUID and TIME as DuckDB writes them, the
 // nested types as JSON) in CSV, and JSON's own numbers, arrays and objects
 // in JSON, never Go's struct syntax or raw bytes (found by review).
 func TestQueryOutputOfEveryType(t *testing.T) {

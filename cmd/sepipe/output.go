@@ -12,8 +12,8 @@ import (
 
 	"github.com/sepipe/sepipe/internal/colnames"
 	"github.com/sepipe/sepipe/lakehouse"
-	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
+	"github.com/sepipe/sepipe/query"
 )
 
 // printSummary writes the end-of-run table: one line per stream. NEW is
@@ -104,5 +104,5 @@ func formatValue(v any, dbType string) string {
 	if f, ok := v.(float64); ok {
 		return fmt.Sprintf("%.2f", f)
 	}
-	return load.ValueText(v, dbType)
+	return query.ValueText(v, dbType)
 }

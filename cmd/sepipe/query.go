@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sepipe/sepipe/internal/colnames"
-	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/query"
 )
 
 func init() { register(newQueryCmd) }
@@ -53,12 +53,12 @@ hive_partitioning = true).`,
 			if _, err := os.Stat(path); err != nil {
 				return usagef("no warehouse at %s: run 'sepipe sync' or 'sepipe demo' first, or pass --out", path)
 			}
-			wh, err := load.OpenSandboxed(cmd.Context(), path, filepath.Join(out, "lake"))
+			wh, err := query.Open(cmd.Context(), path, filepath.Join(out, "lake"))
 			if err != nil {
 				return err
 			}
 			defer wh.Close()
-			rows, err := wh.QuerySandboxed(cmd.Context(), args[0])
+			rows, err := wh.Query(cmd.Context(), args[0])
 			if err != nil {
 				return usagef("query: %v", err)
 			}
@@ -127,7 +127,7 @@ func writeCSV(w io.Writer, rows *sql.Rows, onTerminal bool) error {
 			if v == nil {
 				continue
 			}
-			rec[i] = field(load.ValueText(v, types[i]))
+			rec[i] = field(query.ValueText(v, types[i]))
 		}
 		return cw.Write(rec)
 	})
@@ -150,7 +150,7 @@ func writeJSON(w io.Writer, rows *sql.Rows) error {
 				line = append(line, ',')
 			}
 			k, _ := json.Marshal(c)
-			line = append(append(append(line, k...), ':'), load.ValueJSON(vals[i], types[i])...)
+			line = append(append(append(line, k...), ':'), query.ValueJSON(vals[i], types[i])...)
 		}
 		line = append(line, '}', '\n')
 		_, err := w.Write(line)

@@ -24,8 +24,9 @@ var allowed = map[string][]string{
 	"lakefile":               nil, // the lake files' format and sepipe's own columns; arrow-go only
 	"transform":              {"schemas", "service"},
 	"load":                   {"internal/faults", "internal/flock", "lakefile", "schemas", "service", "transform"},
-	"pipeline":               {"extract", "internal/cpuidle", "internal/faults", "internal/flock", "lakefile", "lakehouse", "load", "schemas", "service", "transform"},
-	"dashboard":              {"internal/colnames", "load"},
+	"pipeline":               {"extract", "internal/cpuidle", "internal/faults", "internal/flock", "lakehouse", "load", "schemas", "service", "transform"},
+	"dashboard":              {"internal/colnames", "load", "query"},
+	"query":                  {"load"},     // the read side for people: sandboxed SQL, values as text
 	"lakehouse":              {"lakefile"}, // Iceberg tables through iceberg-go; takes Arrow, knows no stage
 	"internal/bench":         {"extract", "extract/servicetest", "load", "pipeline", "service"},
 	"internal/demo":          {"extract", "extract/servicetest", "pipeline", "webhooks"},
