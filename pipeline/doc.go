@@ -10,7 +10,7 @@
 // refuse the same requests.
 //
 // Sync runs one sync of the selected streams: report objects and
-// collections take one path (stageStream):
+// collections take one path (stager, stage.go):
 //
 //  1. a report object's Arrow schema comes from its describe; a
 //     collection's from its items (transform.Inferrer, widened under the
@@ -76,4 +76,6 @@
 // internal/demo (`sepipe demo`), internal/bench (`sepipe bench`) and
 // internal/dbtgen (`sepipe dbt-sources`); pipeline never imports the fake
 // service.
+//
+// Imports of sepipe's: extract, internal/cpuidle, internal/faults, internal/flock, lakehouse, load, schemas, service, transform.
 package pipeline

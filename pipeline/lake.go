@@ -129,7 +129,7 @@ func lakeWayOut(id string, err error) error {
 
 // rebuildsLake reports whether a stream's Iceberg table is rebuilt from
 // the run's rows (Intent.Rebuild): a full refresh of an append or merge
-// stream (stageStream).
+// stream (streamStage.finish).
 func rebuildsLake(mode load.WriteMode, fullRefresh bool) bool {
 	return fullRefresh && mode != load.Replace
 }
