@@ -64,4 +64,6 @@
 // keys) never appear in errors or logs: URLs are logged only through
 // service.RedactURL, credential values are scrubbed from messages, and values the
 // service hands out are Secrets that print as REDACTED.
+//
+// Imports of sepipe's: internal/flock, service.
 package extract

@@ -16,4 +16,6 @@
 // It imports only arrow-go (and the standard library), so lakehouse stays
 // free of the rest of sepipe. It does no I/O but through the io.Writer it
 // is given.
+//
+// Imports nothing of sepipe's.
 package lakefile

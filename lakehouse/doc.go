@@ -78,4 +78,6 @@
 // data file of its own, so the writer never buffers more than one.
 //
 // It imports lakefile and nothing else of sepipe's.
+//
+// Imports of sepipe's: lakefile.
 package lakehouse

@@ -46,4 +46,6 @@
 // is never guessed.
 //
 // The package does no I/O.
+//
+// Imports of sepipe's: lakefile, service.
 package schemas

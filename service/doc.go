@@ -11,4 +11,6 @@
 // client (extract), the schemas, the decoder (transform) and the webhook
 // receiver (webhooks) share these names and rules without the schemas, the
 // decoder or the receiver importing the HTTP client.
+//
+// Imports nothing of sepipe's.
 package service

@@ -61,4 +61,6 @@
 // column are one key), not as sent.
 //
 // The package does no I/O and knows nothing of Parquet or DuckDB.
+//
+// Imports of sepipe's: schemas, service.
 package transform

@@ -21,4 +21,6 @@
 // What it does not do: subscribe (extract's webhook client creates the
 // subscriptions), or define the events table (load owns it, with every
 // table sepipe defines).
+//
+// Imports of sepipe's: internal/faults, internal/flock, load, service.
 package webhooks

@@ -41,4 +41,6 @@
 // (pipeline, webhooks, load, dashboard, internal/...); the CLI calls their
 // validators and defaults. docs/cli.md lists every flag and config key.
 // Exit codes: 0 ok, 1 failed, 2 bad usage or config, 3 partly failed.
+//
+// Imports of sepipe's: any package (it is the command).
 package main

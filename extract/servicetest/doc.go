@@ -55,4 +55,6 @@
 // The package does not import the client (package extract): the fake is an
 // independent reading of the contract, so that a misunderstanding in the
 // client shows up as a failing test rather than as a shared assumption.
+//
+// Imports nothing of sepipe's.
 package servicetest

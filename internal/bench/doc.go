@@ -7,6 +7,9 @@
 // reads a second fake that answers 429 beyond N requests per window, and
 // is measured against the ideal time at that limit.
 //
-// It is a command's helper, not part of a run: it is the one production
-// package besides the commands that starts the fake (extract/servicetest).
+// It is a command's helper, not part of a run; with internal/demo it is
+// one of the two production packages besides the commands that start the
+// fake (extract/servicetest: the layout test's fakeImporters).
+//
+// Imports of sepipe's: extract, extract/servicetest, load, pipeline, service.
 package bench

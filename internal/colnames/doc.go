@@ -4,4 +4,6 @@
 // of one name (SELECT * over a join: u.status and c.status); a JSON reader
 // keeps only the last of two equal keys, silently. Unique renames the
 // later ones as DuckDB does in a subquery: status, status_1, status_2.
+//
+// Imports nothing of sepipe's.
 package colnames

@@ -5,4 +5,6 @@
 // cpu.cfs_period_us and cpuacct.usage). A sync loads its warehouse while it fetches only in time the
 // fetch leaves idle (pipeline's early load). Where neither can be read,
 // the processors count as idle.
+//
+// Imports nothing of sepipe's.
 package cpuidle

@@ -8,4 +8,6 @@
 //
 // It reads the service through extract.Source and writes one file; it
 // does not touch the warehouse. The dbt project itself lives in dbt/.
+//
+// Imports of sepipe's: extract, load, pipeline, schemas, service.
 package dbtgen

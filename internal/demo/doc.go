@@ -7,4 +7,6 @@
 //
 // It serves a command and tests; it starts the fake (extract/servicetest)
 // and is never part of a run against a real tenant.
+//
+// Imports of sepipe's: extract, extract/servicetest, pipeline, webhooks.
 package demo

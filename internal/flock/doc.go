@@ -8,4 +8,6 @@
 // drops a lock when its process dies, so a killed process never leaves
 // one stuck. Where flock(2) is not available the locks are no-ops
 // (Available is false, and Wanted never answers yes).
+//
+// Imports nothing of sepipe's.
 package flock

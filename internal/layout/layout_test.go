@@ -2,6 +2,7 @@ package layout_test
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -79,6 +80,41 @@ func TestNoHTTPClientBelowExtract(t *testing.T) {
 			if d == module+"/extract" || strings.HasPrefix(d, module+"/extract/") {
 				t.Errorf("%s depends on %s", pkg, d)
 			}
+		}
+	}
+}
+
+// TestDocSaysWhatThePackageImports: every package has a doc.go, whose
+// package comment ends by saying which packages of sepipe's it imports
+// ("// Imports of sepipe's: a, b." or "// Imports nothing of sepipe's."),
+// and says it truly: a doc.go that no longer told what its package held
+// was found by review (issue 41).
+func TestDocSaysWhatThePackageImports(t *testing.T) {
+	root := strings.TrimSpace(goList(t, "-m", "-f", "{{.Dir}}"))
+	for pkg, deps := range imports(t) {
+		if pkg == "" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(root, pkg, "doc.go"))
+		if err != nil {
+			t.Errorf("package %s has no doc.go: %v", pkg, err)
+			continue
+		}
+		var said string
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "// Imports ") {
+				said = line
+			}
+		}
+		want := "// Imports nothing of sepipe's."
+		switch {
+		case pkg == "cmd/sepipe":
+			want = "// Imports of sepipe's: any package (it is the command)."
+		case len(deps) > 0:
+			want = "// Imports of sepipe's: " + strings.Join(deps, ", ") + "."
+		}
+		if said != want {
+			t.Errorf("%s/doc.go says %q; its imports say %q", pkg, said, want)
 		}
 	}
 }

@@ -1,5 +1,3 @@
-// Package warehousetest reads a published warehouse the way a reader
-// does, for the tests of the stages that write it. Only tests import it.
 package warehousetest
 
 import (
