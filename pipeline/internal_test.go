@@ -4,32 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
-
-	"github.com/sepipe/sepipe/load"
 )
-
-// TestPinnedForHugePages: what a run's huge pages keep pinned, which
-// load raises its memory limit to (load's TestLimitForHugePages).
-func TestPinnedForHugePages(t *testing.T) {
-	small := []*stagedObject{{largestPage: 1 << 20}}
-	huge := []*stagedObject{{largestPage: 200 << 20, hugeBytes: 800 << 20}, nil}
-	for _, tc := range []struct {
-		staged []*stagedObject
-		want   int64
-	}{
-		{small, 2 << 20},
-		{huge, 1200 << 20},
-		// What a merge deletes is the load's to make room for.
-		{[]*stagedObject{{table: load.Table{Mode: load.Merge, Rows: 5_000_000}}}, 0},
-	} {
-		if got := pinnedFor(tc.staged); got != tc.want {
-			t.Errorf("pinnedFor = %d, want %d", got, tc.want)
-		}
-	}
-	if threadsFor(huge) != 1 || threadsFor(small) != 0 {
-		t.Error("one DuckDB thread only when pages are huge")
-	}
-}
 
 func TestIDText(t *testing.T) {
 	for raw, want := range map[string]string{`"01HX"`: "01HX", `123`: "123", `1e3`: "1e3", `null`: "", `{"a":1}`: "", `[1]`: "", `"`: ""} {

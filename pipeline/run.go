@@ -178,7 +178,7 @@ func (r *syncRun) stage(ctx context.Context) (*earlyLoader, error) {
 	// The early load lives in the run's context, not the group's: that
 	// ends when the group does, and with it the transaction.
 	early := newEarlyLoader(ctx, r.run, cfg.CountNewRows, func(ctx context.Context) (*load.Warehouse, error) {
-		return load.OpenState(ctx, r.lake, load.WithLockWait(0), load.WithMemoryLimit(earlyMemory(cfg.DuckDBMemory)), load.WithThreads(1), load.WithRowsInAnyOrder())
+		return load.OpenState(ctx, r.lake, load.EarlySettings(cfg.DuckDBMemory)...)
 	}, r.log)
 	g.SetLimit(cfg.ObjectConcurrency)
 	st := &stager{src: r.src, lake: r.lake, lh: r.lh, early: early, res: r.res, cfg: cfg, pr: r.pr, log: r.log}
@@ -223,8 +223,7 @@ func (r *syncRun) commit(ctx context.Context, early *earlyLoader) error {
 		s.table.FutureCursors = &s.result.FutureCursors
 		tables = append(tables, s.table)
 	}
-	settings := []load.OpenOption{load.WithMemoryLimit(cfg.DuckDBMemory), load.WithPinnedBytes(pinnedFor(r.staged)),
-		load.WithThreads(threadsFor(r.staged)), load.WithRowsInAnyOrder()}
+	settings := load.RunSettings(cfg.DuckDBMemory, pages(r.staged))
 	wh, rl := early.finish()
 	if rl != nil {
 		for _, s := range r.staged {
@@ -461,54 +460,15 @@ func warnUnread(log *slog.Logger, outs []outcome) {
 	}
 }
 
-// hugePage: a run with a page body this large loads on one DuckDB thread,
-// so that one huge value is held at a time.
-const hugePage = 16 << 20
-
-func largestPage(staged []*stagedObject) int {
-	largest := 0
+// pages is what the streams' pages weigh for DuckDB's memory at the
+// commit (load.RunSettings).
+func pages(staged []*stagedObject) load.Pages {
+	var p load.Pages
 	for _, s := range staged {
 		if s != nil {
-			largest = max(largest, s.largestPage)
+			p.Largest = max(p.Largest, s.largestPage)
+			p.HugeBytes += s.hugeBytes
 		}
 	}
-	return largest
-}
-
-// threadsFor is the DuckDB threads of a run's load: one when a page was
-// huge (a thread holds one huge value at a time), else 0, as many as the
-// memory limit has room for (load.WithThreads).
-func threadsFor(staged []*stagedObject) int {
-	if largestPage(staged) >= hugePage {
-		return 1
-	}
-	return 0
-}
-
-// pinnedFor is what DuckDB keeps pinned of a run's huge pages until the
-// commit (load.WithPinnedBytes): the bytes of every huge page plus twice
-// the largest.
-func pinnedFor(staged []*stagedObject) int64 {
-	var need int64
-	for _, s := range staged {
-		if s != nil {
-			need += s.hugeBytes
-		}
-	}
-	return need + 2*int64(largestPage(staged))
-}
-
-// earlyMemoryLimit is DuckDB's memory limit while a run loads during its
-// fetch (at most the configured one): the fetch's own buffers are live
-// then, and what DuckDB's pool holds adds to the run's peak. Measured at
-// 1 M rows and 50 requests a second, part files of one row group: 16 MB
-// 239-250 MB peak RSS, 24 MB 258-265 MB, the same load time; 64 MB (part
-// files of two row groups) 299 MB.
-const earlyMemoryLimit = 16 << 20
-
-func earlyMemory(configured string) string {
-	if n := load.SizeBytes(configured); n > 0 && n <= earlyMemoryLimit {
-		return configured
-	}
-	return fmt.Sprintf("%dMiB", earlyMemoryLimit>>20)
+	return p
 }

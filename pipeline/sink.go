@@ -34,7 +34,7 @@ type objectSink struct {
 	repaired     int64
 	long         int64 // values over the limit, kept in files
 	largestPage  int   // bytes of the largest page body
-	hugeBytes    int64 // bytes of the page bodies of hugePage or more
+	hugeBytes    int64 // bytes of the page bodies of load.HugePage or more
 	unknown      []string
 }
 
@@ -158,7 +158,7 @@ func (s *objectSink) restartWith(newWriter writerSet) error {
 func (s *objectSink) notePage(n int) {
 	s.mu.Lock()
 	s.largestPage = max(s.largestPage, n)
-	if n >= hugePage {
+	if n >= load.HugePage {
 		s.hugeBytes += int64(n)
 		s.newWriter.early.huge()
 	}

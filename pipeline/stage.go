@@ -31,7 +31,7 @@ func publishedFiles(lake load.Lake, s *stagedObject, date string) []string {
 
 type stagedObject struct {
 	largestPage int   // bytes of the object's largest page
-	hugeBytes   int64 // bytes of its pages of hugePage or more
+	hugeBytes   int64 // bytes of its pages of load.HugePage or more
 	object      string
 	table       load.Table
 	intent      *lakehouse.Intent  // staged in the Iceberg lake; nil without one

@@ -89,7 +89,7 @@ type Config struct {
 	// grow with the size of an object, and sets DuckDB's threads: one for
 	// each 32 MiB of it, at most one a processor (load.WithThreads; "1GB"
 	// gives up to 29). The run raises it for what DuckDB cannot spill:
-	// huge values (pinnedFor, load.WithPinnedBytes) and what a merge's
+	// huge values (load.RunSettings, load.WithPinnedBytes) and what a merge's
 	// deletes pin until the publish; and, when they need more, for the
 	// count of new rows and a merge's key check and join (load.loadRoom).
 	DuckDBMemory string
