@@ -16,6 +16,7 @@ import (
 )
 
 func TestNew(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []string{"", "acme.example.com", "ftp://acme.example.com", "https://", "://x"} {
 		if _, err := New(bad); err == nil {
 			t.Errorf("New(%q): no error", bad)
@@ -45,6 +46,7 @@ func TestNew(t *testing.T) {
 }
 
 func TestRequestHeaders(t *testing.T) {
+	t.Parallel()
 	var got http.Header
 	var mu sync.Mutex
 	c, _ := newTestClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -68,6 +70,7 @@ func TestRequestHeaders(t *testing.T) {
 }
 
 func TestObjectsAndDescribe(t *testing.T) {
+	t.Parallel()
 	var srvURL string
 	c, srv := newTestClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -121,6 +124,7 @@ func TestObjectsAndDescribe(t *testing.T) {
 }
 
 func TestWrongShapeNotRetried(t *testing.T) {
+	t.Parallel()
 	s := &script{steps: []func(http.ResponseWriter, *http.Request){body(200, `{"objects":"none"}`), body(200, `{"objects":[]}`)}}
 	c, _ := newTestClient(t, s)
 	if _, err := c.Objects(context.Background()); err == nil || s.n.Load() != 1 {
@@ -134,6 +138,7 @@ func TestWrongShapeNotRetried(t *testing.T) {
 }
 
 func TestRedactURL(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		"https://h.example.com/service/webservices_mobile/token.ashx?sid=1&sky=abc&uid=7&login_dir=acme&Token=t&TICKET=k": "https://h.example.com/service/webservices_mobile/token.ashx?sid=REDACTED&sky=REDACTED&uid=REDACTED&login_dir=acme&Token=REDACTED&TICKET=REDACTED",
 		"https://h/x?password=p&access_token=a&api_key=k&parameters=e30%3D":                                               "https://h/x?password=REDACTED&access_token=REDACTED&api_key=REDACTED&parameters=e30%3D",
@@ -161,6 +166,7 @@ func TestRedactURL(t *testing.T) {
 // The token never shows in errors, logs or printed clients, whatever the
 // failure, even when the service echoes it back.
 func TestTokenNeverLeaks(t *testing.T) {
+	t.Parallel()
 	echo := func(code int) func(http.ResponseWriter, *http.Request) {
 		return func(w http.ResponseWriter, r *http.Request) {
 			body(code, `{"response":{"code":4001,"name":"AuthError","message":"bad header `+r.Header.Get("Authorization")+`"}}`)(w, r)
@@ -202,6 +208,7 @@ func TestTokenNeverLeaks(t *testing.T) {
 // burst of 3 and no refill in the test's lifetime, exactly 3 requests reach
 // the server however many calls run at once.
 func TestRateLimiterShared(t *testing.T) {
+	t.Parallel()
 	var n atomic.Int64
 	f := &fakeReport{rows: 1000}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -252,6 +259,7 @@ func TestRateLimiterShared(t *testing.T) {
 }
 
 func TestDebugLog(t *testing.T) {
+	t.Parallel()
 	var logs logBuffer
 	f := &fakeReport{rows: 5}
 	c, _ := newTestClient(t, f, WithLogger(debugLogger(&logs)), WithPageSize(10))
@@ -276,6 +284,7 @@ func TestDebugLog(t *testing.T) {
 // DELETE of the collection once a proxy resolves it), so the calls refuse
 // them, naming the id, before any request.
 func TestSingleResourceCallsRefuseDotIDs(t *testing.T) {
+	t.Parallel()
 	var requests atomic.Int64
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)

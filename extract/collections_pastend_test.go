@@ -12,6 +12,7 @@ import (
 // sending it empty, ends there, as ReadObject's read without totals does:
 // the whole list failed (found by review).
 func TestReadListWithoutCountRefusedAfterAFullLastPage(t *testing.T) {
+	t.Parallel()
 	const n = 20
 	c, _ := newTestClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		off, _ := strconv.Atoi(r.URL.Query().Get("offset"))

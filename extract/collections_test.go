@@ -63,6 +63,7 @@ func (c *itemCollector) exactly(t *testing.T, n int) {
 }
 
 func TestReadCollectionPaging(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		n, limit, requests int
 	}{
@@ -87,6 +88,7 @@ func TestReadCollectionPaging(t *testing.T) {
 }
 
 func TestAssetsTyped(t *testing.T) {
+	t.Parallel()
 	c, _ := newTestClient(t, newFakeTenant(t))
 	as, err := c.Assets(context.Background(), CollectionQuery{Limit: 7})
 	if err != nil {
@@ -110,6 +112,7 @@ func TestAssetsTyped(t *testing.T) {
 // Drift while paging: healed when it stops, a clear error when it does not;
 // never a silent duplicate or gap.
 func TestReadCollectionIntegrity(t *testing.T) {
+	t.Parallel()
 	insertAt := func(items []map[string]any) []map[string]any { // a new item at the front
 		n := assetItems(len(items) + 1)
 		n[0]["id"] = "new-item-" + itoa(len(items))
@@ -195,6 +198,7 @@ func TestReadCollectionIntegrity(t *testing.T) {
 
 // A page repeated by the service is fetched again, not passed on.
 func TestReadCollectionRepeatedPage(t *testing.T) {
+	t.Parallel()
 	f := newFakeTenant(t)
 	var repeated atomic.Int64
 	f.before = func(w http.ResponseWriter, r *http.Request) bool {
@@ -218,6 +222,7 @@ func TestReadCollectionRepeatedPage(t *testing.T) {
 // A list path segment from the service (a subscription id) cannot climb
 // or add path levels.
 func TestReadListRejectsClimbingSegments(t *testing.T) {
+	t.Parallel()
 	c, _ := newTestClient(t, newFakeTenant(t))
 	for _, id := range []string{"..", ".", "a/b", "a?b", ""} {
 		_, err := c.ReadList(context.Background(), DeliveryLogList(id), CollectionQuery{}, (&itemCollector{}).fn)
@@ -233,6 +238,7 @@ func TestReadListRejectsClimbingSegments(t *testing.T) {
 // count, then reads as empty. A refused first page, or a page the count
 // says holds items, is still an error naming the list and the page.
 func TestReadListPastTheEndRefused(t *testing.T) {
+	t.Parallel()
 	// serve answers the assets list of n items; refuse(offset) gives the
 	// status refusing the page at offset, 0 to serve it.
 	serve := func(n int, count bool, refuse func(offset int) int) http.Handler {
@@ -310,6 +316,7 @@ func TestReadListPastTheEndRefused(t *testing.T) {
 // the empty page after it; it is not fetched again (which would repeat it
 // byte for byte, an integrity failure).
 func TestReadListWithoutCountEndsAfterFullLastPage(t *testing.T) {
+	t.Parallel()
 	for n, want := range map[int]int{0: 1, 20: 3, 23: 4} { // 23: the short page is confirmed by an empty one
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			off, _ := strconv.Atoi(r.URL.Query().Get("offset"))
@@ -335,6 +342,7 @@ func TestReadListWithoutCountEndsAfterFullLastPage(t *testing.T) {
 // page, then an empty one) rather than failing it. Both failed the read
 // ("cannot unmarshal").
 func TestReadListCountVariants(t *testing.T) {
+	t.Parallel()
 	const n = 23
 	for _, count := range []any{23.0, "23", " 23 ", "23.0", "many", true, nil} {
 		t.Run(fmt.Sprint(count), func(t *testing.T) {

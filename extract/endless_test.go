@@ -20,6 +20,7 @@ import (
 // read, for a report object and for a list; the requests stay within the
 // bound and one window of concurrent pages.
 func TestMaxPagesEndsUntotalledReads(t *testing.T) {
+	t.Parallel()
 	const maxPages, size, conc = 12, 5, 4
 	t.Run("report object", func(t *testing.T) {
 		f := newFakeTenant(t)

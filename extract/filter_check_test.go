@@ -9,6 +9,7 @@ import (
 )
 
 func TestCheckFilter(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		f      Filter
@@ -44,6 +45,7 @@ func TestCheckFilter(t *testing.T) {
 // TestCheckFilterAgreesWithValidate: a filter CheckFilter passes fails
 // Query.Validate only for what needs the describe.
 func TestCheckFilterAgreesWithValidate(t *testing.T) {
+	t.Parallel()
 	fields := []service.Field{{ID: "n", Type: service.TypeInt}}
 	for op, rule := range operators {
 		if !slices.Contains(rule.types, service.TypeInt) {

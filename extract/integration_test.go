@@ -14,6 +14,7 @@ import (
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/internal/longtest"
 	"github.com/sepipe/sepipe/service"
 )
 
@@ -104,9 +105,7 @@ const users = 40
 // (measured: 61 clean requests; 91 non-429 + 120 429s with the storm
 // below, where the adaptive limit fell to 1 request in flight).
 func TestIntegrationFaultsYieldCleanRows(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration")
-	}
+	longtest.Skip(t, "integration")
 	clean := servicetest.NewServer(servicetest.WithSeed(7), servicetest.WithUsers(users))
 	defer clean.Close()
 	want, _ := readAll(t, newClient(t, clean))
@@ -146,6 +145,7 @@ func TestIntegrationFaultsYieldCleanRows(t *testing.T) {
 
 // With Retry-After (whole seconds) on the 429s: honoured, rows exact.
 func TestIntegrationRetryAfterStorm(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("integration")
 	}
@@ -170,6 +170,7 @@ func TestIntegrationRetryAfterStorm(t *testing.T) {
 // snapshot (the clean rows without one drift state's positions), or a
 // clear *IntegrityError; never a duplicate or a gap.
 func TestIntegrationPageDrift(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("integration")
 	}
@@ -274,6 +275,7 @@ func without(rows []string, positions []int) []string {
 // run can read it within one window (the setting that lets it wait); one
 // that only needs a later window says when, and nothing more.
 func TestIntegrationReadLargerThanAWindow(t *testing.T) {
+	t.Parallel()
 	const limit = 8
 	srv := servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithQuota(limit, time.Hour))
 	defer srv.Close()
@@ -315,6 +317,7 @@ func TestIntegrationReadLargerThanAWindow(t *testing.T) {
 // announced reset, and that fraction counted against a budget the sleep
 // had used up (found by review, `sepipe check && sepipe plan && sepipe sync`).
 func TestIntegrationWaitsOutAWindowAnotherProcessSpent(t *testing.T) {
+	t.Parallel()
 	const limit, window = 3, 3 * time.Second
 	srv := servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithQuota(limit, window))
 	defer srv.Close()

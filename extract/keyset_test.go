@@ -45,6 +45,7 @@ func addAll(t testing.TB, k *keySet, from, to int) {
 // removes at once, and finds a key read twice whether its first reading
 // was before or after the spill: at the latest when the read ends.
 func TestKeySetSpills(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		first, at int // the key read twice: first and again at at
@@ -91,6 +92,7 @@ func TestKeySetSpills(t *testing.T) {
 // positions drawn from the bits that also pick the block gave 1.7 % at
 // 8 M keys, and more the larger the filter.)
 func TestKeyFilterFalsePositives(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("16 MB of filter, 8 M hashes")
 	}
@@ -116,6 +118,7 @@ func TestKeyFilterFalsePositives(t *testing.T) {
 // A read of distinct keys through a spilled set takes nothing for a
 // duplicate, and passes over the file rarely.
 func TestKeySetDistinctKeys(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a million keys")
 	}
@@ -146,6 +149,7 @@ func TestKeySetDistinctKeys(t *testing.T) {
 // middle of the read, and says where the key was read each time, also
 // when its first reading was itself a suspect (the filter erred on it).
 func TestKeySetChecksMidRead(t *testing.T) {
+	t.Parallel()
 	var made int
 	k := newKeySet(spillIn(t.TempDir(), &made), 10)
 	defer k.close()
@@ -179,6 +183,7 @@ func TestKeySetChecksMidRead(t *testing.T) {
 // duplicate is found as before; a spill file that fails later fails the
 // read with its error, not a wrong answer, and keeps failing it.
 func TestKeySetSpillError(t *testing.T) {
+	t.Parallel()
 	full := errors.New("no space left on device")
 	k := newKeySet(func() (*os.File, error) { return nil, full }, 10)
 	defer k.close()

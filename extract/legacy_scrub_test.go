@@ -15,6 +15,7 @@ import (
 // only, so the password leaks into the error and the debug log. With the
 // form body of before, the query-escaped form was scrubbed.
 func TestLegacyJSONEscapedPasswordIsScrubbed(t *testing.T) {
+	t.Parallel()
 	const pw = `Tr0ub4dor&3<horse>"x`
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)

@@ -12,6 +12,7 @@ import (
 )
 
 func TestLegacySessionsTicketsTokens(t *testing.T) {
+	t.Parallel()
 	f := newFakeTenant(t)
 	c, _ := newTestClient(t, f)
 	ctx := context.Background()
@@ -66,6 +67,7 @@ func TestLegacySessionsTicketsTokens(t *testing.T) {
 
 // 401s name the legacy credential that failed and never echo it.
 func TestLegacyErrors(t *testing.T) {
+	t.Parallel()
 	c, _ := newTestClient(t, newFakeTenant(t))
 	ctx := context.Background()
 	_, err := c.PasswordSession(ctx, "demo", "admin", "wrong-password-xyz")
@@ -94,6 +96,7 @@ func TestLegacyErrors(t *testing.T) {
 // could not connect is retried and, when that keeps failing, says it was
 // not carried out.
 func TestLegacyPostNotRetriedBlindly(t *testing.T) {
+	t.Parallel()
 	f := newFakeTenant(t)
 	f.before = func(w http.ResponseWriter, r *http.Request) bool {
 		conn, _, _ := w.(http.Hijacker).Hijack()
@@ -130,6 +133,7 @@ func TestLegacyPostNotRetriedBlindly(t *testing.T) {
 // reads the session credentials from the URL query only (as documented)
 // must grant UserTicket's request.
 func TestUserTicketSendsSessionCredentialsInQuery(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		if q.Get("sid") != "918273" || q.Get("sky") != "key-0123456789" || q.Get("uid") != "1" {
@@ -156,6 +160,7 @@ func TestUserTicketSendsSessionCredentialsInQuery(t *testing.T) {
 // the URL query or a JSON body, as documented, must see the login_dir,
 // username and password PasswordSession sends.
 func TestLegacySessionParametersTravelAsJSON(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := map[string]string{}
 		for k := range r.URL.Query() {

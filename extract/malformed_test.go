@@ -22,6 +22,7 @@ import (
 // ErrMalformedPage (a body cut short with a matching Content-Length) is
 // fetched again, and the read ends with every row once.
 func TestMalformedPageIsFetchedAgain(t *testing.T) {
+	t.Parallel()
 	var served atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := base64.StdEncoding.DecodeString(r.URL.Query().Get("parameters"))

@@ -31,6 +31,7 @@ func newOAuth(t *testing.T, srv *servicetest.Server, store extract.TokenStore, r
 }
 
 func TestOAuthRotatesAndPersistsBeforeUse(t *testing.T) {
+	t.Parallel()
 	srv := servicetest.NewServer(servicetest.WithUsers(5))
 	defer srv.Close()
 	store := &extract.FileTokenStore{Path: filepath.Join(t.TempDir(), ".sepipe", "token.json")}
@@ -89,6 +90,7 @@ func TestOAuthRotatesAndPersistsBeforeUse(t *testing.T) {
 }
 
 func TestOAuthRefusedReplayNamesNoSecret(t *testing.T) {
+	t.Parallel()
 	srv := servicetest.NewServer(servicetest.WithUsers(5))
 	defer srv.Close()
 	dir := t.TempDir()
@@ -118,6 +120,7 @@ func TestOAuthRefusedReplayNamesNoSecret(t *testing.T) {
 }
 
 func TestOAuthConcurrentCallersShareOneRefresh(t *testing.T) {
+	t.Parallel()
 	srv := servicetest.NewServer(servicetest.WithUsers(5), servicetest.WithLatency(20*time.Millisecond))
 	defer srv.Close()
 	o := newOAuth(t, srv, &extract.FileTokenStore{Path: filepath.Join(t.TempDir(), "t.json")}, srv.Service.RefreshToken())
@@ -139,6 +142,7 @@ func TestOAuthConcurrentCallersShareOneRefresh(t *testing.T) {
 }
 
 func TestOAuthNewConfiguredTokenReseeds(t *testing.T) {
+	t.Parallel()
 	srv := servicetest.NewServer(servicetest.WithUsers(5))
 	defer srv.Close()
 	store := &extract.FileTokenStore{Path: filepath.Join(t.TempDir(), "t.json")}
@@ -160,6 +164,7 @@ func TestOAuthNewConfiguredTokenReseeds(t *testing.T) {
 }
 
 func TestClientRefreshesOnExpiryAndOn401(t *testing.T) {
+	t.Parallel()
 	srv := servicetest.NewServer(servicetest.WithUsers(5), servicetest.WithTokenTTL(time.Hour))
 	defer srv.Close()
 	o := newOAuth(t, srv, &extract.FileTokenStore{Path: filepath.Join(t.TempDir(), "t.json")}, srv.Service.RefreshToken())
@@ -183,6 +188,7 @@ func TestClientRefreshesOnExpiryAndOn401(t *testing.T) {
 }
 
 func TestOAuthRefreshesBeforeExpiry(t *testing.T) {
+	t.Parallel()
 	srv := servicetest.NewServer(servicetest.WithUsers(5))
 	defer srv.Close()
 	var mu sync.Mutex
@@ -223,6 +229,7 @@ func TestOAuthRefreshesBeforeExpiry(t *testing.T) {
 // refusal (400 invalid_grant) is final at once, and an endpoint that
 // keeps failing ends after refreshAttempts (4) with ErrRefreshFailed.
 func TestOAuthAsksAgainAfterATransientFailure(t *testing.T) {
+	t.Parallel()
 	type answer func(w http.ResponseWriter)
 	bad := func(status int, header, body string) answer {
 		return func(w http.ResponseWriter) {
@@ -342,6 +349,7 @@ func TestOAuthAsksAgainAfterATransientFailure(t *testing.T) {
 // next run was refused (invalid_grant) until sepipe auth login (found by
 // review).
 func TestSignalDuringRefreshKeepsTheRotation(t *testing.T) {
+	t.Parallel()
 	srv := servicetest.NewServer(servicetest.WithUsers(5))
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -387,6 +395,7 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 // was used as it was for as long as its access token lasted (found by
 // review).
 func TestTokenStoreIsTheOwnersAlone(t *testing.T) {
+	t.Parallel()
 	store := &extract.FileTokenStore{Path: filepath.Join(t.TempDir(), "token.json")}
 	if err := store.Save(extract.StoredToken{AccessToken: "a", RefreshToken: "r", Expiry: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)

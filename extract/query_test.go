@@ -15,6 +15,7 @@ import (
 )
 
 func TestEncodeRoundTrip(t *testing.T) {
+	t.Parallel()
 	when := time.Date(2019, 8, 24, 16, 15, 22, 0, time.FixedZone("CEST", 2*3600))
 	q := Query{
 		Page:           1,
@@ -69,6 +70,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 }
 
 func TestEncodeOmitsEmpty(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		q    Query
 		want string
@@ -127,6 +129,7 @@ var allowed = map[string][]string{
 var arity = map[string]int{"eq": 1, "ne": 1, "co": 1, "bw": 1, "nc": 1, "in": 1, "lt": 1, "le": 1, "gt": 1, "ge": 1, "be": 2, "nb": 2}
 
 func TestValidateOperatorTypeTable(t *testing.T) {
+	t.Parallel()
 	for op, ok := range allowed {
 		for _, f := range testFields[:6] {
 			vals := make([]any, arity[op])
@@ -174,6 +177,7 @@ func TestValidateOperatorTypeTable(t *testing.T) {
 }
 
 func TestValidateValueTypes(t *testing.T) {
+	t.Parallel()
 	type myInt int
 	type myString string
 	good := map[string][]any{
@@ -213,6 +217,7 @@ func TestValidateValueTypes(t *testing.T) {
 }
 
 func TestValidateBuildersAndQueryKeys(t *testing.T) {
+	t.Parallel()
 	d := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	ok := Query{
 		Filters: []Filter{

@@ -24,6 +24,7 @@ import (
 // is caught by the rows' hash: the read is healed by reading again, then
 // fails; nothing is handed on as if it were whole.
 func TestRepeatedRowsUnderAnotherPageNumberFailTheRead(t *testing.T) {
+	t.Parallel()
 	rows := func(p int) string {
 		if p == 3 {
 			p = 2 // the lie
@@ -75,6 +76,7 @@ func TestRepeatedRowsUnderAnotherPageNumberFailTheRead(t *testing.T) {
 // TestAbsurdTotalEndsTheRead: page 1 announcing more pages than a read may
 // take ends the read at once with a clear error.
 func TestAbsurdTotalEndsTheRead(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `{"page":1,"resultsPerPage":2,"totalResults":9000000000000,"results":[{"id":1},{"id":2}]}`)
 	}))
@@ -93,6 +95,7 @@ func TestAbsurdTotalEndsTheRead(t *testing.T) {
 // TestBytesInFlightAreBounded: however many workers, the page bodies the
 // client holds at once stay within WithMaxBytesInFlight.
 func TestBytesInFlightAreBounded(t *testing.T) {
+	t.Parallel()
 	const rows, pages = 2000, 8 // ~100 KB a page
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := base64.StdEncoding.DecodeString(r.URL.Query().Get("parameters"))

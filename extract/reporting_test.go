@@ -20,6 +20,7 @@ import (
 )
 
 func TestReadObject(t *testing.T) {
+	t.Parallel()
 	modes := map[string]int{"both": totalsBoth, "totalResults": totalsResults, "totalPages": totalsPages, "none": totalsNone}
 	for name, mode := range modes {
 		for _, rows := range []int{0, 1, 9, 10, 11, 95, 100} {
@@ -67,6 +68,7 @@ func TestReadObject(t *testing.T) {
 // 404) to the page after a full last page, rather than an empty page,
 // ends the read there: all rows, no error.
 func TestReadObjectPageAfterTheEndRefused(t *testing.T) {
+	t.Parallel()
 	for _, status := range []int{http.StatusBadRequest, http.StatusNotFound} {
 		f := &fakeReport{rows: 50, totals: totalsBoth, fault: func(w http.ResponseWriter, r *http.Request, p int) bool {
 			if p > 5 {
@@ -89,6 +91,7 @@ func TestReadObjectPageAfterTheEndRefused(t *testing.T) {
 }
 
 func TestReadObjectCappedPageSize(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []int{totalsBoth, totalsNone} {
 		f := &fakeReport{rows: 23, totals: mode, maxPerPage: 5}
 		c, _ := newTestClient(t, f, WithPageSize(10))
@@ -101,6 +104,7 @@ func TestReadObjectCappedPageSize(t *testing.T) {
 }
 
 func TestReadObjectIntegrity(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		f    *fakeReport
@@ -191,6 +195,7 @@ func TestReadObjectIntegrity(t *testing.T) {
 // starts over, the PageFunc is told to discard, and the rows come out
 // exactly once.
 func TestReadObjectHealsDrift(t *testing.T) {
+	t.Parallel()
 	var faulted atomic.Bool
 	f := &fakeReport{rows: 50}
 	f.fault = func(w http.ResponseWriter, r *http.Request, p int) bool {
@@ -216,6 +221,7 @@ func TestReadObjectHealsDrift(t *testing.T) {
 // A PageFunc that ignores Restart fails on the nil body, so it cannot
 // keep rows of a discarded read.
 func TestReadObjectRestartUnawareFails(t *testing.T) {
+	t.Parallel()
 	var faulted atomic.Bool
 	f := &fakeReport{rows: 50}
 	f.fault = func(w http.ResponseWriter, r *http.Request, p int) bool {
@@ -238,6 +244,7 @@ func TestReadObjectRestartUnawareFails(t *testing.T) {
 // Overlapping pages with consistent totals are invisible to counts; key
 // fields catch them.
 func TestReadObjectDuplicateKeys(t *testing.T) {
+	t.Parallel()
 	overlap := func(w http.ResponseWriter, r *http.Request, p int) bool {
 		if p == 3 { // rows 15..24 instead of 20..29
 			b := pageBody(3, 10, 50, totalsBoth, false, nil)
@@ -290,6 +297,7 @@ func TestReadObjectDuplicateKeys(t *testing.T) {
 }
 
 func TestReadObjectPageFuncError(t *testing.T) {
+	t.Parallel()
 	f := &fakeReport{rows: 100}
 	c, _ := newTestClient(t, f, WithPageSize(10))
 	boom := errors.New("boom")
@@ -306,6 +314,7 @@ func TestReadObjectPageFuncError(t *testing.T) {
 }
 
 func TestReadObjectPageErrorWrapsAPIError(t *testing.T) {
+	t.Parallel()
 	f := &fakeReport{rows: 100, fault: func(w http.ResponseWriter, r *http.Request, p int) bool {
 		if p == 3 {
 			writeJSON(w, 404, map[string]any{"response": map[string]any{"code": 3004, "name": "ResourceNotFoundError", "message": "gone"}})
@@ -325,6 +334,7 @@ func TestReadObjectPageErrorWrapsAPIError(t *testing.T) {
 // Cancelling the context stops the workers: pages 2.. block in the handler
 // until their request is cancelled, and ReadObject returns the cause.
 func TestReadObjectCancel(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	stop := errors.New("operator stopped the run")
@@ -358,6 +368,7 @@ func TestReadObjectCancel(t *testing.T) {
 
 // A PageFunc error cancels the other workers' requests.
 func TestReadObjectErrorCancelsWorkers(t *testing.T) {
+	t.Parallel()
 	f := &fakeReport{rows: 1000, fault: func(w http.ResponseWriter, r *http.Request, p int) bool {
 		if p <= 2 {
 			return false
@@ -379,6 +390,7 @@ func TestReadObjectErrorCancelsWorkers(t *testing.T) {
 }
 
 func TestReadObjectArguments(t *testing.T) {
+	t.Parallel()
 	c, _ := newTestClient(t, &fakeReport{})
 	fn := newCollector().fn
 	for name, call := range map[string]func() error{
@@ -393,6 +405,7 @@ func TestReadObjectArguments(t *testing.T) {
 }
 
 func TestQueryPage(t *testing.T) {
+	t.Parallel()
 	f := &fakeReport{rows: 25}
 	c, _ := newTestClient(t, f)
 	p, err := c.QueryPage(context.Background(), "course", Query{Page: 3, ResultsPerPage: 10})
@@ -409,6 +422,7 @@ func TestQueryPage(t *testing.T) {
 }
 
 func TestParsePageInfo(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		body string
 		want service.PageInfo
@@ -441,6 +455,7 @@ func TestParsePageInfo(t *testing.T) {
 // numbers or numeric strings). ParsePageInfo, which sepipe plan and
 // sepipe discover use on the same pages, reads them the same way.
 func TestParsePageInfoToleratesIntegralVariants(t *testing.T) {
+	t.Parallel()
 	for _, body := range []string{
 		`{"page":1,"resultsPerPage":100,"totalResults":1234.0,"totalPages":13,"results":[]}`,
 		`{"page":"1","resultsPerPage":"100","totalResults":"1234","totalPages":"13","results":[]}`,
@@ -473,6 +488,7 @@ func FuzzParsePageInfo(f *testing.F) {
 // would (it failed the read); rows after a refused page are still an
 // integrity failure.
 func TestReadObjectWithoutTotalsPagesPastTheEndRefused(t *testing.T) {
+	t.Parallel()
 	refuse := func(status, from int) func(w http.ResponseWriter, r *http.Request, p int) bool {
 		return func(w http.ResponseWriter, r *http.Request, p int) bool {
 			if p >= from {
@@ -512,6 +528,7 @@ func TestReadObjectWithoutTotalsPagesPastTheEndRefused(t *testing.T) {
 // reader refuses them, as ReadList does, naming the id, before any
 // request; Objects leaves such an object out.
 func TestReportingRefusesDotObjectIDs(t *testing.T) {
+	t.Parallel()
 	var paths []string
 	var mu sync.Mutex
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -565,6 +582,7 @@ func TestReportingRefusesDotObjectIDs(t *testing.T) {
 // more pages follow: the read failed its integrity check on page 1 ("holds
 // 5 rows, want 10").
 func TestReadObjectSilentlyCappedPageSize(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []int{totalsBoth, totalsResults, totalsPages} {
 		f := &fakeReport{rows: 23, totals: mode, maxPerPage: 5, noEcho: true}
 		c, _ := newTestClient(t, f, WithPageSize(10))
@@ -583,6 +601,7 @@ func TestReadObjectSilentlyCappedPageSize(t *testing.T) {
 // for another reason fails as before, after one request at each smaller
 // size.
 func TestReadObjectPageSizeRefused(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		max, want int
 	}{{500, 500}, {300, 250}, {200, 200}, {199, 100}} {

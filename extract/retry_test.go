@@ -58,6 +58,7 @@ func dropMidBody(w http.ResponseWriter, r *http.Request) {
 // Retry-After in seconds is waited; a request refused again after waiting
 // it waits at least twice as long (7 s, then not 3 s but 14 s).
 func TestRetryAfterSeconds(t *testing.T) {
+	t.Parallel()
 	s := &script{steps: []func(http.ResponseWriter, *http.Request){
 		status(429, "Retry-After", "7"), status(429, "Retry-After", "3"), body(200, describeOK),
 	}}
@@ -77,6 +78,7 @@ func TestRetryAfterSeconds(t *testing.T) {
 // ... + 32 = 63 s of 2 min). Refused for ever, it stops when the next
 // wait would pass the budget.
 func TestRetryAfterTooShortIsOutwaited(t *testing.T) {
+	t.Parallel()
 	steps := make([]func(http.ResponseWriter, *http.Request), 0, 8)
 	for range 6 {
 		steps = append(steps, status(429, "Retry-After", "1"))
@@ -103,6 +105,7 @@ func TestRetryAfterTooShortIsOutwaited(t *testing.T) {
 }
 
 func TestRetryAfterHTTPDate(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	s := &script{steps: []func(http.ResponseWriter, *http.Request){
 		status(429, "Retry-After", now.Add(5*time.Second).Format(http.TimeFormat)),
@@ -121,6 +124,7 @@ func TestRetryAfterHTTPDate(t *testing.T) {
 }
 
 func TestRateLimitedBackoffExhausted(t *testing.T) {
+	t.Parallel()
 	s := &script{steps: []func(http.ResponseWriter, *http.Request){status(429)}}
 	c, _ := newTestClient(t, s, withBackoff(time.Millisecond, 4*time.Millisecond))
 	sl := recordSleeps(c)
@@ -153,6 +157,7 @@ func TestRateLimitedBackoffExhausted(t *testing.T) {
 // sending it. Waits that only add up past the budget, or 429s without
 // Retry-After, exhaust the retries as other failures do.
 func TestRetryAfterBeyondBudget(t *testing.T) {
+	t.Parallel()
 	s := &script{steps: []func(http.ResponseWriter, *http.Request){status(429, "Retry-After", "600")}}
 	c, _ := newTestClient(t, s, WithRetry(1, time.Minute))
 	sl := recordSleeps(c)
@@ -197,6 +202,7 @@ func TestRetryAfterBeyondBudget(t *testing.T) {
 }
 
 func TestRetryServerErrors(t *testing.T) {
+	t.Parallel()
 	s := &script{steps: []func(http.ResponseWriter, *http.Request){
 		status(500), status(502), body(503, "<html>busy</html>"), status(504), body(200, describeOK),
 	}}
@@ -208,6 +214,7 @@ func TestRetryServerErrors(t *testing.T) {
 }
 
 func TestRetryServerErrorsExhausted(t *testing.T) {
+	t.Parallel()
 	s := &script{steps: []func(http.ResponseWriter, *http.Request){status(502)}}
 	c, _ := newTestClient(t, s, WithRetry(3, time.Minute))
 	_, err := c.Describe(context.Background(), "curriculum")
@@ -218,6 +225,7 @@ func TestRetryServerErrorsExhausted(t *testing.T) {
 }
 
 func TestRetryBodyEndsEarly(t *testing.T) {
+	t.Parallel()
 	for name, first := range map[string]func(http.ResponseWriter, *http.Request){
 		"connection dropped": dropMidBody,
 		"truncated JSON":     body(200, `{"fields":[{"id":"curriculumTitle",`),
@@ -236,6 +244,7 @@ func TestRetryBodyEndsEarly(t *testing.T) {
 }
 
 func TestReadObjectRetriesCounted(t *testing.T) {
+	t.Parallel()
 	var dropped, limited atomic.Bool
 	f := &fakeReport{rows: 45, fault: func(w http.ResponseWriter, r *http.Request, p int) bool {
 		switch {
@@ -272,6 +281,7 @@ func TestReadObjectRetriesCounted(t *testing.T) {
 }
 
 func TestNotRetried(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		status   int
 		sentinel error
@@ -314,6 +324,7 @@ func TestNotRetried(t *testing.T) {
 }
 
 func TestAPIErrorBodies(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		status int
@@ -362,6 +373,7 @@ func TestAPIErrorBodies(t *testing.T) {
 }
 
 func TestNetworkErrorExhausted(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close() // nothing listens any more
@@ -376,6 +388,7 @@ func TestNetworkErrorExhausted(t *testing.T) {
 }
 
 func TestRetryCancelledWhileWaiting(t *testing.T) {
+	t.Parallel()
 	s := &script{steps: []func(http.ResponseWriter, *http.Request){status(429, "Retry-After", "30")}}
 	c, _ := newTestClient(t, s)
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -390,6 +403,7 @@ func TestRetryCancelledWhileWaiting(t *testing.T) {
 }
 
 func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	cases := []struct {
 		in   string
@@ -421,6 +435,7 @@ func TestParseRetryAfter(t *testing.T) {
 }
 
 func TestBackoffBounds(t *testing.T) {
+	t.Parallel()
 	c, err := New("https://acme.example.com")
 	if err != nil {
 		t.Fatal(err)
@@ -462,6 +477,7 @@ func FuzzAPIErrorBody(f *testing.F) {
 // Retry-After, read as none, is waited as sent. A 429 whose window has requests left (a burst refused) is not a
 // wait for the reset: it backs off, as before.
 func TestA429WithOnlyAResetWaitsForIt(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		headers map[string]string

@@ -14,6 +14,7 @@ import (
 // (401s, 5xx that echo the request, dropped connections, retries), holds
 // no credential value; neither do the errors or the printed values.
 func TestNoCredentialInLogsOrErrors(t *testing.T) {
+	t.Parallel()
 	var logs logBuffer
 	f := newFakeTenant(t)
 	var n atomic.Int64

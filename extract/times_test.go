@@ -12,6 +12,7 @@ import (
 // whose time is in none: the field is zero (nil), the other fields and
 // Extra as they are.
 func TestItemTimesInISO8601Forms(t *testing.T) {
+	t.Parallel()
 	want := time.Date(2026, 3, 5, 9, 53, 27, 123e6, time.UTC)
 	for _, form := range []string{"2026-03-05T09:53:27.123Z", "2026-03-05T11:53:27.123+0200", "2026-03-05T11:53:27.123+02",
 		"2026-03-05T09:53:27.123", "2026-03-05 09:53:27.123z"} {
@@ -69,6 +70,7 @@ func TestItemTimesInISO8601Forms(t *testing.T) {
 // whose time was in no ISO 8601 form (left zero) prints without it in
 // `sepipe webhooks list --format json`, not as created in the year 1.
 func TestUnreadTimesAreLeftOutOfJSON(t *testing.T) {
+	t.Parallel()
 	for _, v := range []any{Subscription{ID: "01A"}, DeliveryLog{ID: "l1"}} {
 		b, err := json.Marshal(v)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 )
 
 func TestCreateShare(t *testing.T) {
+	t.Parallel()
 	f := newFakeTenant(t)
 	var got map[string]any
 	f.before = func(w http.ResponseWriter, r *http.Request) bool {
@@ -46,6 +47,7 @@ func TestCreateShare(t *testing.T) {
 
 // A 5xx to a create is not retried: the share may exist.
 func TestCreateShareServerErrorUncertain(t *testing.T) {
+	t.Parallel()
 	f := newFakeTenant(t)
 	f.before = func(w http.ResponseWriter, r *http.Request) bool {
 		problem(w, 503, "unavailable", "Service Unavailable", "try later")
@@ -62,6 +64,7 @@ func TestCreateShareServerErrorUncertain(t *testing.T) {
 
 // 429 to a create means it was not carried out: retried after Retry-After.
 func TestCreateShareRateLimitedRetried(t *testing.T) {
+	t.Parallel()
 	f := newFakeTenant(t)
 	f.before = func(w http.ResponseWriter, r *http.Request) bool {
 		if f.requests.Load() == 1 {
@@ -84,6 +87,7 @@ func TestCreateShareRateLimitedRetried(t *testing.T) {
 }
 
 func TestThemes(t *testing.T) {
+	t.Parallel()
 	f := newFakeTenant(t)
 	var queries []string
 	f.before = func(w http.ResponseWriter, r *http.Request) bool {
@@ -132,6 +136,7 @@ func TestThemes(t *testing.T) {
 // decoder read both forms. Both are read now, to the instant the sync
 // stores; a time in no ISO 8601 form is zero and its theme kept.
 func TestThemesReadEveryISO8601Form(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"count": 3, "items": []map[string]any{
 			{"id": "9c5f3aa0784df25db1db821354e337e9", "title": "Corporate Default", "isGlobal": true, "isDefault": true,
@@ -163,6 +168,7 @@ func TestThemesReadEveryISO8601Form(t *testing.T) {
 
 // v4 401 names the access token; a token source refreshes it once.
 func TestTokenSourceRefresh(t *testing.T) {
+	t.Parallel()
 	f := newFakeTenant(t)
 	calls := 0
 	srcTok := []string{"expired-token-1", testToken}

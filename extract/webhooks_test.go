@@ -11,6 +11,7 @@ import (
 )
 
 func TestSubscriptionsCRUD(t *testing.T) {
+	t.Parallel()
 	f := newFakeTenant(t)
 	c, _ := newTestClient(t, f, WithAPIToken(tAPIToken))
 	ctx := context.Background()
@@ -60,6 +61,7 @@ func TestSubscriptionsCRUD(t *testing.T) {
 // The wrong credential on webhooks: the error names the developer API
 // token and does not echo it.
 func TestWebhooksUnauthorized(t *testing.T) {
+	t.Parallel()
 	c, _ := newTestClient(t, newFakeTenant(t), WithAPIToken("wrong-api-token-1"))
 	_, err := c.Subscriptions(context.Background())
 	var ae *APIError
@@ -72,6 +74,7 @@ func TestWebhooksUnauthorized(t *testing.T) {
 // A DELETE whose answer is lost is retried; a 404 on the retry means the
 // first attempt deleted it.
 func TestDeleteSubscriptionRetryFindsItGone(t *testing.T) {
+	t.Parallel()
 	f := newFakeTenant(t)
 	var dropped atomic.Bool
 	f.before = func(w http.ResponseWriter, r *http.Request) bool {
@@ -102,6 +105,7 @@ func TestDeleteSubscriptionRetryFindsItGone(t *testing.T) {
 
 // Create that drops after sending: one request, UncertainError.
 func TestCreateSubscriptionDropped(t *testing.T) {
+	t.Parallel()
 	f := newFakeTenant(t)
 	f.before = func(w http.ResponseWriter, r *http.Request) bool {
 		if r.Method == http.MethodPost {

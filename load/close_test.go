@@ -35,6 +35,7 @@ func (c *endsAt) Done() <-chan struct{} { return nil }
 // preparing and running it (the seventh look) kept the database alive,
 // and the next open spun forever in DuckDB's instance cache.
 func TestCloseAfterAnEndedStatement(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "x.duckdb")
 	for _, q := range []string{
 		"CREATE TABLE IF NOT EXISTS t (a INTEGER)",

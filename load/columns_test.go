@@ -80,6 +80,7 @@ func columnsOf(t *testing.T, wh *load.Warehouse, table string) string {
 // stream's view shows that spelling) and counts no new row for a row it
 // already holds.
 func TestFullRefreshRespellsAColumn(t *testing.T) {
+	t.Parallel()
 	const history = `id|BIGINT
 Name|VARCHAR
 Score|VARCHAR
@@ -143,6 +144,7 @@ snapshot_date|DATE
 // any SQL (which would not parse); its run commits nothing, and the
 // stream's earlier days stay. The early load refuses it alike.
 func TestStreamWithoutFields(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []load.WriteMode{load.Replace, load.Append, load.Merge} {
 		t.Run(string(mode), func(t *testing.T) {
 			lake, wh := newWarehouse(t)
@@ -192,6 +194,7 @@ func TestStreamWithoutFields(t *testing.T) {
 // as text, not the text cast to the table's type, which failed the
 // run's load ("Could not convert string 'abc'"; found by review).
 func TestNewRowsAfterATypeWidened(t *testing.T) {
+	t.Parallel()
 	lake, wh := newWarehouse(t)
 	num := []service.Field{{ID: "id", Type: "int"}, {ID: "x", Type: "int"}}
 	text := []service.Field{{ID: "id", Type: "int"}, {ID: "x", Type: "string"}}
@@ -220,6 +223,7 @@ func TestNewRowsAfterATypeWidened(t *testing.T) {
 // the same rows, counts none as new (their hashes were of a number
 // against text: every row counted as new, on every run after).
 func TestNewRowsAfterATypeNarrowed(t *testing.T) {
+	t.Parallel()
 	lake, wh := newWarehouse(t)
 	text := []service.Field{{ID: "id", Type: "int"}, {ID: "x", Type: "string"}}
 	num := []service.Field{{ID: "id", Type: "int"}, {ID: "x", Type: "int"}}
@@ -260,6 +264,7 @@ func TestNewRowsAfterATypeNarrowed(t *testing.T) {
 // UTC (a plain cast wrote 2.0 and 2026-01-02 00:00:00+00; found by
 // review), and a JSON column a number as a number.
 func TestWidenedColumnKeepsTheServiceText(t *testing.T) {
+	t.Parallel()
 	lake, wh := newWarehouse(t)
 	typed := []service.Field{{ID: "id", Type: "int"}, {ID: "x", Type: "float"}, {ID: "d", Type: "date"}}
 	text := []service.Field{{ID: "id", Type: "int"}, {ID: "x", Type: "string"}, {ID: "d", Type: "string"}}
@@ -293,6 +298,7 @@ func TestWidenedColumnKeepsTheServiceText(t *testing.T) {
 // string (issue 41: two owners that disagreed). The history's column is
 // now the text the service sent, each day's value as it was.
 func TestHistoryWidensAsTheSchemasDo(t *testing.T) {
+	t.Parallel()
 	lake, wh := newWarehouse(t)
 	stage := func(run string, typ string, rows ...string) load.Table {
 		t.Helper()

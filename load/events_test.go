@@ -15,6 +15,7 @@ import (
 )
 
 func TestEventsLoadIsIdempotentAndClosesTheWarehouse(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	lake := load.Lake{Root: t.TempDir()}
 	path := lake.WarehousePath()

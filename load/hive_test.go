@@ -23,6 +23,7 @@ import (
 // like a key=value folder of the output path, keep the values the service
 // sent.
 func TestLoadNeverGuessesFromPaths(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	root := filepath.Join(t.TempDir(), "region=emea", "out")
 	lake := load.Lake{Root: root}
@@ -84,6 +85,7 @@ func TestLoadNeverGuessesFromPaths(t *testing.T) {
 // the value), as the Iceberg lake's writer writes it (lakefile); the
 // batches around it share files as usual; the rows all read back.
 func TestHugeTextGetsNoStatistics(t *testing.T) {
+	t.Parallel()
 	fields := []service.Field{{ID: "id", Type: "int"}, {ID: "blob", Type: "string"}}
 	s, err := schemas.FromDescribe("big", fields)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 // transaction, or not at all when the transaction fails; it is listed
 // until marked, and its status is one of the known ones.
 func TestLakeIntents(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	lake, wh := newWarehouse(t)
 	now := time.Now()

@@ -79,6 +79,7 @@ func appendInt(b []byte, i int) []byte {
 }
 
 func TestParquetRoundTrip(t *testing.T) {
+	t.Parallel()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	dir := t.TempDir()
@@ -170,6 +171,7 @@ func TestParquetRoundTrip(t *testing.T) {
 }
 
 func TestEmptyObjectGetsAFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	w, err := load.NewParquetWriter(dir, "thing", schema(t))
 	if err != nil {
@@ -186,6 +188,7 @@ func TestEmptyObjectGetsAFile(t *testing.T) {
 // TestDuckDBTypes: a committed table's columns have the DuckDB types the
 // table of field types gives (schemas.Types).
 func TestDuckDBTypes(t *testing.T) {
+	t.Parallel()
 	lake, wh := newWarehouse(t)
 	if err := commitOn(wh, "r1", "2026-11-23", stage(t, lake, "r1", "2026-11-23", 3)); err != nil {
 		t.Fatal(err)
@@ -234,6 +237,7 @@ func count(t *testing.T, db *sql.DB, q string) int64 {
 }
 
 func TestWarehouseCommitReplacesAndRecords(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	lake, wh := newWarehouse(t)
 	now := time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)
@@ -280,6 +284,7 @@ func TestWarehouseCommitReplacesAndRecords(t *testing.T) {
 }
 
 func TestWarehouseCommitIsAtomic(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	lake, wh := newWarehouse(t)
 	now := time.Now()
@@ -304,6 +309,7 @@ func TestWarehouseCommitIsAtomic(t *testing.T) {
 }
 
 func TestPublishReplacesPartition(t *testing.T) {
+	t.Parallel()
 	lake := load.Lake{Root: t.TempDir()}
 	stage(t, lake, "r1", "2026-11-23", 5)
 	if err := lake.Publish("r1", "thing", "2026-11-23"); err != nil {
@@ -348,6 +354,7 @@ func TestPublishReplacesPartition(t *testing.T) {
 }
 
 func TestLockedWarehouse(t *testing.T) {
+	t.Parallel()
 	// DuckDB locks across processes, not within one, so a second open in
 	// this process succeeds; the cross-process case is tested in cmd/sepipe.
 	// Here: an unwritable path gives an error that names the file.
@@ -369,6 +376,7 @@ func contains(s, sub string) bool { return strings.Contains(s, sub) }
 // to adopt it does not stay behind: every sync failed with DuckDB's
 // message about .sepipe/state.duckdb.adopt, which stayed (found by review).
 func TestAdoptRefusesAFileThatIsNoDuckDB(t *testing.T) {
+	t.Parallel()
 	header := []byte{0x94, 0x2d, 0x89, 0x5a, 0x81, 0x6e, 0x8f, 0x0f, 'D', 'U', 'C', 'K'}
 	for _, c := range []struct {
 		name    string
@@ -409,6 +417,7 @@ func TestAdoptRefusesAFileThatIsNoDuckDB(t *testing.T) {
 // taken for current and an emptied file stayed unreadable (found by
 // review).
 func TestPublishRepublishesAFileCutShortOrGone(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	lake := load.Lake{Root: t.TempDir()}
 	wh, err := load.OpenState(ctx, lake)

@@ -6,6 +6,7 @@ import "testing"
 // the load raises its memory limit to (TestLimitForHugePages), and one
 // DuckDB thread only when a page was huge.
 func TestRunSettingsForHugePages(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		pages   Pages
 		pinned  int64

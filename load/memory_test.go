@@ -21,6 +21,7 @@ import (
 // rows of), which outlives the transaction until a checkpoint, and for
 // the join that finds them.
 func TestDeleteOld(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, err := OpenWarehouse(ctx, filepath.Join(t.TempDir(), "w.duckdb"), WithMemoryLimit("64MB"), WithPinnedBytes(80<<20))
 	if err != nil {
@@ -116,6 +117,7 @@ func TestDeleteOld(t *testing.T) {
 // TestLimitForHugePages: the configured memory limit, raised to what huge
 // values keep pinned when that is more (pipeline's pinnedFor).
 func TestLimitForHugePages(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		configured string
 		pinned     int64
@@ -139,6 +141,7 @@ func TestLimitForHugePages(t *testing.T) {
 // while the first run's pins were held ("failed to pin block"). The
 // publish's checkpoint frees them.
 func TestDeletePinsOutliveTheRun(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	lake := Lake{Root: t.TempDir()}
 	w, err := OpenState(ctx, lake, WithMemoryLimit("24MB"), WithThreads(2))
@@ -276,6 +279,7 @@ func TestMergeKeepsOthersOfALargeTable(t *testing.T) {
 // only when its deletes, with what earlier ones pin, would pass the limit
 // and touch most of the table's vectors.
 func TestRebuildRule(t *testing.T) {
+	t.Parallel()
 	w := &Warehouse{memoryLimit: "64MB"} // 256 MiB: more than four times 61 MiB
 	d := &loadRoom{w: w}
 	vectors := func(rows int64) int64 { return rows / 2048 }
@@ -302,6 +306,7 @@ func TestRebuildRule(t *testing.T) {
 // into its history, then committed as a merge into two tables), never
 // less, and reset forgets it.
 func TestWrittenRoom(t *testing.T) {
+	t.Parallel()
 	d := &loadRoom{w: &Warehouse{memoryLimit: "64MB"}}
 	steps := []struct {
 		object       string
@@ -430,6 +435,7 @@ func TestThreadsFollowTheLimit(t *testing.T) {
 // of 32 characters (joinBytes' measurements), so that a change of the
 // rule cannot fall below them unnoticed.
 func TestJoinRoomCoversTheMeasuredNeeds(t *testing.T) {
+	t.Parallel()
 	text := arrow.Field{Name: "name", Type: arrow.BinaryTypes.String}
 	num := arrow.Field{Name: "id", Type: arrow.PrimitiveTypes.Int64}
 	const n = 20_000_000

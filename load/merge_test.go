@@ -130,6 +130,7 @@ func ids(from, to int) []int {
 // as they are; a key the staged rows hold twice goes in once, the row read
 // last winning.
 func TestMergeUpsertsAndKeysReadTwice(t *testing.T) {
+	t.Parallel()
 	lake, wh := newWarehouse(t)
 	commit := func(id string, tb load.Table) { t.Helper(); commitMerge(t, wh, id, tb) }
 	names := func() string {
@@ -168,6 +169,7 @@ func TestMergeUpsertsAndKeysReadTwice(t *testing.T) {
 // columns differ from the ones they replace; a key read twice counts once,
 // as the row that won.
 func TestMergeCountsNewRows(t *testing.T) {
+	t.Parallel()
 	lake, wh := newWarehouse(t)
 	commit := func(id string, tb load.Table) int64 {
 		t.Helper()
@@ -201,6 +203,7 @@ func TestMergeCountsNewRows(t *testing.T) {
 // stream's view of its history, an append stream's table that holds a key
 // once a day, a full refresh. Each time the same rows again: none new.
 func TestMergeNewRowsAfterAModeChange(t *testing.T) {
+	t.Parallel()
 	for _, before := range []load.WriteMode{load.Replace, load.Append, load.Merge} {
 		t.Run(string(before), func(t *testing.T) {
 			lake, wh := newWarehouse(t)
@@ -243,6 +246,7 @@ func TestMergeNewRowsAfterAModeChange(t *testing.T) {
 // column name"), nor one called File_Row_Number with the row's number in
 // its file ("not supported").
 func TestMergeWithAFieldCalledRowID(t *testing.T) {
+	t.Parallel()
 	fs := []service.Field{{ID: "id", Type: "int"}, {ID: "name", Type: "string"}, {ID: "rowId", Type: "int"}, {ID: "fileName", Type: "string"}, {ID: "File_Row_Number", Type: "int"}}
 	var day1 []string
 	for i := 0; i < 10; i++ {
@@ -323,6 +327,7 @@ func openSmall(t *testing.T, limit string, threads int, opts ...load.OpenOption)
 // TestDeletePinsOutliveTheRun what outlives a run). The limit keeps room
 // for the pins only.
 func TestMergeMakesRoomForItsDeletes(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("merges over a million rows")
 	}
@@ -380,6 +385,7 @@ func TestMergeMakesRoomForItsDeletes(t *testing.T) {
 // 16 MB, "could not allocate block", and so did a count grouped by the
 // keys themselves); the limit is the configured one after the run.
 func TestMergeMakesRoomForItsKeyCheck(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("merges three million rows")
 	}
@@ -431,6 +437,7 @@ func stageWide(t *testing.T, lake load.Lake, run string, from, n int) load.Table
 // the limit is the configured one after the runs. On two threads the
 // count runs on one, and the two come back after it.
 func TestCountNewMakesRoom(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("counts a million rows against a million")
 	}

@@ -6,6 +6,7 @@ import (
 )
 
 func TestNamesAreSafeUniqueAndStable(t *testing.T) {
+	t.Parallel()
 	collections := []string{"themes", "assets"}
 	ids := []string{"course", "../../etc", "a/b", "User", "user", "events", "_sepipe_runs", "foo", "foo_history",
 		"x[1]", "q?y=1", "k=v", "", "..", "tab\tbed", "assets", "ASSETS", "bad\xff", strings.Repeat("z", 300)}
@@ -81,6 +82,7 @@ func FuzzNames(f *testing.F) {
 // past 2^53 included (as text -50 came after -10; as floats 2^53+1 was
 // 2^53); dates compare as their fixed-width text.
 func TestWatermarkLess(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		a, b string
 		want bool
@@ -101,6 +103,7 @@ func TestWatermarkLess(t *testing.T) {
 // TestSameRead: a watermark holds for reads with the filters it was saved
 // from; a state saved before they were recorded holds for any.
 func TestSameRead(t *testing.T) {
+	t.Parallel()
 	saved := State{ReadFilters: `[{"field":"status","operator":"in","values":["Completed"]}]`, FiltersKnown: true}
 	if !saved.SameRead(saved.ReadFilters) || saved.SameRead("[]") {
 		t.Error("a known state must hold only for its own filters")

@@ -14,6 +14,7 @@ import (
 // overflowed int64(n)*each into a negative slice capacity ("makeslice: cap
 // out of range"; found by review).
 func TestMetadataChainsResolveCorruptCountNoPanic(t *testing.T) {
+	t.Parallel()
 	const alloc = 262144
 	b := make([]byte, 3*4096+alloc)
 	copy(b[8:], "DUCK")
@@ -46,6 +47,7 @@ func TestMetadataChainsResolveCorruptCountNoPanic(t *testing.T) {
 // opened with metadata reuse off: duckdb-go reads the DSN as a URL, whose
 // "#..." is a fragment, so the option was dropped (found by review).
 func TestMetadataReuseOffWithHashInFolder(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	lake := Lake{Root: filepath.Join(t.TempDir(), "team#1")}
 	wh, err := OpenState(ctx, lake)
@@ -66,6 +68,7 @@ func TestMetadataReuseOffWithHashInFolder(t *testing.T) {
 // DuckDB 1.1 refuses to open whatever its metadata chains, is not copied
 // byte for byte but written anew, in StorageVersion's (found by review).
 func TestMetadataChainsResolveNewerStorageVersion(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "latest.duckdb")
 	db, err := sql.Open("duckdb", path+"?storage_compatibility_version=latest")
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 // replaced table, each in a session of its own) has none, and a file that
 // is no DuckDB database is an error, so that the publish writes anew.
 func TestMetadataChainsResolve(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.duckdb")
 	gz, err := os.Open(filepath.Join("testdata", "metadata-reuse-1.1-unreadable.duckdb.gz"))

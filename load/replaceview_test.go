@@ -13,6 +13,7 @@ import (
 // column comments; a stream that turns append gets a table of its own,
 // and back again a view, each time with the rows of its own run.
 func TestReplaceTableIsTheHistorysDay(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	lake, wh := newWarehouse(t)
 	now := time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)

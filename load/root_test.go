@@ -17,6 +17,7 @@ import (
 // ("..") nor a symlink planted inside the folder makes sepipe write
 // outside it.
 func TestNothingLeavesTheOutputFolder(t *testing.T) {
+	t.Parallel()
 	parent := t.TempDir()
 	outside := filepath.Join(parent, "outside")
 	if err := os.Mkdir(outside, 0o755); err != nil {
@@ -94,6 +95,7 @@ func TestNothingLeavesTheOutputFolder(t *testing.T) {
 // the output folder: a symlink planted there goes, what it points at
 // stays.
 func TestClearScratch(t *testing.T) {
+	t.Parallel()
 	parent := t.TempDir()
 	lake := load.Lake{Root: filepath.Join(parent, "out")}
 	if err := lake.ClearScratch(); err != nil {

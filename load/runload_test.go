@@ -40,6 +40,7 @@ func stageParts(t *testing.T, lake load.Lake, run, date string, first, from, to,
 // hold them rolls the whole transaction back, keeping the day's earlier
 // rows.
 func TestRunLoadLoadsWhileFetching(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	lake, wh := newWarehouse(t)
 	day := "2026-11-26"
@@ -132,6 +133,7 @@ func TestRunLoadLoadsWhileFetching(t *testing.T) {
 // Close, see load.txContext), so Rollback ends it, the one connection is
 // free for the next run, and Close leaves the file to open again.
 func TestRunLoadCancelled(t *testing.T) {
+	t.Parallel()
 	lake, wh := newWarehouse(t)
 	day := "2026-11-26"
 	now := time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)
@@ -197,6 +199,7 @@ func TestRunLoadCancelled(t *testing.T) {
 // TestWantedWhileAnotherProcessWaits: a waiting OpenState tells the
 // holder of the working database that it wants it.
 func TestWantedWhileAnotherProcessWaits(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	lake := load.Lake{Root: t.TempDir()}
 	wh, err := load.OpenState(ctx, lake)
@@ -233,6 +236,7 @@ func TestWantedWhileAnotherProcessWaits(t *testing.T) {
 // into its history early; the commit loads its table from every file and
 // its history only from the rest.
 func TestRunLoadAppendStreamsHistoryEarly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	lake, wh := newWarehouse(t)
 	day := "2026-11-26"
@@ -272,6 +276,7 @@ func TestRunLoadAppendStreamsHistoryEarly(t *testing.T) {
 // the commit of a stream whose early rows were forgotten (read again,
 // wider).
 func TestEarlyLoadGainsASnapshotDateField(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, field string
 		forget      bool

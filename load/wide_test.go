@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 
+	"github.com/sepipe/sepipe/internal/longtest"
 	"github.com/sepipe/sepipe/lakefile"
 	"github.com/sepipe/sepipe/load"
 )
@@ -73,6 +74,7 @@ func writeColumns(t *testing.T, dir string, s *arrow.Schema, n int, widths ...in
 // load.DefaultFileBytes of rows (checked before each batch of 1,000) or
 // at load.DefaultRowGroupRows rows, whichever comes first.
 func TestParquetWriterBoundsRowGroupBytes(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name   string
 		cols   int
@@ -146,9 +148,7 @@ func TestParquetWriterBoundsRowGroupBytes(t *testing.T) {
 // load takes the threads and memory its columns need, and gives them
 // back.
 func TestWideTableLoadsUnderTheLimit(t *testing.T) {
-	if testing.Short() {
-		t.Skip("loads 200,000 rows of 60 columns")
-	}
+	longtest.Skip(t, "loads 200,000 rows of 60 columns")
 	const cols, rows = 60, 100_000
 	ctx := context.Background()
 	s := wideSchema(cols)

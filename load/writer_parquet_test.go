@@ -63,6 +63,7 @@ func fakeBatches(tb testing.TB, mem memory.Allocator, pages int) (*arrow.Schema,
 // TestParquetWriterBoundsFiles: rows are split across part files and row
 // groups as configured, and nothing leaks.
 func TestParquetWriterBoundsFiles(t *testing.T) {
+	t.Parallel()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	s, recs, _ := fakeBatches(t, mem, 5)

@@ -21,6 +21,7 @@ import (
 // ("page header is not an integer"): sepipe webhooks list reads such a
 // list, but the sync fails the webhook_subscriptions stream.
 func TestSyncReadsAListWhoseCountIsNoInteger(t *testing.T) {
+	t.Parallel()
 	c, _ := subscriptionsTenant(t, func(svc *servicetest.Service, w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/subscriptions") {
 			svc.ServeHTTP(w, r)

@@ -22,6 +22,7 @@ import (
 )
 
 func TestCollectionsLand(t *testing.T) {
+	t.Parallel()
 	srv := servicetest.NewServer(servicetest.WithUsers(200), servicetest.WithDeliveryRetryDelays(time.Millisecond))
 	defer srv.Close()
 	var got atomic.Int64
@@ -138,6 +139,7 @@ func syncDeliveryLogs(t *testing.T, c *extract.Client, out string, logs *bytes.B
 // is now passed over with a warning naming it (what was read of its log
 // before goes too), and the others commit.
 func TestDeliveryLogsOfASubscriptionDeletedDuringTheRun(t *testing.T) {
+	t.Parallel()
 	// offset: the page of the log whose request comes after the deletion.
 	for _, c := range []struct {
 		name   string
@@ -190,6 +192,7 @@ func deleteDuringTheRun(t *testing.T, offset string) {
 // failed the whole delivery-log stream; it is passed over with a warning
 // naming it, and the other subscriptions' logs commit.
 func TestDeliveryLogsPassOverAnIDNoURLCanName(t *testing.T) {
+	t.Parallel()
 	const bad = "01JBAD/../x"
 	c, subs := subscriptionsTenant(t, func(svc *servicetest.Service, w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/subscriptions") {
@@ -235,6 +238,7 @@ func TestDeliveryLogsPassOverAnIDNoURLCanName(t *testing.T) {
 // itself: the delivery-log stream is still skipped (not entitled), not
 // failed, and not committed empty.
 func TestDeliveryLogsSkippedWhenTheSubscriptionListIsRefused(t *testing.T) {
+	t.Parallel()
 	for _, status := range []int{http.StatusForbidden, http.StatusNotFound} {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {
 			c, _ := subscriptionsTenant(t, func(svc *servicetest.Service, w http.ResponseWriter, r *http.Request) {
@@ -257,6 +261,7 @@ func TestDeliveryLogsSkippedWhenTheSubscriptionListIsRefused(t *testing.T) {
 // the delivery-log stream is skipped as before (not committed without
 // that log), and the list is read once more to tell.
 func TestDeliveryLogsSkippedWhenAListedSubscriptionsLogIsNotFound(t *testing.T) {
+	t.Parallel()
 	var missing atomic.Value
 	missing.Store("")
 	var lists atomic.Int64
@@ -288,6 +293,7 @@ func TestDeliveryLogsSkippedWhenAListedSubscriptionsLogIsNotFound(t *testing.T) 
 // logs read before it were missing from the committed table. Only the
 // pages of the log read again are discarded now.
 func TestDeliveryLogsOfOneSubscriptionReadAgainKeepTheOthers(t *testing.T) {
+	t.Parallel()
 	var once sync.Once
 	var shifting atomic.Value
 	shifting.Store("")

@@ -126,6 +126,7 @@ func historyRows(t *testing.T, out, object, day string) int64 {
 // load after the fetch leaves it: every row once, in the table and the
 // history.
 func TestEarlyLoadGivesTheCommitsRows(t *testing.T) {
+	t.Parallel()
 	svc := servicetest.New(servicetest.WithUsers(300))
 	srv := httptest.NewServer(svc)
 	defer srv.Close()
@@ -160,6 +161,7 @@ func TestEarlyLoadGivesTheCommitsRows(t *testing.T) {
 // keep the earlier run's rows (the whole transaction is rolled back and
 // the run commits from its staged files).
 func TestEarlyLoadOfAFailedStreamLeavesItsTable(t *testing.T) {
+	t.Parallel()
 	svc := servicetest.New(servicetest.WithUsers(300))
 	logs := newLogWatch("loading the run's part files while it fetches")
 	var fail bool
@@ -217,6 +219,7 @@ func TestEarlyLoadOfAFailedStreamLeavesItsTable(t *testing.T) {
 // (a listen batch, a publish) gets it within moments, not after the
 // fetch; the run then loads at its commit.
 func TestEarlyLoadGivesWayToAWaitingProcess(t *testing.T) {
+	t.Parallel()
 	svc := servicetest.New(servicetest.WithUsers(300))
 	release := make(chan struct{})
 	srv := httptest.NewServer(holdPages(svc, "userCourseProgress", 8, func() error { <-release; return nil }))
@@ -272,6 +275,7 @@ func TestEarlyLoadGivesWayToAWaitingProcess(t *testing.T) {
 // is a view of that day, finds none new: such a stream loads at the
 // commit instead of during the fetch.
 func TestEarlyLoadKeepsNewRowsRight(t *testing.T) {
+	t.Parallel()
 	svc := servicetest.New(servicetest.WithUsers(300))
 	srv := httptest.NewServer(svc)
 	defer srv.Close()
@@ -322,6 +326,7 @@ func TestEarlyLoadKeepsNewRowsRight(t *testing.T) {
 // the commit raises for its columns; every row once. DuckDB's insert of so many columns needs more than either
 // limit on the threads they would give it (load.insertBytes).
 func TestWideStreamLoadsEarlyAndCommits(t *testing.T) {
+	t.Parallel()
 	svc := servicetest.New(servicetest.WithUsers(5000), servicetest.WithWideObject())
 	srv := httptest.NewServer(svc)
 	defer srv.Close()

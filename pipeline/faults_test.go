@@ -11,6 +11,7 @@ import (
 
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
+	"github.com/sepipe/sepipe/internal/longtest"
 	"github.com/sepipe/sepipe/pipeline"
 )
 
@@ -19,9 +20,7 @@ import (
 // full sync ends with exactly the tables of a clean sync, in a bounded
 // number of requests.
 func TestFaultySyncEqualsCleanSync(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits out rate-limit windows")
-	}
+	longtest.Skip(t, "waits out rate-limit windows")
 	ctx := context.Background()
 	clean := servicetest.NewServer(servicetest.WithUsers(250))
 	defer clean.Close()
@@ -81,6 +80,7 @@ func (s *syncBuffer) String() string {
 // with retries and a subscription whose URL and headers carry secrets,
 // never shows a credential.
 func TestDebugLogHoldsNoCredential(t *testing.T) {
+	t.Parallel()
 	const access, api = "access-7f3c9e1d2b", "api-5a8e2c4f91"
 	srv := servicetest.NewServer(servicetest.WithUsers(30), servicetest.WithAccessToken(access), servicetest.WithAPIToken(api),
 		servicetest.WithFailRate(0.2), servicetest.WithDeliveryRetryDelays(time.Millisecond))

@@ -56,6 +56,7 @@ func oddTenant(t *testing.T, rows []string) *httptest.Server {
 // repaired (U+FFFD), counted; a reject whose raw row is not valid UTF-8
 // is recorded with its exact bytes; the stream commits.
 func TestInvalidUTF8NeverFailsARun(t *testing.T) {
+	t.Parallel()
 	srv := oddTenant(t, []string{
 		`{"id":1,"name":"fine","n":1}`,
 		"{\"id\":2,\"name\":\"bad \xff\xfe bytes\",\"n\":2}",
@@ -124,6 +125,7 @@ func namedTenant(t *testing.T, ids []string) *httptest.Server {
 // get a table of their own, exactly once, inside the output folder, on
 // every run; sepipe's own tables stay intact.
 func TestHostileIDsStayInTheirPlace(t *testing.T) {
+	t.Parallel()
 	ids := []string{"../escape", "events", "_sepipe_runs", "User", "user", "foo", "foo_history", "x[1]", "a/b", "q?y=1"}
 	srv := namedTenant(t, ids)
 	parent := t.TempDir()
@@ -161,6 +163,7 @@ func TestHostileIDsStayInTheirPlace(t *testing.T) {
 // each gets a column of its own (the id kept in the schema table) and the
 // stream commits, as a merge stream keyed on one of them.
 func TestFieldIDsDuckDBCannotHoldGetColumnsOfTheirOwn(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(reportingOnly(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/api/learn/reporting/v3/json/objects":
@@ -199,6 +202,7 @@ func TestFieldIDsDuckDBCannotHoldGetColumnsOfTheirOwn(t *testing.T) {
 // are intact, and sepipe listen loads events into the same warehouse
 // afterwards.
 func TestHostileTenant(t *testing.T) {
+	t.Parallel()
 	srv := servicetest.NewServer(servicetest.WithUsers(10), servicetest.WithHostile())
 	defer srv.Close()
 	parent := t.TempDir()

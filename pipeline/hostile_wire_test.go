@@ -78,6 +78,7 @@ func (w *wireRun) failedAlone(t *testing.T) {
 // page 1 (extract.DefaultHealing times), then its stream fails; the
 // duplicates are never committed.
 func TestHostileWireRepeatedPageFailsItsStream(t *testing.T) {
+	t.Parallel()
 	w := syncWire(t, servicetest.HostileRepeatedPage, nil)
 	w.failedAlone(t)
 	var ie *extract.IntegrityError
@@ -98,6 +99,7 @@ func TestHostileWireRepeatedPageFailsItsStream(t *testing.T) {
 // total page 1 announced, each announcing one page more, end the stream
 // with a clear error after a bounded number of requests.
 func TestHostileWireEndlessPagesEndTheStream(t *testing.T) {
+	t.Parallel()
 	w := syncWire(t, servicetest.HostileEndlessPages, nil)
 	w.failedAlone(t)
 	var ie *extract.IntegrityError
@@ -114,6 +116,7 @@ func TestHostileWireEndlessPagesEndTheStream(t *testing.T) {
 // announce no totals and never end stop at requests.max_pages
 // (extract.WithMaxPages) with extract.ErrEndlessPages; course commits.
 func TestHostileWireEndlessUntotalledPagesEndTheStream(t *testing.T) {
+	t.Parallel()
 	const maxPages = 30
 	w := syncWire(t, servicetest.HostileEndlessUntotalled, nil, extract.WithMaxPages(maxPages))
 	w.failedAlone(t)
@@ -129,6 +132,7 @@ func TestHostileWireEndlessUntotalledPagesEndTheStream(t *testing.T) {
 // TestHostileWireAbsurdTotalEndsTheStream: page 1 announcing 9e15 rows
 // ends the stream at once with extract.ErrEndlessPages.
 func TestHostileWireAbsurdTotalEndsTheStream(t *testing.T) {
+	t.Parallel()
 	w := syncWire(t, servicetest.HostileAbsurdTotal, nil)
 	w.failedAlone(t)
 	if !errors.Is(w.err, extract.ErrEndlessPages) {
@@ -143,6 +147,7 @@ func TestHostileWireAbsurdTotalEndsTheStream(t *testing.T) {
 // Content-Length) past requests.max_response_bytes fails its stream with a
 // message naming the limit, and the client stops reading it.
 func TestHostileWireHugeBodyFailsItsStream(t *testing.T) {
+	t.Parallel()
 	const limit = 1 << 20
 	w := syncWire(t, servicetest.HostileHugeBody, nil, extract.WithMaxResponseBytes(limit))
 	w.failedAlone(t)
@@ -161,6 +166,7 @@ func TestHostileWireHugeBodyFailsItsStream(t *testing.T) {
 // client refuses the redirect or follows it without them), and the stream
 // fails without taking the others with it.
 func TestHostileWireRedirectSendsNoCredential(t *testing.T) {
+	t.Parallel()
 	w := syncWire(t, servicetest.HostileRedirect, nil)
 	st := w.srv.HostileWire()
 	if st.Redirects == 0 {
@@ -185,6 +191,7 @@ func TestHostileWireRedirectSendsNoCredential(t *testing.T) {
 // within about requests.timeout × max_attempts (plus max_wait between
 // attempts), not minutes; the bound asserted is a generous upper one.
 func TestHostileWireSilenceEndsWithinTimeoutTimesAttempts(t *testing.T) {
+	t.Parallel()
 	const (
 		timeout  = time.Second
 		attempts = 2

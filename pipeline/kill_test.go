@@ -18,6 +18,7 @@ import (
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
 	"github.com/sepipe/sepipe/internal/faults"
+	"github.com/sepipe/sepipe/internal/longtest"
 	"github.com/sepipe/sepipe/internal/warehousetest"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
@@ -239,9 +240,7 @@ func sameOutput(t *testing.T, want, got string) {
 // and of run1, run3 when it had not: the warehouse was as before the run or
 // as after it, never between.
 func TestKilledRunsRecover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns many processes")
-	}
+	longtest.Skip(t, "spawns many processes")
 	_, c1 := dayFake(t, 0)
 	srv2, c2 := dayFake(t, 1)
 	_, c3 := dayFake(t, 2)

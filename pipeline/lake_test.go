@@ -22,6 +22,7 @@ import (
 	"github.com/sepipe/sepipe/extract/servicetest"
 	"github.com/sepipe/sepipe/internal/faults"
 	"github.com/sepipe/sepipe/internal/lakeservers"
+	"github.com/sepipe/sepipe/internal/longtest"
 	"github.com/sepipe/sepipe/internal/warehousetest"
 	"github.com/sepipe/sepipe/lakehouse"
 	"github.com/sepipe/sepipe/load"
@@ -293,9 +294,7 @@ func icebergKillPoints() map[string]bool {
 // without run 2, and every Iceberg table equals the warehouse: no run is
 // lost or committed twice.
 func TestKilledRunsRecoverIceberg(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
+	longtest.Skip(t, "spawns processes")
 	_, c1 := dayFake(t, 0)
 	srv2, c2 := dayFake(t, 1)
 	_, c3 := dayFake(t, 2)

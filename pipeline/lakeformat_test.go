@@ -69,6 +69,7 @@ func fileFormat(t *testing.T, path string, skip ...string) []map[string]columnCh
 // uncompressed in one and zstd in the other, and load's huge-value test saw
 // plain strings only (lakefile owns them now).
 func TestLakeWritersShareTheParquetFormat(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	fields := []service.Field{{ID: "id", Type: service.TypeInt}, {ID: "name", Type: service.TypeString},
 		{ID: "status", Type: service.TypePicklist, Options: []string{"A", "B"}}, {ID: "at", Type: service.TypeDate},

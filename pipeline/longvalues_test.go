@@ -17,6 +17,7 @@ import (
 // exact JSON text; the other rows and values are as sent. A second run
 // of the day replaces the partition and its files.
 func TestValuesOverTheLimitAreKeptInTheLake(t *testing.T) {
+	t.Parallel()
 	long := `"` + strings.Repeat("a\\\"b ", 120) + `"` // 602 bytes of JSON text, escapes included
 	srv := oddTenant(t, []string{
 		`{"id":1,"name":"fine","n":1}`,

@@ -26,6 +26,7 @@ import (
 // was released, on the paths a run takes (issue 41: no pipeline test set
 // an allocator, though the pipeline is where batches are released).
 func TestSyncReleasesEveryBatch(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	// failPage answers 500 to every request for page 2 of object: the
 	// stream fails mid-read, its sink aborted (the retries given up).

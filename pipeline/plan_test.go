@@ -39,6 +39,7 @@ func tree(t *testing.T, dir string) map[string]string {
 }
 
 func TestPlanWritesNothingAndCountsRequests(t *testing.T) {
+	t.Parallel()
 	srv := servicetest.NewServer(servicetest.WithUsers(30))
 	defer srv.Close()
 	c := client(t, srv.URL, srv.Service.AccessToken())
@@ -143,6 +144,7 @@ func TestPlanWritesNothingAndCountsRequests(t *testing.T) {
 // writes, before the first sync (no warehouse: the names are new) and
 // after it, and see that a same-day rerun replaces it.
 func TestPlanPartitionOfSanitisedStream(t *testing.T) {
+	t.Parallel()
 	srv := servicetest.NewServer(servicetest.WithUsers(20), servicetest.WithHostile())
 	defer srv.Close()
 	c := client(t, srv.URL, srv.Service.AccessToken())

@@ -87,6 +87,7 @@ func changingTenant(t *testing.T) (*servicetest.Service, *extract.Client) {
 // day, an incremental merge run reads only changed rows (fewer requests)
 // and its table equals a full read of the same moment.
 func TestIncrementalMergeEqualsFullRefresh(t *testing.T) {
+	t.Parallel()
 	svc, c := changingTenant(t)
 	ctx := context.Background()
 	streams := map[string]pipeline.StreamConfig{"userCourseProgress": ucpMerge}
@@ -155,6 +156,7 @@ func TestIncrementalMergeEqualsFullRefresh(t *testing.T) {
 }
 
 func TestAppendSameDayReplacesTheDay(t *testing.T) {
+	t.Parallel()
 	srv := servicetest.NewServer(servicetest.WithUsers(30))
 	defer srv.Close()
 	c := client(t, srv.URL, srv.Service.AccessToken())
@@ -178,6 +180,7 @@ func TestAppendSameDayReplacesTheDay(t *testing.T) {
 }
 
 func TestSchemaDriftContracts(t *testing.T) {
+	t.Parallel()
 	setup := func(t *testing.T, contract schemas.Contract) (*servicetest.Service, *extract.Client, string, map[string]pipeline.StreamConfig) {
 		svc := servicetest.New(servicetest.WithUsers(40))
 		srv := httptest.NewServer(svc)
@@ -277,6 +280,7 @@ func TestSchemaDriftContracts(t *testing.T) {
 // column is new (found by review: a week of nights against sepipe
 // simulate, --schema-drift switched off again).
 func TestBackfillWarningOnlyForAddedFields(t *testing.T) {
+	t.Parallel()
 	svc := servicetest.New(servicetest.WithUsers(20))
 	srv := httptest.NewServer(svc)
 	t.Cleanup(srv.Close)
@@ -313,6 +317,7 @@ func TestBackfillWarningOnlyForAddedFields(t *testing.T) {
 // column and the wider type (found by review: a week of nights against
 // sepipe simulate, --schema-drift on one night and off again).
 func TestADescribeChangeIsReportedOnce(t *testing.T) {
+	t.Parallel()
 	svc := servicetest.New(servicetest.WithUsers(20))
 	srv := httptest.NewServer(svc)
 	t.Cleanup(srv.Close)
@@ -361,6 +366,7 @@ func TestADescribeChangeIsReportedOnce(t *testing.T) {
 // to name the config's key before a run, says which StreamConfig field
 // does not fit the describe (and which filter), by the sync's own rules.
 func TestCheckStreamNamesTheFieldAtFault(t *testing.T) {
+	t.Parallel()
 	srv := servicetest.NewServer(servicetest.WithUsers(5))
 	defer srv.Close()
 	fields, err := client(t, srv.URL, srv.Service.AccessToken()).Describe(context.Background(), "course")
@@ -393,6 +399,7 @@ func TestCheckStreamNamesTheFieldAtFault(t *testing.T) {
 }
 
 func TestStreamConfigErrors(t *testing.T) {
+	t.Parallel()
 	srv := servicetest.NewServer(servicetest.WithUsers(5))
 	defer srv.Close()
 	c := client(t, srv.URL, srv.Service.AccessToken())
@@ -426,6 +433,7 @@ func TestStreamConfigErrors(t *testing.T) {
 // nothing of the table it then starts afresh (it read only the rows
 // changed since, silently holding a tenth of the object; found by review).
 func TestReaddedIncrementalStreamReadsWhole(t *testing.T) {
+	t.Parallel()
 	svc, c := changingTenant(t)
 	ctx := context.Background()
 	merge := map[string]pipeline.StreamConfig{"userCourseProgress": ucpMerge}
@@ -458,6 +466,7 @@ func TestReaddedIncrementalStreamReadsWhole(t *testing.T) {
 // silently; found by review). With its filters unchanged it reads from
 // the watermark again.
 func TestChangedFiltersOfAnIncrementalStream(t *testing.T) {
+	t.Parallel()
 	svc, c := changingTenant(t)
 	ctx := context.Background()
 	filtered := ucpMerge
@@ -496,6 +505,7 @@ func TestChangedFiltersOfAnIncrementalStream(t *testing.T) {
 // would hide every row changed before 2099 from every later read; the
 // watermark is the latest plausible date, the row is kept and counted.
 func TestFutureCursorDoesNotMoveTheWatermark(t *testing.T) {
+	t.Parallel()
 	srv := thingServer(t, `{"page":1,"totalResults":3,"totalPages":1,"results":[`+
 		`{"id":1,"modified":"2026-11-20T10:00:00Z"},{"id":2,"modified":"2099-01-01T00:00:00Z"},{"id":3,"modified":"2026-11-22T08:30:00Z"}]}`)
 	out := t.TempDir()
@@ -573,6 +583,7 @@ func TestWatermarkIsUTCInAnyTimeZone(t *testing.T) {
 // row it got being in the future, which left the watermark as it was
 // (found by review).
 func TestFutureWatermarkOfAnEarlierReleaseHeals(t *testing.T) {
+	t.Parallel()
 	srv := thingServer(t, `{"page":1,"totalResults":3,"totalPages":1,"results":[`+
 		`{"id":1,"modified":"2026-11-20T10:00:00Z"},{"id":2,"modified":"2099-01-01T00:00:00Z"},{"id":3,"modified":"2026-11-22T08:30:00Z"}]}`)
 	out := t.TempDir()

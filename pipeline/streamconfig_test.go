@@ -11,6 +11,7 @@ import (
 )
 
 func TestStreamConfigValidate(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, stream string
 		sc           pipeline.StreamConfig

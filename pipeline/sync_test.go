@@ -83,6 +83,7 @@ func fetchRawPages(t *testing.T, baseURL, token, object, dir string) []string {
 // the raw pages, on count, per-column sums and distinct counts, and row for
 // row; and the lake reads back with the same rows.
 func TestSyncMatchesReadJSONOracle(t *testing.T) {
+	t.Parallel()
 	srv := servicetest.NewServer(servicetest.WithUsers(300), servicetest.WithSeed(7))
 	defer srv.Close()
 	out := t.TempDir()
@@ -316,6 +317,7 @@ func objectCounts(t *testing.T, out string) map[string]int64 {
 }
 
 func TestRerunSameDayReplacesAndNextDayKeepsHistory(t *testing.T) {
+	t.Parallel()
 	srv := servicetest.NewServer(servicetest.WithUsers(50))
 	defer srv.Close()
 	out := t.TempDir()
@@ -393,6 +395,7 @@ func tinyService(t *testing.T) *httptest.Server {
 // is null in its row, which stays in the table; the value, its reason and
 // its whole row are in _sepipe_rejects, and counted.
 func TestRejectsAreRecordedNotDropped(t *testing.T) {
+	t.Parallel()
 	srv := tinyService(t)
 	defer srv.Close()
 	out := t.TempDir()
@@ -422,6 +425,7 @@ func TestRejectsAreRecordedNotDropped(t *testing.T) {
 }
 
 func TestBadTokensLeaveWarehouseUntouched(t *testing.T) {
+	t.Parallel()
 	srv := servicetest.NewServer(servicetest.WithUsers(20))
 	defer srv.Close()
 	out := t.TempDir()
@@ -457,6 +461,7 @@ func TestBadTokensLeaveWarehouseUntouched(t *testing.T) {
 }
 
 func TestUnknownObject(t *testing.T) {
+	t.Parallel()
 	srv := servicetest.NewServer(servicetest.WithUsers(5))
 	defer srv.Close()
 	_, err := pipeline.Sync(context.Background(), client(t, srv.URL, srv.Service.AccessToken()),
@@ -496,6 +501,7 @@ func withoutFields(svc http.Handler, object string) http.Handler {
 // not parse, failed the whole run's transaction), fails alone; the other
 // streams commit.
 func TestOneObjectFailingCommitsTheOthers(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name  string
 		h     func(http.Handler, string) http.Handler
@@ -558,6 +564,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestCancelledRunLeavesNothing(t *testing.T) {
+	t.Parallel()
 	svc := servicetest.New(servicetest.WithUsers(100))
 	g := &gate{h: svc, release: make(chan struct{})}
 	srv := httptest.NewServer(g)
@@ -603,6 +610,7 @@ func TestCancelledRunLeavesNothing(t *testing.T) {
 }
 
 func TestUnwritableOut(t *testing.T) {
+	t.Parallel()
 	f := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(f, nil, 0o644)
 	_, err := pipeline.Sync(context.Background(), nil, pipeline.Config{Out: filepath.Join(f, "sub")})

@@ -71,6 +71,7 @@ func walkSchema(t *testing.T, ty schemas.Type) *arrow.Schema {
 // type is adding a row to schemas.Types, and whatever this test then
 // demands.
 func TestEveryTypeThroughEveryStage(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	lc := fileLake(t.TempDir())
 	lh, err := lakehouse.Open(ctx, *lc)

@@ -32,6 +32,7 @@ func statusOf(t *testing.T, out, run, object string) (status, reason string) {
 // streams; the report objects are skipped, keep their last good data, and
 // the run is partial with the reason recorded.
 func TestLimitedTokenSyncsWhatTheTenantMay(t *testing.T) {
+	t.Parallel()
 	srv := servicetest.NewServer(servicetest.WithUsers(20), servicetest.WithSeed(3))
 	defer srv.Close()
 	out := t.TempDir()
@@ -82,6 +83,7 @@ func TestLimitedTokenSyncsWhatTheTenantMay(t *testing.T) {
 // TestTenantWithoutV4SkipsThemes: a plan without the sharing interface
 // skips themes and syncs everything else.
 func TestTenantWithoutV4SkipsThemes(t *testing.T) {
+	t.Parallel()
 	srv := servicetest.NewServer(servicetest.WithUsers(20), servicetest.WithoutV4())
 	defer srv.Close()
 	out := t.TempDir()
@@ -127,6 +129,7 @@ func syncUnlimited(t *testing.T, out string, only []string) int {
 // deferred, as under an announced quota, and the streams read before the
 // limit commit.
 func TestHourlyLimitDefers(t *testing.T) {
+	t.Parallel()
 	limit := syncUnlimited(t, t.TempDir(), reportObjects) / 2
 
 	srv := servicetest.NewServer(servicetest.WithUsers(limitedUsers), servicetest.WithSeed(limitedSeed),
@@ -164,6 +167,7 @@ func TestHourlyLimitDefers(t *testing.T) {
 // deferred streams and retries the failed one; what committed that day is
 // not read again.
 func TestSameDayRerunRetriesTheFailedToo(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	out := t.TempDir()
 	wire := servicetest.HostileRepeatedPage
@@ -203,6 +207,7 @@ func TestSameDayRerunRetriesTheFailedToo(t *testing.T) {
 // (after the window reset) continues them, and the two together equal one
 // clean sync.
 func TestQuotaDefersThenNextRunContinues(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	opts := limitedOpts()
 	want := t.TempDir()
@@ -278,6 +283,7 @@ func TestQuotaDefersThenNextRunContinues(t *testing.T) {
 // (the configured stream was taken for an unknown object and nothing
 // synced; found by review).
 func TestLimitedTokenWithAConfiguredReportStream(t *testing.T) {
+	t.Parallel()
 	srv := servicetest.NewServer(servicetest.WithUsers(20), servicetest.WithSeed(3))
 	defer srv.Close()
 	out := t.TempDir()

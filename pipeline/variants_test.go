@@ -255,6 +255,7 @@ func everyLeafStored(t *testing.T, db *sql.DB, table string, items map[string]ma
 // schema, the values that do not fit are in _sepipe_rejects, their rows
 // kept.
 func TestShapeVariantsLoseNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := servicetest.NewServer(servicetest.WithUsers(80), servicetest.WithSeed(11), servicetest.WithShapeVariants())
 	defer srv.Close()

@@ -26,6 +26,7 @@ import (
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
 	"github.com/sepipe/sepipe/internal/faults"
+	"github.com/sepipe/sepipe/internal/longtest"
 	"github.com/sepipe/sepipe/internal/warehousetest"
 	"github.com/sepipe/sepipe/internal/webhooktest"
 	"github.com/sepipe/sepipe/load"
@@ -283,9 +284,7 @@ func startListenChild(t *testing.T, out, crashAt string, env ...string) (*exec.C
 // second round kills the receiver right after a batch committed, before
 // the spool was compacted: the replay must not double anything.
 func TestListenKill9LosesNoAcknowledgedEvent(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
+	longtest.Skip(t, "spawns processes")
 	out := t.TempDir()
 	rng := rand.New(rand.NewPCG(8, 200))
 	var mu sync.Mutex

@@ -21,6 +21,7 @@ import (
 	"github.com/sepipe/sepipe/extract"
 	"github.com/sepipe/sepipe/extract/servicetest"
 	"github.com/sepipe/sepipe/internal/faults"
+	"github.com/sepipe/sepipe/internal/longtest"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
 )
@@ -42,9 +43,7 @@ func oauthEnv(t *testing.T, srv *servicetest.Server) {
 // sync of night 30; the token store is 0600; no token or secret is in any
 // debug log line.
 func TestThirtyNightsUnattended(t *testing.T) {
-	if testing.Short() {
-		t.Skip("30 syncs")
-	}
+	longtest.Skip(t, "30 syncs")
 	const users, seed = 25, 11
 	srv := servicetest.NewServer(servicetest.WithUsers(users), servicetest.WithSeed(seed), servicetest.WithTokenTTL(time.Hour))
 	defer srv.Close()
@@ -353,9 +352,7 @@ func TestAuthLoginSeedsTheStore(t *testing.T) {
 // the warehouse then holds every stream, reading none twice and none the
 // configuration excludes. A plain sync says when to run again.
 func TestScheduleContinuesAfterTheQuotaResets(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits out quota windows")
-	}
+	longtest.Skip(t, "waits out quota windows")
 	if now := time.Now().UTC(); now.Add(2*time.Minute).Day() != now.Day() {
 		t.Skip("a continuation after midnight (UTC) starts a new snapshot day")
 	}

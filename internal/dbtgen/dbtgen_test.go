@@ -542,6 +542,7 @@ func dbtScalar[T any](t *testing.T, ctx context.Context, q dbtQuerier, query str
 // warehouse: every model runs and returns rows, every schema test passes,
 // and the marts answer their questions (spot checks against raw tables).
 func TestDBTProjectBuildsOnDemoWarehouse(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds a demo warehouse")
 	}
@@ -910,6 +911,7 @@ func dbtPlantedDuplicate(t *testing.T, ctx context.Context, db *sql.DB, p *dbtPr
 // 'sepipe dbt-sources --demo' writes, and the generator follows the
 // service's schema.
 func TestDBTSourcesMatchesCommitted(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := servicetest.NewServer()
 	defer srv.Close()
@@ -1012,6 +1014,7 @@ func TestDBTSourcesMatchesCommitted(t *testing.T) {
 // no rows (and only the columns the interface document names). Every
 // model must still build, and every schema test run.
 func TestDBTProjectBuildsWithoutWebhookActivity(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("syncs the fake")
 	}
@@ -1071,6 +1074,7 @@ func buildDBTModels(t *testing.T, ctx context.Context, p *dbtProject, out string
 // that day, gives the same completion over time as the same tenant synced
 // whole every day.
 func TestDBTDailyMartsOnIncrementalStream(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("syncs the fake over three days, twice")
 	}
@@ -1137,6 +1141,7 @@ func TestDBTDailyMartsOnIncrementalStream(t *testing.T) {
 // which every course lost its assignments, and the next day's change is
 // counted from the last day that has them.
 func TestDBTDailyMartOnADayUserCourseProgressMissed(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("syncs the fake over three days")
 	}
@@ -1189,6 +1194,7 @@ func TestDBTDailyMartOnADayUserCourseProgressMissed(t *testing.T) {
 // as the service sends it, as sepipe's own SQL does): the same warehouse
 // gives the same marts on a machine in UTC+14 or UTC-8.
 func TestDBTMartsIgnoreTheSessionTimeZone(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("syncs the fake")
 	}
@@ -1218,6 +1224,7 @@ func TestDBTMartsIgnoreTheSessionTimeZone(t *testing.T) {
 // warehouse does (load.Names), once, with its columns once, and every
 // source test compiles and runs on the synced warehouse.
 func TestDBTSourcesOfAHostileTenant(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("syncs the fake")
 	}
@@ -1319,6 +1326,7 @@ func warehouseRelations(t *testing.T, ctx context.Context, db *sql.DB) map[strin
 // configured as append (assets) alike: its id was tested unique across
 // the table whatever the append streams given.
 func TestDBTSourcesOfAnAppendStream(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("syncs the fake over two days")
 	}
@@ -1396,6 +1404,7 @@ func TestDBTSourcesOfAnAppendStream(t *testing.T) {
 // tenant's own must pass every model test; sources.yml keeps testing
 // picklists against the tenant's own /describe.
 func TestDBTModelTestsHoldForAnyTenantsValues(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("syncs the fake")
 	}

@@ -3,6 +3,7 @@ package dbtgen
 import "testing"
 
 func TestJinjaLiteral(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"Completion %":                    "Completion %",
 		"{{ run_query('drop table x') }}": `{{ "{{" }} run_query('drop table x') }}`,

@@ -39,6 +39,7 @@ var allowed = map[string][]string{
 	"internal/flock":         nil,                                                      // the output folder\'s advisory locks
 	"internal/webhooktest":   {"service", "webhooks"},                                  // tests only: deliver signed events to a listener
 	"internal/warehousetest": {"load"},                                                 // tests only: open the published warehouse as a reader does
+	"internal/longtest":      nil,                                                      // tests only: the long tests' switch (SEPIPE_LONG_TESTS)
 	"internal/lakeservers":   nil,                                                      // tests only: versitygw and PostgreSQL on 127.0.0.1
 	"webhooks":               {"internal/faults", "internal/flock", "load", "service"}, // receiver, spool, listen loop
 	"cmd/sepipe":             {"*"},
