@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/sepipe/sepipe/lakefile"
 	"github.com/sepipe/sepipe/schemas"
 	"github.com/sepipe/sepipe/service"
 )
@@ -383,10 +384,10 @@ func (d *Decoder) get() *state {
 	return st
 }
 
-// hugeText: a string value this long gets room of its exact size in its
-// column's builder, instead of the next power of two (a 200 MB value would
-// take 256 MB).
-const hugeText = 1 << 20
+// hugeText: a string value this long (lakefile.HugeValue, the one bound
+// of a huge value) gets room of its exact size in its column's builder,
+// instead of the next power of two (a 200 MB value would take 256 MB).
+const hugeText = lakefile.HugeValue
 
 // reserve makes room for n more rows in every builder.
 func (st *state) reserve(n int) {

@@ -62,5 +62,5 @@
 //
 // The package does no I/O and knows nothing of Parquet or DuckDB.
 //
-// Imports of sepipe's: schemas, service.
+// Imports of sepipe's: lakefile, schemas, service.
 package transform

@@ -23,7 +23,7 @@ var allowed = map[string][]string{
 	"extract":                {"internal/flock", "service"},
 	"schemas":                {"lakefile", "service"},
 	"lakefile":               nil, // the lake files' format and sepipe's own columns; arrow-go only
-	"transform":              {"schemas", "service"},
+	"transform":              {"lakefile", "schemas", "service"},
 	"load":                   {"internal/faults", "internal/flock", "lakefile", "schemas", "service", "transform"},
 	"pipeline":               {"extract", "internal/cpuidle", "internal/faults", "internal/flock", "lakehouse", "load", "schemas", "service", "transform"},
 	"dashboard":              {"internal/colnames", "load", "query"},
