@@ -118,24 +118,19 @@ func hasHuge(a arrow.Array) bool {
 	case *array.Dictionary:
 		return hasHuge(a.Dictionary())
 	case *array.String:
-		if len(a.ValueBytes()) < HugeValue {
-			return false
-		}
-		offs := a.ValueOffsets()
-		for j := 1; j < len(offs); j++ {
-			if offs[j]-offs[j-1] >= HugeValue {
-				return true
-			}
-		}
+		return len(a.ValueBytes()) >= HugeValue && hugeOffsets(a.ValueOffsets())
 	case *array.LargeString:
-		if len(a.ValueBytes()) < HugeValue {
-			return false
-		}
-		offs := a.ValueOffsets()
-		for j := 1; j < len(offs); j++ {
-			if offs[j]-offs[j-1] >= HugeValue {
-				return true
-			}
+		return len(a.ValueBytes()) >= HugeValue && hugeOffsets(a.ValueOffsets())
+	}
+	return false
+}
+
+// hugeOffsets reports whether a value of a text array's offsets spans
+// HugeValue bytes or more.
+func hugeOffsets[T int32 | int64](offs []T) bool {
+	for j := 1; j < len(offs); j++ {
+		if offs[j]-offs[j-1] >= HugeValue {
+			return true
 		}
 	}
 	return false

@@ -259,19 +259,28 @@ func TestSyncIntoIceberg(t *testing.T) {
 	}
 	t.Run("file", func(t *testing.T) { run(t, fileLake(t.TempDir()), localFile) })
 	t.Run("s3", func(t *testing.T) {
-		s3 := lakeservers.StartS3(t)
-		s3.CreateBucket(t, "lake")
-		lc := &lakehouse.Config{
-			Catalog:   lakehouse.CatalogConfig{Type: lakehouse.CatalogSQL, Driver: lakehouse.DriverSQLite, URI: filepath.Join(t.TempDir(), "catalog.db")},
-			Warehouse: "s3://lake/sepipe",
-			S3:        lakehouse.S3Config{Endpoint: s3.Endpoint, Region: s3.Region},
-		}
-		// The S3 server's POSIX backend holds bucket/key as a file.
-		run(t, lc, func(loc string) string { return filepath.Join(s3.Dir, strings.TrimPrefix(loc, "s3://")) })
+		lc, local, s3 := s3Lake(t)
+		run(t, lc, local)
 		if objs := s3.Objects(t, "lake", "sepipe"); len(objs) == 0 {
 			t.Error("nothing in the bucket")
 		}
 	})
+}
+
+// s3Lake is an Iceberg lake on a real S3 server (versitygw, bucket lake):
+// a SQLite catalog and the warehouse s3://lake/sepipe, and what maps a
+// data file's location to its path (the server's POSIX backend holds
+// bucket/key as a file).
+func s3Lake(t *testing.T) (*lakehouse.Config, func(string) string, *lakeservers.S3) {
+	t.Helper()
+	s3 := lakeservers.StartS3(t)
+	s3.CreateBucket(t, "lake")
+	lc := &lakehouse.Config{
+		Catalog:   lakehouse.CatalogConfig{Type: lakehouse.CatalogSQL, Driver: lakehouse.DriverSQLite, URI: filepath.Join(t.TempDir(), "catalog.db")},
+		Warehouse: "s3://lake/sepipe",
+		S3:        lakehouse.S3Config{Endpoint: s3.Endpoint, Region: s3.Region},
+	}
+	return lc, func(loc string) string { return filepath.Join(s3.Dir, strings.TrimPrefix(loc, "s3://")) }, s3
 }
 
 // icebergKillPoints maps each point TestKilledRunsRecoverIceberg kills a

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sepipe/sepipe/internal/lakeservers"
 	"github.com/sepipe/sepipe/internal/warehousetest"
 	"github.com/sepipe/sepipe/lakehouse"
 	"github.com/sepipe/sepipe/load"
@@ -125,13 +124,7 @@ func TestLostIcebergDataFileFailsOnlyItsStream(t *testing.T) {
 	}
 	t.Run("file", func(t *testing.T) { run(t, fileLake(t.TempDir()), localFile) })
 	t.Run("s3", func(t *testing.T) {
-		s3 := lakeservers.StartS3(t)
-		s3.CreateBucket(t, "lake")
-		lc := &lakehouse.Config{
-			Catalog:   lakehouse.CatalogConfig{Type: lakehouse.CatalogSQL, Driver: lakehouse.DriverSQLite, URI: filepath.Join(t.TempDir(), "catalog.db")},
-			Warehouse: "s3://lake/sepipe",
-			S3:        lakehouse.S3Config{Endpoint: s3.Endpoint, Region: s3.Region},
-		}
-		run(t, lc, func(loc string) string { return filepath.Join(s3.Dir, strings.TrimPrefix(loc, "s3://")) })
+		lc, local, _ := s3Lake(t)
+		run(t, lc, local)
 	})
 }
