@@ -188,42 +188,42 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// One line: an error may quote the service, whose newlines would
 	// print lines of their own (a forged "sepipe:" or "hint:").
 	fmt.Fprintln(stderr, "sepipe: "+termEscape(err.Error(), false))
-	printHint := func(h string) {
-		if h != "" {
-			fmt.Fprintln(stderr, "hint: "+termEscape(h, false))
-		}
+	code, h := outcome(err)
+	if h != "" {
+		fmt.Fprintln(stderr, "hint: "+termEscape(h, false))
 	}
+	return code
+}
+
+// outcome is the exit code of a command that ended with err (not nil),
+// and the hint printed after its message ("" for none). A run's status
+// in the metrics is read from it too (runStatus).
+func outcome(err error) (code int, h string) {
 	var ue usageError
 	var re *pipeline.RunError
 	var qb quotaBeforeRun
 	var qc quotaCutShort
 	switch {
 	case errors.As(err, &ue):
-		printHint(hint(err))
-		return exitUsage
+		return exitUsage, hint(err)
 	case errors.As(err, &re) && partial(re):
 		if committedNotFinished(err) {
-			printHint(hint(err)) // committed, not yet published: say what finishes it
-		} else {
-			printHint(quotaHint(err))
+			return exitPartial, hint(err) // committed, not yet published: say what finishes it
 		}
-		return exitPartial
+		return exitPartial, quotaHint(err)
 	case errors.As(err, &qb):
-		printHint("the service's request quota resets at " + qb.Reset.UTC().Format(time.RFC3339) + ": a sync after it reads the streams")
-		return exitPartial
+		return exitPartial, "the service's request quota resets at " + qb.Reset.UTC().Format(time.RFC3339) + ": a sync after it reads the streams"
 	case errors.As(err, &qc):
 		if !qc.reset.IsZero() {
-			printHint("the service's request quota resets at " + qc.reset.UTC().Format(time.RFC3339) + ": run it again after that")
+			return exitPartial, "the service's request quota resets at " + qc.reset.UTC().Format(time.RFC3339) + ": run it again after that"
 		}
-		return exitPartial
+		return exitPartial, ""
 	case committedNotFinished(err):
 		// Committed, not yet visible to readers (or the Iceberg lake
 		// catches up on the next run): as a partial run.
-		printHint(hint(err))
-		return exitPartial
+		return exitPartial, hint(err)
 	}
-	printHint(hint(err))
-	return exitFailed
+	return exitFailed, hint(err)
 }
 
 // partial reports whether a run that did not finish is partial (exit 3)
