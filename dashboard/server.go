@@ -47,6 +47,10 @@ type Config struct {
 	// to its last (default 30 s): a client that stops reading is cut
 	// then, and never holds what other viewers wait for.
 	WriteTimeout time.Duration
+	// Wrap, if set, wraps the dashboard's handler inside its host check:
+	// sepipe dashboard answers its monitoring's requests (metrics,
+	// probes) on the same listener.
+	Wrap func(http.Handler) http.Handler
 }
 
 // Bounds of what one answer holds. A panel's rows stop at maxRows rows or
@@ -241,7 +245,11 @@ func Handler(cfg Config) http.Handler {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Write(b)
 	})
-	return newHostGuard(cfg.Addr, cfg.AllowedHosts, mux)
+	var h http.Handler = mux
+	if cfg.Wrap != nil {
+		h = cfg.Wrap(mux)
+	}
+	return newHostGuard(cfg.Addr, cfg.AllowedHosts, h)
 }
 
 // writeDeadline bounds the writing of an answer that starts now: a client

@@ -84,7 +84,8 @@ type Client struct {
 	token     secret   // reporting, v3 and v4 access token (see tokenMu)
 	apiToken  secret   // developer API token (webhooks)
 	hc        *http.Client
-	rate      rateConfig // WithRateLimit, WithoutRateLimit
+	observer  RequestObserver // told of every request sent; nil: none
+	rate      rateConfig      // WithRateLimit, WithoutRateLimit
 	budget    *budget
 	log       *slog.Logger
 
@@ -408,6 +409,19 @@ func WithRetry(maxAttempts int, maxWait time.Duration) Option {
 		c.maxAttempts, c.maxWait = maxAttempts, maxWait
 	}
 }
+
+// RequestObserver is told of every request the client sends: its
+// interface (IfaceReporting, IfaceV3, ...), the HTTP status of its answer
+// (0 when none came: a connection cut, a timeout), whether it was a retry
+// (another attempt of one request) and how long it took. Its method is
+// called from many goroutines at once and must not block: sepipe's metrics
+// count requests by it.
+type RequestObserver interface {
+	ObserveRequest(iface string, status int, retry bool, took time.Duration)
+}
+
+// WithRequestObserver has o told of every request the client sends.
+func WithRequestObserver(o RequestObserver) Option { return func(c *Client) { c.observer = o } }
 
 // WithLogger sets the logger; requests are logged at debug level and
 // retries at warn level. Default: discard.

@@ -160,6 +160,9 @@ func (c *Client) do(ctx context.Context, info reqInfo, u *url.URL, buf *bytes.Bu
 			c.budget.release(sl, outcomeOK)
 		}
 		c.logAttempt(ctx, info, u, resp.status, st.attempts, time.Since(start), err)
+		if c.observer != nil && sent {
+			c.observer.ObserveRequest(info.iface, resp.status, st.attempts > 1, time.Since(start))
+		}
 		c.budget.observeQuota(q)
 		if ctx.Err() != nil {
 			return st, context.Cause(ctx)

@@ -8,6 +8,12 @@ import (
 // ErrWarehouseLocked is wrapped when another process holds the DuckDB file.
 var ErrWarehouseLocked = errors.New("warehouse is locked by another process")
 
+// ErrHeldBySepipe is wrapped, beside ErrWarehouseLocked, when the process
+// holding the working database is another sepipe process (a sync, a
+// listener's batch) holding its state lock: it lets go when its step
+// ends. Without it, the file is held by a program that is not sepipe.
+var ErrHeldBySepipe = errors.New("held by another sepipe process")
+
 // WriteError reports a failure writing an object's data, naming the step.
 type WriteError struct {
 	Object string

@@ -205,9 +205,19 @@ func (l Lake) CheckWritable() error {
 	if err := os.MkdirAll(l.Root, 0o755); err != nil {
 		return fmt.Errorf("output folder %s: %w", l.Root, err)
 	}
-	f, err := os.CreateTemp(l.Root, ".sepipe-write-test-*")
-	if err != nil {
+	if err := CheckDirWritable(l.Root); err != nil {
 		return fmt.Errorf("output folder %s is not writable: %w", l.Root, err)
+	}
+	return nil
+}
+
+// CheckDirWritable proves a file can be created in dir now (and removes
+// it): a run's output folder before any request, a listener's spool and
+// folder for a readiness probe.
+func CheckDirWritable(dir string) error {
+	f, err := os.CreateTemp(dir, ".sepipe-write-test-*")
+	if err != nil {
+		return err
 	}
 	name := f.Name()
 	f.Close()

@@ -46,14 +46,19 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 		return r.res, nil
 	}
 	defer r.lake.Discard(r.res.RunID) //nolint:errcheck // best effort; the next run cleans too
+	step := r.timed(StepFetch)
 	early, err := r.stage(ctx)
+	step()
 	if early != nil {
 		defer early.abort()
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := r.commit(ctx, early); err != nil {
+	step = r.timed(StepLoad)
+	err = r.commit(ctx, early)
+	step()
+	if err != nil {
 		return nil, err
 	}
 	defer r.wh.Close()
@@ -61,11 +66,33 @@ func Sync(ctx context.Context, src Source, cfg Config) (*Result, error) {
 	// here exited 1, "committed nothing", and left the warehouse behind
 	// the run until the next night; found by review).
 	ctx = context.WithoutCancel(ctx)
-	if err := r.publishLake(ctx); err != nil {
+	step = r.timed(StepPublish)
+	err = r.publishLake(ctx)
+	step()
+	if err != nil {
 		return nil, err
 	}
+	step = func() {}
+	if r.lh != nil {
+		step = r.timed(StepIceberg)
+	}
 	lakeErr := r.commitIceberg(ctx)
+	step()
+	step = r.timed(StepPublish)
+	defer step()
 	return r.publishWarehouse(ctx, lakeErr)
+}
+
+// timed starts timing a step; the function it returns ends it, adding
+// the time to the result's steps.
+func (r *syncRun) timed(name string) func() {
+	start := time.Now()
+	return func() {
+		if r.res.Steps == nil {
+			r.res.Steps = map[string]time.Duration{}
+		}
+		r.res.Steps[name] += time.Since(start)
+	}
 }
 
 // syncRun is one run of Sync: what each step leaves the next.

@@ -224,7 +224,18 @@ type Result struct {
 	Objects      []ObjectResult // sorted by object id
 	Warehouse    string
 	Lake         string
+	// Steps is how long each step of the run took, by name (StepFetch,
+	// StepLoad, StepPublish, StepIceberg): the steps it reached.
+	Steps map[string]time.Duration
 }
+
+// The steps of a run, as Result.Steps names them.
+const (
+	StepFetch   = "fetch"   // read, decode and stage every stream (the early load beside)
+	StepLoad    = "load"    // the working database's transaction
+	StepPublish = "publish" // the lake's partitions and the warehouse
+	StepIceberg = "iceberg" // the Iceberg lake's commits
+)
 
 // NewRunID returns a sortable, unique run id: UTC time plus random bits.
 func NewRunID(now time.Time) string {

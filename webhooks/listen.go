@@ -79,6 +79,16 @@ type ListenConfig struct {
 	Logger *slog.Logger
 	// Ready, if set, is called once the receiver accepts connections.
 	Ready func(addr net.Addr)
+	// Observer, if set, is told of each delivery's outcome, each load and
+	// each publish (sepipe's metrics).
+	Observer Observer
+	// Wrap, if set, wraps the receiver's handler: sepipe listen answers
+	// its monitoring's requests (metrics, probes) on the same listener.
+	Wrap func(http.Handler) http.Handler
+	// State, if set, is kept up to date while Listen runs: whether it can
+	// do its job, and how far behind it is (a readiness probe, the
+	// metrics).
+	State *ListenState
 }
 
 func (c *ListenConfig) setDefaults() {
@@ -117,6 +127,12 @@ func (c *ListenConfig) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Observer == nil {
+		c.Observer = NoObserver{}
+	}
+	if c.State == nil {
+		c.State = &ListenState{}
 	}
 }
 
@@ -190,7 +206,7 @@ func Listen(ctx context.Context, cfg ListenConfig) (err error) {
 
 	rc, err := NewReceiver(spool, cfg.Secrets, WithMaxBody(cfg.MaxBody),
 		WithSignatureTolerance(cfg.Tolerance), WithReceiverLogger(log),
-		WithBodyBudget(cfg.MaxBytesInFlight), WithSourceShare(cfg.MaxBytesPerSource))
+		WithBodyBudget(cfg.MaxBytesInFlight), WithSourceShare(cfg.MaxBytesPerSource), WithObserver(cfg.Observer))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -200,10 +216,15 @@ func Listen(ctx context.Context, cfg ListenConfig) (err error) {
 			return fmt.Errorf("listen: %w", err)
 		}
 	}
-	srv := &http.Server{Handler: rc, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+	var h http.Handler = rc
+	if cfg.Wrap != nil {
+		h = cfg.Wrap(rc)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 
 	ld := &eventLoader{spool: spool, lake: lake, log: log, max: cfg.MaxBatch, lockWait: cfg.LockWait,
+		obs: cfg.Observer, state: cfg.State,
 		dirty: lake.PublishPending()} // a publish an earlier process did not finish
 	loadCtx, stopLoader := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
@@ -215,6 +236,7 @@ func Listen(ctx context.Context, cfg ListenConfig) (err error) {
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
+	cfg.State.start(lake, spool, cfg.PublishInterval)
 	log.Info("listen: receiving webhook deliveries", "addr", ln.Addr().String(), "out", cfg.Out)
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr())
@@ -268,6 +290,8 @@ type eventLoader struct {
 	lastPublished time.Time
 	// lastCost is how long the last publish took (publishDue).
 	lastCost time.Duration
+	obs      Observer
+	state    *ListenState
 }
 
 // publishGap is how many times as long as the last publish took the
@@ -346,6 +370,7 @@ func (l *eventLoader) publish(ctx context.Context) error {
 	if errors.Is(err, load.ErrWarehouseLocked) {
 		err, cost = load.PublishState(ctx, l.lake, load.WithLockWait(l.lockWait)), l.lastCost
 	}
+	l.state.published(err, time.Now())
 	switch {
 	case errors.Is(err, load.ErrWarehouseLocked):
 		return err // nothing was copied: the next batch tries again
@@ -357,6 +382,7 @@ func (l *eventLoader) publish(ctx context.Context) error {
 		return err
 	}
 	l.dirty, l.lastPublished, l.lastCost = false, time.Now(), cost
+	l.obs.Published(time.Since(start), l.lastPublished)
 	l.log.Debug("listen: published", "path", l.lake.WarehousePath(), "duration", time.Since(start).Round(time.Millisecond))
 	return nil
 }
@@ -369,9 +395,17 @@ func (l *eventLoader) once(ctx context.Context) error {
 	}
 	start := time.Now()
 	n, err := load.LoadEvents(ctx, l.lake, evs, load.WithLockWait(l.lockWait))
+	oldest := evs[0].ReceivedAt
+	for _, ev := range evs {
+		if ev.ReceivedAt.Before(oldest) {
+			oldest = ev.ReceivedAt
+		}
+	}
+	l.state.loaded(err, oldest)
 	if err != nil {
 		return err
 	}
+	l.obs.Loaded(len(evs), int(n), time.Since(start))
 	l.dirty = true
 	faults.At(faults.EventsLoaded, "") // loaded, not yet removed from the spool: a replay must not double them
 	l.log.Debug("listen: loaded events", "events", len(evs), "new", n, "duration", time.Since(start).Round(time.Millisecond))

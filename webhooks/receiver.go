@@ -249,6 +249,8 @@ type Receiver struct {
 	now       func() time.Time
 	log       *slog.Logger
 
+	obs Observer // told of each delivery's outcome (sepipe's metrics)
+
 	budget, share int64
 	bodies        *semaphore.Weighted
 	smu           sync.Mutex
@@ -275,6 +277,9 @@ func WithReceiverClock(now func() time.Time) ReceiverOption { return func(r *Rec
 // WithReceiverLogger sets where refusals and sink failures are logged.
 func WithReceiverLogger(l *slog.Logger) ReceiverOption { return func(r *Receiver) { r.log = l } }
 
+// WithObserver has o told of each delivery's outcome.
+func WithObserver(o Observer) ReceiverOption { return func(r *Receiver) { r.obs = o } }
+
 // WithBodyBudget bounds the bytes of delivery bodies held at once across
 // all connections (default DefaultBodyBudget, or four max bodies when
 // that is more; at least two: CheckBodyBudget).
@@ -291,7 +296,7 @@ func WithSourceShare(n int64) ReceiverOption { return func(r *Receiver) { r.shar
 // events to sink. It refuses a max body CheckMaxBody refuses.
 func NewReceiver(sink EventSink, secrets []string, opts ...ReceiverOption) (*Receiver, error) {
 	r := &Receiver{sink: sink, maxBody: DefaultMaxDeliveryBody, tolerance: DefaultSignatureTolerance,
-		now: time.Now, log: slog.New(slog.DiscardHandler)}
+		now: time.Now, log: slog.New(slog.DiscardHandler), obs: NoObserver{}}
 	for _, s := range secrets {
 		if s = strings.TrimSpace(s); s != "" {
 			r.secrets = append(r.secrets, s)
@@ -331,7 +336,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodPost, http.MethodGet:
 	default:
 		w.Header().Set("Allow", "GET, POST")
-		rc.refuse(w, r, http.StatusMethodNotAllowed, "method "+r.Method)
+		rc.refuse(w, r, http.StatusMethodNotAllowed, RefusedMethod, "method "+r.Method)
 		return
 	}
 	ts, sigs := r.Header.Get(SignatureTimestampHeader), strings.Join(r.Header.Values(SignatureHeader), ",")
@@ -359,13 +364,13 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// retries, never a 4xx that loses the event.
 			w.Header().Set("Connection", "close")
 			w.Header().Set("Retry-After", "5")
-			rc.refuse(w, r, http.StatusServiceUnavailable, "reading body: "+err.Error())
+			rc.refuse(w, r, http.StatusServiceUnavailable, RefusedCut, "reading body: "+err.Error())
 			return
 		}
 		signed = b
 	} else {
 		if int64(len(r.URL.RawQuery)) > rc.maxBody {
-			rc.refuse(w, r, http.StatusRequestEntityTooLarge, "query larger than the limit")
+			rc.refuse(w, r, http.StatusRequestEntityTooLarge, RefusedTooLarge, "query larger than the limit")
 			return
 		}
 		signed = []byte(r.URL.RawQuery)
@@ -385,7 +390,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ev, unread, err = parseEventQuery(r.URL.RawQuery)
 	}
 	if err != nil {
-		rc.refuse(w, r, http.StatusBadRequest, err.Error())
+		rc.refuse(w, r, http.StatusBadRequest, RefusedMalformed, err.Error())
 		return
 	}
 	// The parameters ParseQuery could read: another parameter's bad
@@ -396,25 +401,28 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// text the warehouse cannot hold, so no stored event blocks the ones
 	// after it.
 	if err := storableText(ev); err != nil {
-		rc.refuse(w, r, http.StatusBadRequest, err.Error())
+		rc.refuse(w, r, http.StatusBadRequest, RefusedMalformed, err.Error())
 		return
 	}
 	ev.ReceivedAt = now.UTC()
 	dup, err := rc.sink.Accept(r.Context(), ev)
 	if errors.Is(err, ErrEventTooLarge) {
-		rc.refuse(w, r, http.StatusRequestEntityTooLarge, err.Error())
+		rc.refuse(w, r, http.StatusRequestEntityTooLarge, RefusedTooLarge, err.Error())
 		return
 	}
 	if err != nil {
 		rc.log.Error("webhook event not stored", "id", ev.ID, "type", ev.Type, "error", err)
+		rc.obs.Refused(RefusedNotStored)
 		http.Error(w, "event not stored, retry later", http.StatusServiceUnavailable)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if dup {
+		rc.obs.Delivered(OutcomeDuplicate)
 		io.WriteString(w, `{"status":"duplicate"}`+"\n")
 		return
 	}
+	rc.obs.Delivered(OutcomeAccepted)
 	if unread != "" {
 		// The event is kept (a 4xx would lose it: the service does not
 		// retry one); the reason goes to the log and into the answer,
@@ -439,9 +447,9 @@ func (rc *Receiver) signedHeaders(w http.ResponseWriter, r *http.Request, err er
 	case err == nil:
 		return true
 	case errors.Is(err, ErrBadSignature):
-		rc.refuse(w, r, http.StatusUnauthorized, "bad or missing signature")
+		rc.refuse(w, r, http.StatusUnauthorized, RefusedSignature, "bad or missing signature")
 	default:
-		rc.refuse(w, r, http.StatusBadRequest, err.Error())
+		rc.refuse(w, r, http.StatusBadRequest, RefusedStale, err.Error())
 	}
 	return false
 }
@@ -524,7 +532,7 @@ func (rc *Receiver) readBody(w http.ResponseWriter, r *http.Request) ([]byte, er
 func (rc *Receiver) busy(w http.ResponseWriter, r *http.Request, why string) {
 	w.Header().Set("Retry-After", "5")
 	w.Header().Set("Connection", "close")
-	rc.refuse(w, r, http.StatusServiceUnavailable, why)
+	rc.refuse(w, r, http.StatusServiceUnavailable, RefusedBusy, why)
 }
 
 // maxDrain is how much of an oversized body the receiver reads and
@@ -538,10 +546,11 @@ const maxDrain = 16 << 20
 func (rc *Receiver) tooLarge(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxDrain))
 	w.Header().Set("Connection", "close")
-	rc.refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than the limit of %d bytes", rc.maxBody))
+	rc.refuse(w, r, http.StatusRequestEntityTooLarge, RefusedTooLarge, fmt.Sprintf("body larger than the limit of %d bytes", rc.maxBody))
 }
 
-func (rc *Receiver) refuse(w http.ResponseWriter, r *http.Request, status int, why string) {
+func (rc *Receiver) refuse(w http.ResponseWriter, r *http.Request, status int, reason, why string) {
+	rc.obs.Refused(reason)
 	rc.log.Warn("webhook delivery refused", "method", r.Method, "status", status, "reason", why,
 		"remote", r.RemoteAddr)
 	http.Error(w, http.StatusText(status)+": "+why, status)

@@ -17,6 +17,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -118,8 +119,9 @@ func TestReceiverStatuses(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			sink := newMemSink()
+			obs := &recordingObserver{}
 			rc, err := webhooks.NewReceiver(sink, []string{rKey, " " + rOldKey + " "}, webhooks.WithMaxBody(1024),
-				webhooks.WithReceiverClock(func() time.Time { return rNow }))
+				webhooks.WithReceiverClock(func() time.Time { return rNow }), webhooks.WithObserver(obs))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,6 +143,15 @@ func TestReceiverStatuses(t *testing.T) {
 			rc.ServeHTTP(w, req)
 			if w.Code != tc.status {
 				t.Fatalf("status %d, want %d: %s", w.Code, tc.status, w.Body)
+			}
+			// The metrics' outcome or reason of the answer.
+			want := map[int]string{200: webhooks.OutcomeAccepted, 401: webhooks.RefusedSignature, 405: webhooks.RefusedMethod,
+				413: webhooks.RefusedTooLarge, 400: webhooks.RefusedMalformed}[tc.status]
+			if tc.status == 400 && (tc.name == "stale" || strings.Contains(tc.name, "future") || strings.Contains(tc.name, "timestamp")) {
+				want = webhooks.RefusedStale
+			}
+			if got := obs.seen(); len(got) != 1 || got[0] != want {
+				t.Errorf("observer told %q, want [%s]", got, want)
 			}
 			if tc.stored == "" {
 				if sink.len() != 0 {
@@ -167,6 +178,26 @@ func TestReceiverStatuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// recordingObserver records what a receiver tells its observer.
+type recordingObserver struct {
+	webhooks.NoObserver
+	mu  sync.Mutex
+	got []string
+}
+
+func (o *recordingObserver) Delivered(outcome string) { o.add(outcome) }
+func (o *recordingObserver) Refused(reason string)    { o.add(reason) }
+func (o *recordingObserver) add(s string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.got = append(o.got, s)
+}
+func (o *recordingObserver) seen() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.got)
 }
 
 func signStr(key string, raw []byte, ts string) string {

@@ -499,6 +499,17 @@ func (s *Spool) Pending() int {
 	return len(s.unloaded)
 }
 
+// oldestPending is when the oldest durable event not yet loaded was
+// received (zero when none waits).
+func (s *Spool) oldestPending() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.unloaded) == 0 {
+		return time.Time{}
+	}
+	return s.unloaded[0].ev.ReceivedAt
+}
+
 // Unloaded returns up to max durable events not yet marked loaded, oldest
 // first, and the position to pass to MarkLoaded once they are in the
 // warehouse (0 when there are none).
