@@ -214,7 +214,7 @@ func TestEveryTypeThroughEveryStage(t *testing.T) {
 			src.fields["walk"] = append(src.fields["walk"], service.Field{ID: "v_" + ty.Name, DisplayName: ty.Name, Type: ty.Name, Options: []string{"A"}})
 		}
 	}
-	y, err := dbtgen.Sources(ctx, src)
+	y, err := dbtgen.Sources(ctx, src, dbtgen.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

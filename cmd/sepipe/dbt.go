@@ -41,7 +41,7 @@ tenant. --out-file - writes to stdout.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var client *extract.Client
-			var appendStreams []string // the config's append streams: their key is unique per day
+			var dc dbtgen.Config // the config's append streams (their key is unique per day), the schedule's freshness
 			switch {
 			case demo && (cmd.Flags().Changed("base-url") || cmd.Flags().Changed("config")):
 				return usagef("--demo excludes --base-url and --config")
@@ -64,19 +64,24 @@ tenant. --out-file - writes to stdout.`,
 				client = cl
 				for _, id := range sortedKeys(c.Streams) {
 					if c.Streams[id].pipeline().Mode == load.Append {
-						appendStreams = append(appendStreams, id)
+						dc.Append = append(dc.Append, id)
+					}
+				}
+				if c.Schedule.Cron != "" {
+					if dc.WarnAfter, err = scheduleMaxAge(c); err != nil {
+						return err
 					}
 				}
 			}
 			if outFile == "-" {
-				b, err := dbtgen.Sources(cmd.Context(), client, appendStreams...)
+				b, err := dbtgen.Sources(cmd.Context(), client, dc)
 				if err != nil {
 					return err
 				}
 				_, err = g.stdout.Write(b)
 				return err
 			}
-			if err := dbtgen.WriteSources(cmd.Context(), client, outFile, appendStreams...); err != nil {
+			if err := dbtgen.WriteSources(cmd.Context(), client, outFile, dc); err != nil {
 				return err
 			}
 			fmt.Fprintf(g.stdout, "wrote %s\n", outFile)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -53,15 +54,77 @@ type dbtSource struct {
 	Database    string          `yaml:"database,omitempty"`
 	Schema      string          `yaml:"schema,omitempty"`
 	Quoting     map[string]bool `yaml:"quoting,omitempty"`
+	Freshness   *dbtFreshness   `yaml:"freshness,omitempty"`
 	Tables      []dbtTable      `yaml:"tables"`
 }
 
 type dbtTable struct {
-	Name        string      `yaml:"name"`
-	Description string      `yaml:"description,omitempty"`
-	DataTests   []any       `yaml:"data_tests,omitempty"`
-	Columns     []dbtColumn `yaml:"columns"`
+	Name          string        `yaml:"name"`
+	Description   string        `yaml:"description,omitempty"`
+	LoadedAtField string        `yaml:"loaded_at_field,omitempty"`
+	Freshness     *dbtFreshness `yaml:"freshness,omitempty"`
+	DataTests     []any         `yaml:"data_tests,omitempty"`
+	Columns       []dbtColumn   `yaml:"columns"`
 }
+
+// dbtFreshness is a source's or table's freshness: dbt source freshness
+// warns, then errs, when max(loaded_at_field) is older.
+type dbtFreshness struct {
+	WarnAfter  dbtPeriod `yaml:"warn_after"`
+	ErrorAfter dbtPeriod `yaml:"error_after"`
+}
+
+type dbtPeriod struct {
+	Count  int64  `yaml:"count"`
+	Period string `yaml:"period"`
+}
+
+// period is d in dbt's terms: whole days or hours when it is, else
+// minutes (rounded up).
+func period(d time.Duration) dbtPeriod {
+	switch {
+	case d >= 24*time.Hour && d%(24*time.Hour) == 0:
+		return dbtPeriod{int64(d / (24 * time.Hour)), "day"}
+	case d >= time.Hour && d%time.Hour == 0:
+		return dbtPeriod{int64(d / time.Hour), "hour"}
+	}
+	return dbtPeriod{int64((d + time.Minute - 1) / time.Minute), "minute"}
+}
+
+// Config is what Sources needs besides the service's schema.
+type Config struct {
+	// Append are the report objects and collections configured as
+	// append streams (streams.<id>.mode: append): their table holds every
+	// snapshot day, so their key is unique per day (the table's
+	// _sepipe_snapshot_date), not across the table.
+	Append []string
+	// WarnAfter: dbt source freshness warns about a table whose stream
+	// no run has committed for longer (default 26 h, a daily run's day
+	// with two hours to spare; sepipe dbt-sources takes the schedule's,
+	// as sepipe status does), and errs after twice as long. The events
+	// table, filled by webhooks when something happens, warns after a
+	// week without an event and errs after thirty days.
+	WarnAfter time.Duration
+}
+
+// DefaultWarnAfter is Config.WarnAfter's default.
+const DefaultWarnAfter = 26 * time.Hour
+
+// eventsWarnAfter, eventsErrorAfter are the events table's freshness: a
+// tenant may well have a quiet day, hardly a quiet week.
+const (
+	eventsWarnAfter  = 7 * 24 * time.Hour
+	eventsErrorAfter = 30 * 24 * time.Hour
+)
+
+// warehouseSchema is the schema of the warehouse's tables as dbt attaches
+// it, for the SQL of loaded_at_field.
+var warehouseSchema = load.Ident(WarehouseAlias) + ".main"
+
+// lastCommit is the loaded_at_field of a stream's tables: when a run last
+// committed it. dbt takes max() of it over the table's rows, so an empty
+// table reads as never loaded.
+func lastCommit(stream string) string { return load.LastCommitSQL(warehouseSchema, stream) }
 
 type dbtColumn struct {
 	Name        string `yaml:"name"`
@@ -107,11 +170,18 @@ func dbtTest(name string, args map[string]any) any {
 // events table and sepipe's bookkeeping tables. The output depends only on
 // the describe results: the same schema gives the same bytes.
 //
-// appendStreams are the report objects and collections configured as
-// append streams (streams.<id>.mode: append): their table holds every
-// snapshot day, so their key is unique per day (the table's
-// _sepipe_snapshot_date), not across the table.
-func Sources(ctx context.Context, src extract.Source, appendStreams ...string) ([]byte, error) {
+// Every table carries a loaded_at_field and the source a freshness, so
+// that dbt source freshness works as it is: a stream's tables are as fresh
+// as the last run that committed it (load.LastCommitSQL, over the
+// bookkeeping tables; a replace stream's table has no column of its
+// own that says), the events table as its newest event, sepipe's own
+// tables as the last run.
+func Sources(ctx context.Context, src extract.Source, cfg Config) ([]byte, error) {
+	appendStreams := cfg.Append
+	warn := cfg.WarnAfter
+	if warn <= 0 {
+		warn = DefaultWarnAfter
+	}
 	objs, err := src.Objects(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("dbt sources: list report objects: %w", err)
@@ -178,9 +248,10 @@ func Sources(ctx context.Context, src extract.Source, appendStreams ...string) (
 			}
 		}
 		t := dbtTable{
-			Name:        name,
-			Description: jinjaLiteral(fmt.Sprintf("Report object %s (%q): the latest snapshot.", d.obj.ID, d.obj.DisplayName)),
-			Columns:     cols,
+			Name:          name,
+			Description:   jinjaLiteral(fmt.Sprintf("Report object %s (%q): the latest snapshot.", d.obj.ID, d.obj.DisplayName)),
+			LoadedAtField: lastCommit(name),
+			Columns:       cols,
 		}
 		switch {
 		case appended && len(d.key) > 0:
@@ -209,7 +280,8 @@ func Sources(ctx context.Context, src extract.Source, appendStreams ...string) (
 		hist = append(hist, dbtColumn{Name: day, Description: "Snapshot day (the lake partition)",
 			DataType: "date", DataTests: []any{dbtTest("not_null", nil)}})
 		h := dbtTable{
-			Name: load.HistoryTable(name),
+			Name:          load.HistoryTable(name),
+			LoadedAtField: lastCommit(name),
 			Description: jinjaLiteral(fmt.Sprintf("Report object %s (%q), every daily snapshot (the partitions of lake/%s/); one row per %s and %s.",
 				d.obj.ID, d.obj.DisplayName, name, keyNoun(d.key), day)),
 			Columns: hist,
@@ -242,9 +314,10 @@ func Sources(ctx context.Context, src extract.Source, appendStreams ...string) (
 			}
 		}
 		t := dbtTable{
-			Name:        name,
-			Description: collectionDescriptions[name],
-			Columns:     cols,
+			Name:          name,
+			Description:   collectionDescriptions[name],
+			LoadedAtField: lastCommit(name),
+			Columns:       cols,
 		}
 		if appended {
 			t.Description += " An append stream: every snapshot day's rows, one per id and " + load.ColSnapshotDate + "."
@@ -256,16 +329,25 @@ func Sources(ctx context.Context, src extract.Source, appendStreams ...string) (
 	if err != nil {
 		return nil, err
 	}
+	for i := range own {
+		if own[i].Name == load.EventsTable {
+			own[i].LoadedAtField = "received_at"
+			own[i].Freshness = &dbtFreshness{WarnAfter: period(eventsWarnAfter), ErrorAfter: period(eventsErrorAfter)}
+		} else {
+			own[i].LoadedAtField = load.LastRunSQL(warehouseSchema)
+		}
+	}
 	tables = append(tables, own...)
 
 	f := dbtFile{Version: 2, Sources: []dbtSource{{
 		Name: SourceName,
 		Description: "Raw tables sepipe publishes in the DuckDB warehouse (attached read-only as " + WarehouseAlias + "): " +
 			"report objects (latest snapshot), their daily history, collections, webhook events and sepipe's run bookkeeping.",
-		Database: WarehouseAlias,
-		Schema:   "main",
-		Quoting:  map[string]bool{"identifier": true}, // "user" is a keyword; object ids are camelCase
-		Tables:   tables,
+		Database:  WarehouseAlias,
+		Schema:    "main",
+		Quoting:   map[string]bool{"identifier": true}, // "user" is a keyword; object ids are camelCase
+		Freshness: &dbtFreshness{WarnAfter: period(warn), ErrorAfter: period(2 * warn)},
+		Tables:    tables,
 	}}}
 	var buf bytes.Buffer
 	buf.WriteString(dbtSourcesHeader)
@@ -283,8 +365,8 @@ func Sources(ctx context.Context, src extract.Source, appendStreams ...string) (
 // WriteSources writes DBTSources' result to path, creating its folder;
 // the file is replaced whole (written beside it, then renamed), so a
 // failure leaves the previous file as it was.
-func WriteSources(ctx context.Context, src extract.Source, path string, appendStreams ...string) error {
-	b, err := Sources(ctx, src, appendStreams...)
+func WriteSources(ctx context.Context, src extract.Source, path string, cfg Config) error {
+	b, err := Sources(ctx, src, cfg)
 	if err != nil {
 		return err
 	}

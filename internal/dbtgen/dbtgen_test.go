@@ -22,6 +22,7 @@ import (
 	"github.com/sepipe/sepipe/internal/demo"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
+	"github.com/sepipe/sepipe/service"
 )
 
 // The dbt project in ../../dbt is checked here the way 'dbt build' would run
@@ -92,20 +93,23 @@ type dbtYAMLColumn struct {
 }
 
 type dbtYAMLNode struct {
-	Name        string          `yaml:"name"`
-	Identifier  string          `yaml:"identifier"`
-	Description string          `yaml:"description"`
-	Tests       []any           `yaml:"tests"`
-	DataTests   []any           `yaml:"data_tests"`
-	Columns     []dbtYAMLColumn `yaml:"columns"`
+	Name          string          `yaml:"name"`
+	Identifier    string          `yaml:"identifier"`
+	LoadedAtField string          `yaml:"loaded_at_field"`
+	Freshness     map[string]any  `yaml:"freshness"`
+	Description   string          `yaml:"description"`
+	Tests         []any           `yaml:"tests"`
+	DataTests     []any           `yaml:"data_tests"`
+	Columns       []dbtYAMLColumn `yaml:"columns"`
 }
 
 type dbtYAMLSource struct {
-	Name     string          `yaml:"name"`
-	Database string          `yaml:"database"`
-	Schema   string          `yaml:"schema"`
-	Quoting  map[string]bool `yaml:"quoting"`
-	Tables   []dbtYAMLNode   `yaml:"tables"`
+	Name      string          `yaml:"name"`
+	Freshness map[string]any  `yaml:"freshness"`
+	Database  string          `yaml:"database"`
+	Schema    string          `yaml:"schema"`
+	Quoting   map[string]bool `yaml:"quoting"`
+	Tables    []dbtYAMLNode   `yaml:"tables"`
 }
 
 type dbtYAMLFile struct {
@@ -919,7 +923,7 @@ func TestDBTSourcesMatchesCommitted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := dbtgen.Sources(ctx, c)
+	got, err := dbtgen.Sources(ctx, c, dbtgen.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -931,7 +935,7 @@ func TestDBTSourcesMatchesCommitted(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s is not what the generator writes; run: go run ./cmd/sepipe dbt-sources --demo --out-file dbt/models/staging/sources.yml", committed)
 	}
-	again, err := dbtgen.Sources(ctx, c)
+	again, err := dbtgen.Sources(ctx, c, dbtgen.Config{})
 	if err != nil || !bytes.Equal(got, again) {
 		t.Errorf("generator is not deterministic (%v)", err)
 	}
@@ -996,7 +1000,7 @@ func TestDBTSourcesMatchesCommitted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	drifted, err := dbtgen.Sources(ctx, dc)
+	drifted, err := dbtgen.Sources(ctx, dc, dbtgen.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1234,7 +1238,7 @@ func TestDBTSourcesOfAHostileTenant(t *testing.T) {
 	if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := dbtgen.Sources(ctx, c)
+	got, err := dbtgen.Sources(ctx, c, dbtgen.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1349,7 +1353,7 @@ func TestDBTSourcesOfAnAppendStream(t *testing.T) {
 	// failing runs the unique source tests of table and says how many fail.
 	failing := func(table string, appendStreams ...string) (tests, failed int) {
 		t.Helper()
-		got, err := dbtgen.Sources(ctx, c, appendStreams...)
+		got, err := dbtgen.Sources(ctx, c, dbtgen.Config{Append: appendStreams})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1468,4 +1472,100 @@ func fakeTenant(t *testing.T, opts ...servicetest.Option) (*servicetest.Server, 
 		t.Fatal(err)
 	}
 	return srv, c
+}
+
+// TestDBTSourceFreshnessOnTheWarehouse: every source table carries a
+// loaded_at_field and a freshness (its own or the source's), and each
+// loaded_at_field, run as dbt source freshness runs it (max() over the
+// table, the warehouse attached as dbt attaches it), says when the stream
+// was last committed: a stream the second run did not read keeps the first
+// run's time, one it read the second's; the events table its newest event;
+// sepipe's own tables the last run.
+func TestDBTSourceFreshnessOnTheWarehouse(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("syncs the fake")
+	}
+	ctx := context.Background()
+	_, c := fakeTenant(t, servicetest.WithUsers(20))
+	out := t.TempDir()
+	first, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, err := pipeline.Select(ctx, c, pipeline.Ask{Objects: []string{"course"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out, Selection: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lake := load.Lake{Root: out}
+	if _, err := load.LoadEvents(ctx, lake, []service.Event{{ID: "ev-1", Type: "COURSE_COMPLETED", Raw: []byte(`{}`), Data: []byte(`{}`),
+		ReceivedAt: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := load.PublishState(ctx, lake); err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := dbtgen.Sources(ctx, c, dbtgen.Config{WarnAfter: 90 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f dbtYAMLFile
+	if err := yaml.Unmarshal(got, &f); err != nil {
+		t.Fatal(err)
+	}
+	src := f.Sources[0]
+	if fmt.Sprint(src.Freshness) != "map[error_after:map[count:3 period:hour] warn_after:map[count:90 period:minute]]" {
+		t.Errorf("source freshness %v, want warn after 90 minutes, error after 3 hours", src.Freshness)
+	}
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, "SET TimeZone = 'UTC'; ATTACH "+load.Literal(lake.WarehousePath())+" AS "+dbtgen.WarehouseAlias+" (READ_ONLY)"); err != nil {
+		t.Fatal(err)
+	}
+	finished := func(run string) time.Time {
+		var at time.Time
+		if err := db.QueryRowContext(ctx, "SELECT finished_at FROM "+dbtgen.WarehouseAlias+".main._sepipe_runs WHERE run_id = ?", run).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		return at.UTC()
+	}
+	firstAt, secondAt := finished(first.RunID), finished(second.RunID)
+	want := map[string]time.Time{"course": secondAt, "course_history": secondAt, "user": firstAt, "user_history": firstAt,
+		"assets": firstAt, "events": time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC), "_sepipe_runs": secondAt, "_sepipe_schemas": secondAt}
+	seen := 0
+	for _, tb := range src.Tables {
+		if tb.LoadedAtField == "" {
+			t.Errorf("table %s has no loaded_at_field", tb.Name)
+			continue
+		}
+		if tb.Freshness == nil && src.Freshness == nil {
+			t.Errorf("table %s has no freshness", tb.Name)
+		}
+		// What dbt-duckdb's collect_freshness runs.
+		var at sql.NullTime
+		q := "select max(" + tb.LoadedAtField + ") as max_loaded_at, current_timestamp as snapshotted_at from " +
+			dbtgen.WarehouseAlias + ".main." + load.Ident(tb.Name)
+		if err := db.QueryRowContext(ctx, q).Scan(&at, new(time.Time)); err != nil {
+			t.Errorf("table %s: loaded_at_field does not run: %v\n%s", tb.Name, err, q)
+			continue
+		}
+		if w, ok := want[tb.Name]; ok {
+			seen++
+			if !at.Valid || !at.Time.UTC().Equal(w) {
+				t.Errorf("table %s: max(loaded_at_field) = %v, want %v", tb.Name, at, w)
+			}
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("checked %d of the %d tables expected", seen, len(want))
+	}
 }
