@@ -1,6 +1,7 @@
 package webhooks_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sepipe/sepipe/internal/monitor"
 	"github.com/sepipe/sepipe/internal/warehousetest"
 	"github.com/sepipe/sepipe/internal/webhooktest"
 	"github.com/sepipe/sepipe/webhooks"
@@ -33,8 +35,18 @@ import (
 //     was acknowledged, and drain-s: the time the stop took to load and
 //     publish them.
 //
+// Two ways (issue 42): unscraped, the listener alone; scraped, with its
+// metrics and probes wired as sepipe listen wires them (monitor.New as
+// its Observer and State, served beside the receiver on its listener)
+// and a scraper GETting /metrics every second while the events arrive.
+//
 // Run: go test ./webhooks -run '^$' -bench BenchmarkListenLoad -benchtime 1x
 func BenchmarkListenLoad(b *testing.B) {
+	b.Run("unscraped", func(b *testing.B) { benchmarkListenLoad(b, false) })
+	b.Run("scraped-every-1s", func(b *testing.B) { benchmarkListenLoad(b, true) })
+}
+
+func benchmarkListenLoad(b *testing.B, scraped bool) {
 	events := 100_000
 	if v, err := strconv.Atoi(os.Getenv("SEPIPE_BENCH_EVENTS")); err == nil && v > 0 {
 		events = v
@@ -66,8 +78,45 @@ func BenchmarkListenLoad(b *testing.B) {
 		out := b.TempDir()
 		var loaded atomic.Int64
 		log := slog.New(&countLoads{n: &loaded})
-		url, stop := webhooktest.StartListen(b, webhooks.ListenConfig{Out: out, Secrets: []string{webhooktest.Secret}, Logger: log})
+		cfg := webhooks.ListenConfig{Out: out, Secrets: []string{webhooktest.Secret}, Logger: log}
+		if scraped {
+			m := monitor.New("")
+			cfg.Observer, cfg.State = m, &webhooks.ListenState{}
+			m.Listen(cfg.State)
+			cfg.Wrap = monitor.Beside(monitor.Handler(m, cfg.State.Ready))
+		}
+		url, stop := webhooktest.StartListen(b, cfg)
+		var scrapes atomic.Int64
+		done := make(chan struct{})
+		var scraper sync.WaitGroup
+		if scraped {
+			scraper.Go(func() {
+				tick := time.NewTicker(time.Second)
+				defer tick.Stop()
+				for {
+					select {
+					case <-done:
+						return
+					case <-tick.C:
+					}
+					resp, err := http.Get(url + "/metrics")
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("sepipe_webhook_deliveries_total")) {
+						b.Errorf("scrape: %s", resp.Status)
+						return
+					}
+					scrapes.Add(1)
+				}
+			})
+		}
 		took := sendAll(b, url+"/hook", bodies, conns)
+		close(done)
+		scraper.Wait()
 		backlog := int64(events) - loaded.Load()
 		t0 := time.Now()
 		if err := stop(); err != nil {
@@ -84,6 +133,9 @@ func BenchmarkListenLoad(b *testing.B) {
 		b.ReportMetric(float64(events-int(backlog))/took.Seconds(), "loaded/s")
 		b.ReportMetric(float64(backlog), "backlog-events")
 		b.ReportMetric(drain.Seconds(), "drain-s")
+		if scraped {
+			b.ReportMetric(float64(scrapes.Load()), "scrapes")
+		}
 	}
 }
 

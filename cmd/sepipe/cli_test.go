@@ -424,6 +424,15 @@ func syncedAndHeld(t *testing.T, mode string) (srv *servicetest.Server, cfg, out
 	if mode == "flock" {
 		path = filepath.Join(out, ".sepipe", "state.lock")
 	}
+	return srv, cfg, out, holdFile(t, path, mode)
+}
+
+// holdFile has another process hold path (TestHelperHoldWarehouse: mode
+// "ro" a DuckDB file read-only, "flock" a lock file, else a DuckDB file
+// for writing) until the function it returns is called (or the test
+// ends).
+func holdFile(t *testing.T, path, mode string) (release func()) {
+	t.Helper()
 	helper := exec.Command(os.Args[0], "-test.run=^TestHelperHoldWarehouse$", "-test.v")
 	helper.Env = append(os.Environ(), "SEPIPE_TEST_HOLD_WAREHOUSE="+path, "SEPIPE_TEST_HOLD_MODE="+mode)
 	stdin, _ := helper.StdinPipe()
@@ -452,7 +461,7 @@ func syncedAndHeld(t *testing.T, mode string) (srv *servicetest.Server, cfg, out
 	case <-time.After(time.Minute):
 		t.Fatal("helper never held the warehouse")
 	}
-	return srv, cfg, out, release
+	return release
 }
 
 // TestSyncBesideAReader: a BI tool holding the published warehouse

@@ -45,6 +45,7 @@ type Config struct {
 	Schedule    ScheduleConfig          `yaml:"schedule"`
 	Webhooks    WebhooksConfig          `yaml:"webhooks"`
 	Dashboard   DashboardConfig         `yaml:"dashboard"`
+	Metrics     MetricsConfig           `yaml:"metrics"`
 	// Tenants, when listed, replace service, credentials and legacy: each
 	// command works on the one --tenant names (UseTenant).
 	Tenants map[string]TenantConfig `yaml:"tenants"`

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"time"
@@ -8,6 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sepipe/sepipe/dashboard"
+	"github.com/sepipe/sepipe/internal/monitor"
+	"github.com/sepipe/sepipe/load"
 )
 
 func init() { register(newDashboardCmd) }
@@ -15,6 +18,7 @@ func init() { register(newDashboardCmd) }
 func newDashboardCmd(g *globals) *cobra.Command {
 	var (
 		f                             folderFlags
+		mf                            metricsFlags
 		addr, panelsDir, allowedHosts string
 	)
 	cmd := &cobra.Command{
@@ -73,13 +77,28 @@ docs/dashboard.md.`,
 			if err != nil {
 				return err
 			}
+			mc, err := mf.resolve(cmd, conf)
+			if err != nil {
+				return err
+			}
+			mon := monitor.Handler(monitor.New(conf.tenant), func(ctx context.Context) []string { return dashboardReady(ctx, out) })
+			dc := dashboard.Config{Out: out, PanelsDir: panelsDir, Logger: log, Addr: addr, AllowedHosts: hosts}
+			if mc.Addr == "" {
+				dc.Wrap = monitor.Beside(mon)
+			}
 			ln, err := listenOn(addr)
 			if err != nil {
 				return err
 			}
-			srv := &http.Server{Handler: dashboard.Handler(dashboard.Config{Out: out, PanelsDir: panelsDir, Logger: log,
-				Addr: addr, AllowedHosts: hosts}),
-				ReadHeaderTimeout: 10 * time.Second}
+			if mc.Addr != "" {
+				stop, err := serveMonitor(cmd.Context(), mc.Addr, mon, log)
+				if err != nil {
+					ln.Close()
+					return err
+				}
+				defer stop() //nolint:errcheck // closing
+			}
+			srv := &http.Server{Handler: dashboard.Handler(dc), ReadHeaderTimeout: 10 * time.Second}
 			fmt.Fprintf(g.stdout, "dashboard of %s on http://%s/ (Ctrl-C stops it)\n", out, ln.Addr())
 			return serve(cmd.Context(), srv, ln)
 		},
@@ -87,6 +106,19 @@ docs/dashboard.md.`,
 	f.add(cmd, "./sepipe-demo", "output folder holding warehouse.duckdb (default: the config's output.dir when there is a config, else ./sepipe-demo)")
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8787", "HOST:PORT to serve on; overrides dashboard.addr")
 	cmd.Flags().StringVar(&panelsDir, "panels-dir", "", "folder of your own panel files (*.yaml); overrides dashboard.panels_dir")
+	mf.addServe(cmd, "default: on --addr, beside the page")
 	cmd.Flags().StringVar(&allowedHosts, "allowed-hosts", "", "host names to answer besides localhost, IP addresses and the --addr host, comma-separated (a proxy's name); overrides dashboard.allowed_hosts")
 	return cmd
+}
+
+// dashboardReady is why the dashboard cannot show the numbers now (its
+// readiness probe): the published warehouse does not exist yet, or
+// cannot be opened for reading.
+func dashboardReady(ctx context.Context, out string) []string {
+	wh, err := load.OpenReadOnly(ctx, load.Lake{Root: out}.WarehousePath())
+	if err != nil {
+		return []string{fmt.Sprintf("the published warehouse cannot be read: %v", err)}
+	}
+	wh.Close()
+	return nil
 }

@@ -7,7 +7,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sepipe/sepipe/internal/demo"
+	"github.com/sepipe/sepipe/internal/monitor"
 	"github.com/sepipe/sepipe/load"
+	"github.com/sepipe/sepipe/pipeline"
 )
 
 // demoQuery is the example the demo runs on the warehouse it built.
@@ -36,6 +38,7 @@ func newDemoCmd(g *globals) *cobra.Command {
 		seed  int64
 		shape bool
 		days  int
+		mf    metricsFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "demo [--out DIR] [--users N]",
@@ -66,8 +69,23 @@ publish; docs/bi.md), e.g.:
 			if err != nil {
 				return err
 			}
-			dr, err := demo.Run(cmd.Context(), demo.Config{Out: out, Users: users, Seed: seed, Days: days, ShapeVariants: shape, Logger: log})
+			dc := demo.Config{Out: out, Users: users, Seed: seed, Days: days, ShapeVariants: shape, Logger: log}
+			mc, err := mf.resolve(cmd, defaultConfig())
 			if err != nil {
+				return err
+			}
+			var m *monitor.Metrics
+			if mc.File != "" || mc.Pushgateway != "" {
+				m = monitor.New("")
+				dc.Requests = m
+				dc.Ran = func(r *pipeline.Result) { observeRun(cmd.Context(), m, log, out, nil, r, nil) }
+				defer reportRun(cmd.Context(), m, mc, "", log)
+			}
+			dr, err := demo.Run(cmd.Context(), dc)
+			if err != nil {
+				if m != nil {
+					observeRun(cmd.Context(), m, log, out, nil, nil, err)
+				}
 				return err
 			}
 			fmt.Fprintf(g.stdout, "fake tenant: %d users, seed %d; %d daily runs\n", users, seed, len(dr.Runs))
@@ -97,6 +115,7 @@ publish; docs/bi.md), e.g.:
 	cmd.Flags().IntVar(&users, "users", 500, "users in the fake tenant (about 12 userCourseProgress rows each)")
 	cmd.Flags().Int64Var(&seed, "seed", 1, "seed of the fake tenant's data")
 	cmd.Flags().BoolVar(&shape, "shape-variants", false, "make some of the fake's assets send a field as another JSON type; the warehouse widens the column (off by default)")
+	mf.addBatch(cmd)
 	cmd.Flags().IntVar(&days, "days", 3, "days of history to build: one run per day, the tenant's clock advancing a day between them")
 	return cmd
 }

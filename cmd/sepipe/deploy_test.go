@@ -3,13 +3,18 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/sepipe/sepipe/internal/monitor"
+	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -51,26 +56,23 @@ type k8sObject struct {
 	} `yaml:"spec"`
 }
 
-// TestDeployManifest keeps deploy/kubernetes true to the binary: every
-// CronJob runs a command and flags sepipe has, on a config (the ConfigMap)
-// that loads for its tenant with only the variables of the tenant's
-// Secret, and mounts the tenant's volume where its data goes; one more
-// runs lake expire over every tenant's tables.
-func TestDeployManifest(t *testing.T) {
+// manifests decodes every object of deploy/kubernetes into T (the parts
+// a test reads).
+func manifests[T any](t *testing.T) []T {
+	t.Helper()
 	files, err := filepath.Glob(filepath.Join("..", "..", "deploy", "kubernetes", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests under deploy/kubernetes: %v", err)
 	}
-	var objs []k8sObject
+	var objs []T
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		dec := yaml.NewDecoder(bytes.NewReader(b))
-		dec.KnownFields(false)
 		for {
-			var o k8sObject
+			var o T
 			if err := dec.Decode(&o); errors.Is(err, io.EOF) {
 				break
 			} else if err != nil {
@@ -79,6 +81,31 @@ func TestDeployManifest(t *testing.T) {
 			objs = append(objs, o)
 		}
 	}
+	return objs
+}
+
+// commandOf is the sepipe command a container's args run, its flags
+// parsed; the test fails when they are not a command sepipe has.
+func commandOf(t *testing.T, args []string) *cobra.Command {
+	t.Helper()
+	root := newRoot(&globals{stdout: io.Discard, stderr: io.Discard})
+	cmd, rest, err := root.Find(args)
+	if err != nil || cmd == root {
+		t.Fatalf("args %q: not a sepipe command (%v)", args, err)
+	}
+	if err := cmd.ParseFlags(rest); err != nil {
+		t.Fatalf("args %q: %v", args, err)
+	}
+	return cmd
+}
+
+// TestDeployManifest keeps deploy/kubernetes true to the binary: every
+// CronJob runs a command and flags sepipe has, on a config (the ConfigMap)
+// that loads for its tenant with only the variables of the tenant's
+// Secret, and mounts the tenant's volume where its data goes; one more
+// runs lake expire over every tenant's tables.
+func TestDeployManifest(t *testing.T) {
+	objs := manifests[k8sObject](t)
 	byName := func(kind, name string) *k8sObject {
 		for i := range objs {
 			if objs[i].Kind == kind && objs[i].Metadata.Name == name {
@@ -104,14 +131,7 @@ func TestDeployManifest(t *testing.T) {
 				t.Fatalf("%d containers, want 1", len(cs))
 			}
 			c := cs[0]
-			root := newRoot(&globals{stdout: io.Discard, stderr: io.Discard})
-			cmd, rest, err := root.Find(c.Args)
-			if err != nil || cmd == root {
-				t.Fatalf("args %q: not a sepipe command (%v)", c.Args, err)
-			}
-			if err := cmd.ParseFlags(rest); err != nil {
-				t.Fatalf("args %q: %v", c.Args, err)
-			}
+			cmd := commandOf(t, c.Args)
 			cfgPath, _ := cmd.Flags().GetString("config")
 			tenant, _ := cmd.Flags().GetString("tenant")
 			expire := cmd.CommandPath() == "sepipe lake expire"
@@ -203,5 +223,119 @@ func TestDeployManifest(t *testing.T) {
 	}
 	if jobs < 2 || expires != 1 {
 		t.Errorf("%d sync CronJobs and %d lake expire, want one per tenant (two in the example) and one to maintain the lake", jobs, expires)
+	}
+}
+
+// k8sWorkload is the part of a Deployment the monitoring check reads.
+type k8sWorkload struct {
+	Kind     string `yaml:"kind"`
+	Metadata struct {
+		Name string `yaml:"name"`
+	} `yaml:"metadata"`
+	Spec struct {
+		Template struct {
+			Metadata struct {
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"metadata"`
+			Spec struct {
+				Containers []struct {
+					Args  []string `yaml:"args"`
+					Ports []struct {
+						Name          string `yaml:"name"`
+						ContainerPort int    `yaml:"containerPort"`
+					} `yaml:"ports"`
+					LivenessProbe  *k8sProbe `yaml:"livenessProbe"`
+					ReadinessProbe *k8sProbe `yaml:"readinessProbe"`
+				} `yaml:"containers"`
+			} `yaml:"spec"`
+		} `yaml:"template"`
+	} `yaml:"spec"`
+	Data map[string]string `yaml:"data"`
+}
+
+type k8sProbe struct {
+	HTTPGet struct {
+		Path string `yaml:"path"`
+		Port any    `yaml:"port"` // a number or a port's name
+	} `yaml:"httpGet"`
+}
+
+// TestDeployMonitoring keeps the manifests' monitoring true to the binary
+// (issue 42): each Deployment runs a long-lived sepipe command whose
+// liveness and readiness probes ask /healthz and /readyz on the port its
+// --metrics-addr serves, and whose scrape annotations name that port and
+// /metrics; the sync CronJobs' config pushes to a Pushgateway sepipe
+// accepts.
+func TestDeployMonitoring(t *testing.T) {
+	objs := manifests[k8sWorkload](t)
+	deployments := 0
+	for _, o := range objs {
+		switch o.Kind {
+		case "ConfigMap":
+			file := filepath.Join(t.TempDir(), "sepipe.yaml")
+			if err := os.WriteFile(file, []byte(o.Data["sepipe.yaml"]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			conf, err := LoadConfig(file, true)
+			if err != nil {
+				t.Fatalf("ConfigMap %s: %v", o.Metadata.Name, err)
+			}
+			if conf.Metrics.Pushgateway == "" {
+				t.Errorf("ConfigMap %s: no metrics.pushgateway: the syncs' metrics go nowhere", o.Metadata.Name)
+			}
+			cmd := newSyncCmd(&globals{stdout: io.Discard, stderr: io.Discard})
+			var f metricsFlags
+			if _, err := f.resolve(cmd, conf); err != nil {
+				t.Errorf("ConfigMap %s: %v", o.Metadata.Name, err)
+			}
+		case "Deployment":
+			deployments++
+			t.Run(o.Metadata.Name, func(t *testing.T) {
+				cs := o.Spec.Template.Spec.Containers
+				if len(cs) != 1 {
+					t.Fatalf("%d containers, want 1", len(cs))
+				}
+				c := cs[0]
+				cmd := commandOf(t, c.Args)
+				addr, err := cmd.Flags().GetString("metrics-addr")
+				if err != nil || addr == "" {
+					t.Fatalf("args %q: want --metrics-addr (the probes' and the scrape's port)", c.Args)
+				}
+				_, port, err := net.SplitHostPort(addr)
+				if err != nil {
+					t.Fatalf("--metrics-addr %q: %v", addr, err)
+				}
+				portOf := func(p any) string {
+					for _, cp := range c.Ports {
+						if cp.Name == fmt.Sprint(p) {
+							return strconv.Itoa(cp.ContainerPort)
+						}
+					}
+					return fmt.Sprint(p)
+				}
+				for _, pr := range []struct {
+					what, path string
+					probe      *k8sProbe
+				}{{"livenessProbe", "/healthz", c.LivenessProbe}, {"readinessProbe", "/readyz", c.ReadinessProbe}} {
+					if pr.probe == nil {
+						t.Errorf("no %s", pr.what)
+						continue
+					}
+					if pr.probe.HTTPGet.Path != pr.path || portOf(pr.probe.HTTPGet.Port) != port {
+						t.Errorf("%s asks %s on port %s, want %s on %s", pr.what, pr.probe.HTTPGet.Path, portOf(pr.probe.HTTPGet.Port), pr.path, port)
+					}
+					if !slices.Contains(monitor.Paths, pr.path) {
+						t.Errorf("%s: sepipe serves no %s", pr.what, pr.path)
+					}
+				}
+				a := o.Spec.Template.Metadata.Annotations
+				if a["prometheus.io/scrape"] != "true" || a["prometheus.io/port"] != port || a["prometheus.io/path"] != "/metrics" {
+					t.Errorf("scrape annotations %v, want scrape true, port %s, path /metrics", a, port)
+				}
+			})
+		}
+	}
+	if deployments == 0 {
+		t.Error("no Deployment of a long-lived command (listen) in deploy/kubernetes")
 	}
 }

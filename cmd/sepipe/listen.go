@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sepipe/sepipe/internal/monitor"
 	"github.com/sepipe/sepipe/webhooks"
 )
 
@@ -23,6 +24,7 @@ func newListenCmd(g *globals) *cobra.Command {
 		cfg     webhooks.ListenConfig
 		secrets []string
 		f       folderFlags
+		mf      metricsFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "listen --addr HOST:PORT --out DIR",
@@ -115,11 +117,28 @@ The subscription column holds the ?subscription= value of the delivery URL
 			if cfg.BatchSize < 1 || cfg.BatchInterval <= 0 || cfg.PublishInterval <= 0 {
 				return usagef("--batch-size, --batch-interval and --publish-interval (webhooks.publish_interval) must be positive")
 			}
+			mc, err := mf.resolve(cmd, conf)
+			if err != nil {
+				return err
+			}
 			log, err := g.logger()
 			if err != nil {
 				return err
 			}
 			cfg.Logger = log
+			m := monitor.New(conf.tenant)
+			cfg.Observer, cfg.State = m, &webhooks.ListenState{}
+			m.Listen(cfg.State)
+			mon := monitor.Handler(m, cfg.State.Ready)
+			if mc.Addr == "" {
+				cfg.Wrap = monitor.Beside(mon)
+			} else {
+				stop, err := serveMonitor(cmd.Context(), mc.Addr, mon, log)
+				if err != nil {
+					return err
+				}
+				defer stop() //nolint:errcheck // closing
+			}
 			if cfg.Listener, err = listenOn(cfg.Addr); err != nil {
 				return err
 			}
@@ -138,5 +157,6 @@ The subscription column holds the ?subscription= value of the delivery URL
 	cmd.Flags().IntVar(&cfg.BatchSize, "batch-size", 500, "load as soon as this many events wait")
 	cmd.Flags().DurationVar(&cfg.BatchInterval, "batch-interval", time.Second, "load waiting events at least this often")
 	cmd.Flags().DurationVar(&cfg.PublishInterval, "publish-interval", 10*time.Second, "publish loaded events to warehouse.duckdb at most this often; overrides webhooks.publish_interval")
+	mf.addServe(cmd, "default: on --addr, beside the deliveries")
 	return cmd
 }

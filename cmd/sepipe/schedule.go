@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 	_ "time/tzdata" // time zones work on hosts without a zoneinfo database
@@ -15,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/internal/monitor"
 	"github.com/sepipe/sepipe/load"
 	"github.com/sepipe/sepipe/pipeline"
 )
@@ -112,6 +115,22 @@ alternative.`,
 			if _, err := newClient(c, log, true); err != nil {
 				return err // a missing token fails now, not at 2 a.m.
 			}
+			mc, err := f.metrics.resolve(cmd, c)
+			if err != nil {
+				return err
+			}
+			var m *monitor.Metrics
+			var running atomic.Bool
+			if mc.Addr != "" {
+				m = monitor.New(c.tenant)
+				stop, err := serveMonitor(cmd.Context(), mc.Addr, monitor.Handler(m, func(ctx context.Context) []string {
+					return scheduleReady(ctx, c.Output.Dir, running.Load())
+				}), log)
+				if err != nil {
+					return err
+				}
+				defer stop() //nolint:errcheck // closing
+			}
 			sigs := make(chan os.Signal, 2)
 			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 			defer signal.Stop(sigs)
@@ -129,7 +148,9 @@ alternative.`,
 					if objects == nil {
 						objects = f.objects
 					}
-					_, err := runSync(ctx, g, c, log, fb, objects, cont, nil)
+					running.Store(true)
+					defer running.Store(false)
+					_, err := runSync(ctx, g, c, log, fb, m, objects, cont, nil)
 					return err
 				}}
 			log.Info("schedule started", "cron", c.Schedule.Cron, "time_zone", loc.String(), "out", c.Output.Dir)
@@ -137,6 +158,7 @@ alternative.`,
 		},
 	}
 	f.add(cmd, true)
+	f.metrics.addServe(cmd, "default: not served")
 	cmd.Flags().StringVar(&spec, "cron", "", "cron expression; overrides schedule.cron")
 	cmd.Flags().StringVar(&tz, "time-zone", "", "IANA time zone of the cron expression (e.g. Europe/Berlin); overrides schedule.time_zone")
 	cmd.Flags().IntVar(&retries, "retries", defaultRetries, "times a failed run is tried again before the next scheduled run; overrides schedule.retries")
@@ -144,6 +166,26 @@ alternative.`,
 	cmd.Flags().IntVar(&maxRuns, "max-runs", 0, "exit after this many scheduled runs and their continuations after a quota (those within the hour) (0: run until stopped); for trying a schedule out")
 	return cmd
 }
+
+// scheduleReady is why a schedule cannot do its job now (its readiness
+// probe): the output folder cannot be written or its working database
+// opened (outputReady), or, between runs, a change of the working
+// database has not been published for publishStuck (a program holds warehouse.duckdb open for writing: readers
+// see an older run until it lets go).
+func scheduleReady(ctx context.Context, out string, running bool) []string {
+	causes := outputReady(ctx, out)
+	lake := load.Lake{Root: out}
+	if fi, err := os.Stat(lake.StatePath()); err == nil && !running && lake.PublishPending() && time.Since(fi.ModTime()) > publishStuck {
+		causes = append(causes, fmt.Sprintf("what the working database holds since %s is not published to %s (a program holding it open for writing?): 'sepipe publish' finishes it",
+			fi.ModTime().UTC().Format(time.RFC3339), lake.WarehousePath()))
+	}
+	return causes
+}
+
+// publishStuck is how long a change of the working database may stay
+// unpublished between runs before a schedule says it is not ready: a
+// listener on the same folder publishes its events within seconds.
+const publishStuck = 10 * time.Minute
 
 // scheduler runs run on sched, one run at a time.
 type scheduler struct {

@@ -9,11 +9,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sepipe/sepipe/extract"
+	"github.com/sepipe/sepipe/internal/monitor"
 	"github.com/sepipe/sepipe/pipeline"
 )
 
 type syncFlags struct {
 	runFlags
+	metrics     metricsFlags
 	fullRefresh []string
 	quiet       bool
 }
@@ -63,11 +65,21 @@ every case.`,
 			}
 			defer fb.finish()
 			c.warnTo(func(w string) { log.Warn(w) })
-			_, err = runSync(cmd.Context(), g, c, log, fb, f.objects, continuationFor(f.objects), f.fullRefresh)
+			mc, err := f.metrics.resolve(cmd, c)
+			if err != nil {
+				return err
+			}
+			var m *monitor.Metrics
+			if mc.File != "" || mc.Pushgateway != "" {
+				m = monitor.New(c.tenant)
+				defer reportRun(cmd.Context(), m, mc, c.tenant, log)
+			}
+			_, err = runSync(cmd.Context(), g, c, log, fb, m, f.objects, continuationFor(f.objects), f.fullRefresh)
 			return err
 		},
 	}
 	f.add(cmd, true)
+	f.metrics.addBatch(cmd)
 	cmd.Flags().StringSliceVar(&f.fullRefresh, "full-refresh", nil, "streams to rebuild from a full read (their incremental state is dropped), comma-separated")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress bars: plain log lines only")
 	return cmd
@@ -105,16 +117,26 @@ func beforeRun(err error) error {
 // exclude, or every stream) and prints its summary; cont says what it
 // reads on a day a quota deferred streams. It is shared by sync and
 // schedule.
-func runSync(ctx context.Context, g *globals, c *Config, log *slog.Logger, fb feedback, objects []string, cont pipeline.Continuation, fullRefresh []string) (*pipeline.Result, error) {
-	client, err := newClient(c, log, true)
+//
+// m, when not nil, counts the run's requests and records how it ended
+// (a run that cannot start for its usage or config is not a run).
+func runSync(ctx context.Context, g *globals, c *Config, log *slog.Logger, fb feedback, m *monitor.Metrics, objects []string, cont pipeline.Continuation, fullRefresh []string) (res *pipeline.Result, err error) {
+	var extra []extract.Option
+	if m != nil {
+		extra = append(extra, extract.WithRequestObserver(m))
+	}
+	client, err := newClient(c, log, true, extra...)
 	if err != nil {
 		return nil, err
+	}
+	if m != nil {
+		defer func() { observeRun(ctx, m, log, c.Output.Dir, client, res, err) }()
 	}
 	sel, err := selectRun(ctx, c, client, objects, fullRefresh, false)
 	if err != nil {
 		return nil, beforeRun(err)
 	}
-	res, err := pipeline.Sync(ctx, client, pipeline.Config{
+	res, err = pipeline.Sync(ctx, client, pipeline.Config{
 		Out:               c.Output.Dir,
 		Selection:         sel,
 		Continuation:      cont,

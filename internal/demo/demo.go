@@ -27,6 +27,11 @@ type Config struct {
 	Progress pipeline.Progress
 	// Now is today (default time.Now).
 	Now func() time.Time
+	// Requests, if set, is told of every request the demo's client sends
+	// (sepipe's metrics).
+	Requests extract.RequestObserver
+	// Ran, if set, is called after each day's run with its result.
+	Ran func(*pipeline.Result)
 }
 
 // Result is what the demo did.
@@ -78,6 +83,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Logger != nil {
 		opts = append(opts, extract.WithLogger(cfg.Logger))
 	}
+	if cfg.Requests != nil {
+		opts = append(opts, extract.WithRequestObserver(cfg.Requests))
+	}
 	client, err := extract.New(srv.URL, opts...)
 	if err != nil {
 		return nil, err
@@ -102,6 +110,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("demo day %s: %w", day.Format("2006-01-02"), err)
 		}
 		res.Runs = append(res.Runs, *r)
+		if cfg.Ran != nil {
+			cfg.Ran(r)
+		}
 	}
 	return res, nil
 }

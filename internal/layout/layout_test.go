@@ -41,6 +41,8 @@ var allowed = map[string][]string{
 	"internal/warehousetest": {"load"},                                                 // tests only: open the published warehouse as a reader does
 	"internal/longtest":      nil,                                                      // tests only: the long tests' switch (SEPIPE_LONG_TESTS)
 	"internal/lakeservers":   nil,                                                      // tests only: versitygw and PostgreSQL on 127.0.0.1
+	"internal/promserver":    nil,                                                      // tests only: Debian's prometheus on 127.0.0.1
+	"internal/monitor":       {"extract", "load", "pipeline", "webhooks"},              // Prometheus metrics, probes, textfile and Pushgateway
 	"webhooks":               {"internal/faults", "internal/flock", "load", "service"}, // receiver, spool, listen loop
 	"cmd/sepipe":             {"*"},
 }
