@@ -166,7 +166,7 @@ func TestFloodOfUnsignedBodiesIsBounded(t *testing.T) {
 		t.Errorf("%d signed events never acknowledged during the flood: %v", len(lost), lost[:min(len(lost), 10)])
 	}
 	bound := idle + (2*budget+floods*64<<10)>>10
-	if peak > bound {
+	if peak > bound && !raceEnabled { // under -race the receiver's memory is several times its own
 		t.Errorf("peak RSS %d KiB during the flood, past idle %d KiB + the bound (twice %d MiB in flight, 64 KiB for each of %d connections): %d KiB",
 			peak, idle, budget>>20, floods, bound)
 	}
