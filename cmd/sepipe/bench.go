@@ -25,6 +25,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 		cfg       bench.Config
 		inProcess bool
 		phaseSpec string
+		nights    bench.NightsConfig
 	)
 	cmd := &cobra.Command{
 		Use:   "bench [--rows N] [--rate-limit N]",
@@ -51,7 +52,13 @@ gives its time against the ideal, the requests the fake answered divided by N
 (in windows), and the share of requests answered 429. Each run starts a window
 after the one before ended, so that it meets windows of its own, as a nightly
 sync does. Only the sync phase runs unless --phases says otherwise (fetch and
-read_json read the unlimited fake).`,
+read_json read the unlimited fake).
+
+With --nights N it measures instead what nights cost: the demo's fake tenant
+(--users) synced N times, its clock moving a day between runs, as 'sepipe
+demo --days N' does; per night the run's time, the publish's, the sizes of the
+published warehouse and the working database, and the rows of every history
+table, then the growth per night after the first.`,
 		Example: `  sepipe bench --rows 1000000
   sepipe bench --rows 5000000 --repeat 1
   sepipe bench --rows 600000 --rate-limit 20 --repeat 1`,
@@ -59,6 +66,29 @@ read_json read the unlimited fake).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if phaseSpec != "" {
 				return runBenchChild(cmd.Context(), g.stdout, phaseSpec)
+			}
+			if cmd.Flags().Changed("nights") {
+				if nights.Nights < 1 || nights.Users < 1 {
+					return usagef("--nights and --users must be at least 1, got %d and %d", nights.Nights, nights.Users)
+				}
+				log, err := g.logger()
+				if err != nil {
+					return err
+				}
+				nights.Logger, nights.Dir = log, cfg.Dir
+				// A line a night as it ends (a long run shows its progress).
+				const line = "%5v  %10v  %6v  %9v  %12v  %13v  %12v  %10v\n"
+				fmt.Fprintf(g.stdout, line, "NIGHT", "SNAPSHOT", "RUN S", "PUBLISH S", "WAREHOUSE MB", "WORKING DB MB", "HISTORY ROWS", "TABLE ROWS")
+				nights.Night = func(n bench.Night) {
+					fmt.Fprintf(g.stdout, line, n.Night, n.SnapshotDate, fmt.Sprintf("%.2f", n.Run.Seconds()), fmt.Sprintf("%.2f", n.Publish.Seconds()),
+						fmt.Sprintf("%.1f", float64(n.WarehouseBytes)/1e6), fmt.Sprintf("%.1f", float64(n.StateBytes)/1e6), n.HistoryRows, n.Rows)
+				}
+				ns, err := bench.Nights(cmd.Context(), nights)
+				if err != nil {
+					return err
+				}
+				printNightsGrowth(g.stdout, ns)
+				return nil
 			}
 			if cfg.Rows < 1 {
 				return usagef("--rows must be at least 1, got %d", cfg.Rows)
@@ -108,6 +138,8 @@ read_json read the unlimited fake).`,
 	f.BoolVar(&cfg.Wide, "wide", false, "read the fake's wide object instead (learnerActivityDetail: 64 fields, about 3 KB of JSON a row; a merge's key is activityId)")
 	f.BoolVar(&cfg.Resync, "resync", false, "time a second sync into the same folder (the first untimed): the warehouse already holds every row, as on every night but the first")
 	f.BoolVar(&inProcess, "in-process", false, "run the phases in this process (peak memory then includes the fake service)")
+	f.IntVar(&nights.Nights, "nights", 30, "measure N nightly syncs of the demo's tenant instead (the warehouse's growth, each night's run and publish)")
+	f.IntVar(&nights.Users, "users", 10_000, "with --nights: the fake tenant's users")
 	f.StringVar(&phaseSpec, "phase-spec", "", "internal: run one phase, given as JSON, and print its result")
 	_ = f.MarkHidden("phase-spec")
 	return cmd
@@ -220,4 +252,20 @@ func ratioOf(a, b time.Duration) float64 {
 		return 0
 	}
 	return a.Seconds() / b.Seconds()
+}
+
+// printNightsGrowth sums up a --nights run: what a night after the first
+// adds to the warehouse, and the run's and publish's time on the second
+// night and the last.
+func printNightsGrowth(w io.Writer, ns []bench.Night) {
+	if len(ns) < 3 {
+		return
+	}
+	first, second, last := ns[0], ns[1], ns[len(ns)-1]
+	perNight := float64(last.WarehouseBytes-first.WarehouseBytes) / float64(len(ns)-1)
+	fmt.Fprintf(w, "\nwarehouse: %.1f MB after night 1, %.1f MB after night %d: %.1f MB a night after the first (%.0f%% of night 1's)\n",
+		float64(first.WarehouseBytes)/1e6, float64(last.WarehouseBytes)/1e6, last.Night, perNight/1e6, 100*perNight/float64(first.WarehouseBytes))
+	fmt.Fprintf(w, "history rows: %d after night 1, %d after night %d\n", first.HistoryRows, last.HistoryRows, last.Night)
+	fmt.Fprintf(w, "run: %.2f s on night 2, %.2f s on night %d; publish: %.2f s and %.2f s\n",
+		second.Run.Seconds(), last.Run.Seconds(), last.Night, second.Publish.Seconds(), last.Publish.Seconds())
 }

@@ -66,3 +66,50 @@ func TestBenchRateLimitedHintsAtShortRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchNights: three nights of the demo's tenant, each reported as it
+// ends: consecutive snapshot days, the run and its publish timed, the
+// warehouse's size, and the history growing by a day's rows each night
+// (every stream's table holds one day, its history every day so far).
+// The command prints the same figures, a line a night, and the growth.
+func TestBenchNights(t *testing.T) {
+	var seen []bench.Night
+	ns, err := bench.Nights(context.Background(), bench.NightsConfig{Nights: 3, Users: 30, Dir: t.TempDir(),
+		Night: func(n bench.Night) { seen = append(seen, n) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ns) != 3 || len(seen) != 3 {
+		t.Fatalf("%d nights, %d reported, want 3", len(ns), len(seen))
+	}
+	var history int64
+	for i, n := range ns {
+		day, err := time.Parse(time.DateOnly, n.SnapshotDate)
+		if err != nil || n.Night != i+1 || n.Run <= 0 || n.Publish <= 0 || n.Publish > n.Run || n.WarehouseBytes <= 0 || n.StateBytes <= 0 {
+			t.Errorf("night %d: %+v (%v)", i+1, n, err)
+		}
+		if i > 0 && !day.Equal(mustDay(t, ns[i-1].SnapshotDate).AddDate(0, 0, 1)) {
+			t.Errorf("night %d on %s after %s", n.Night, n.SnapshotDate, ns[i-1].SnapshotDate)
+		}
+		history += n.Rows // a night's tables are what its history gains (the demo's streams are all replace)
+		if n.HistoryRows != history {
+			t.Errorf("night %d: %d history rows, want the %d rows of the nights' tables so far", n.Night, n.HistoryRows, history)
+		}
+	}
+	code, out, errOut := runCLI(t, "bench", "--nights", "2", "--users", "20", "--log-level", "warn")
+	if code != exitOK || strings.Count(out, "\n    ") < 2 || !strings.Contains(out, "WAREHOUSE MB") {
+		t.Errorf("bench --nights: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut := runCLI(t, "bench", "--nights", "0"); code != exitUsage || !strings.Contains(errOut, "--nights") {
+		t.Errorf("bench --nights 0: exit %d %s", code, errOut)
+	}
+}
+
+func mustDay(t *testing.T, s string) time.Time {
+	t.Helper()
+	d, err := time.Parse(time.DateOnly, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}

@@ -29,7 +29,7 @@ var allowed = map[string][]string{
 	"dashboard":              {"internal/colnames", "load", "query"},
 	"query":                  {"load"},     // the read side for people: sandboxed SQL, values as text
 	"lakehouse":              {"lakefile"}, // Iceberg tables through iceberg-go; takes Arrow, knows no stage
-	"internal/bench":         {"extract", "extract/servicetest", "load", "pipeline", "service"},
+	"internal/bench":         {"extract", "extract/servicetest", "internal/demo", "load", "pipeline", "service"},
 	"internal/demo":          {"extract", "extract/servicetest", "pipeline", "webhooks"},
 	"internal/dbtgen":        {"extract", "load", "pipeline", "schemas", "service"},
 	"internal/layout":        nil,
