@@ -380,7 +380,9 @@ func options(ctx context.Context, wh *query.DB) Options {
 	}
 	o.Teams = list(`SELECT DISTINCT team FROM "user" WHERE team IS NOT NULL ORDER BY 1`)
 	o.Regions = list(`SELECT DISTINCT region FROM "user" WHERE region IS NOT NULL ORDER BY 1`)
-	if d := list(`SELECT strftime(min(snapshot_date), '%Y-%m-%d') FROM userCourseProgress_history UNION ALL SELECT strftime(max(snapshot_date), '%Y-%m-%d') FROM userCourseProgress_history`); len(d) == 2 {
+	// The stream's read days (the history's days, without expanding it).
+	if d := list(`SELECT strftime(min(day), '%Y-%m-%d') FROM _sepipe_history_days WHERE object = 'userCourseProgress'
+		UNION ALL SELECT strftime(max(day), '%Y-%m-%d') FROM _sepipe_history_days WHERE object = 'userCourseProgress'`); len(d) == 2 {
 		o.MinDay, o.MaxDay = d[0], d[1]
 	}
 	return o

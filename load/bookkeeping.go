@@ -30,7 +30,7 @@ func OwnTables(ctx context.Context) (map[string][]Column, error) {
 	}
 	defer closeDuckDB(db)
 	db.SetMaxOpenConns(1)
-	if _, err := db.ExecContext(ctx, metaDDL+namesDDL+lakeIntentsDDL+migrations+eventsDDL); err != nil {
+	if _, err := db.ExecContext(ctx, ownDDL); err != nil {
 		return nil, fmt.Errorf("own tables: create: %w", err)
 	}
 	keys := map[[2]string]bool{}
@@ -64,6 +64,10 @@ func OwnTables(ctx context.Context) (map[string][]Column, error) {
 	}
 	return out, rows.Err()
 }
+
+// ownDDL creates every table of sepipe's own, where it is missing: the
+// one statement the warehouse runs at each open and OwnTables reads.
+const ownDDL = metaDDL + namesDDL + lakeIntentsDDL + migrations + eventsDDL + historyDaysDDL
 
 const metaDDL = `
 CREATE TABLE IF NOT EXISTS _sepipe_runs (

@@ -96,11 +96,10 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, ea
 	}
 	switch {
 	case asView:
-		day, err := early.finish(ctx, tx, run, t, lake)
-		if err != nil {
+		if err := early.finish(ctx, tx, run, t, lake, room); err != nil {
 			return err
 		}
-		if err := replaceView(ctx, tx, run, t, day); err != nil {
+		if err := replaceView(ctx, tx, run, t); err != nil {
 			return err
 		}
 	case mode == Replace || t.FullRefresh:
@@ -204,8 +203,7 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, ea
 	if asView {
 		return nil // its history has the rows already
 	}
-	_, err = early.finish(ctx, tx, run, t, lake)
-	return err
+	return early.finish(ctx, tx, run, t, lake, room)
 }
 
 // checkFields refuses a stream whose schema has no fields (an object
@@ -264,25 +262,25 @@ func tablesWritten(run Run, t Table) int {
 	return 2
 }
 
-// replaceView makes a replace stream's table a view of the run's day in
-// its history table, which loadHistory has just filled. The run's rows
-// are then inserted into DuckDB once: loading them into a table of their
-// own and again into the history was half of a load's time (issue 14).
-// The view names the history table, not a path, so the output folder
-// stays portable; its columns are the stream's fields, with the types
-// the history holds them in (a type the stream once widened stays wide),
-// named as the fields are: a history column keeps the spelling of the
-// field that made it, and a stream that now spells it otherwise (in
-// another case; columnNamed) shows the new spelling, as a table a full
-// refresh makes anew would. day is the history's day column.
-func replaceView(ctx context.Context, tx *sql.Tx, run Run, t Table, day string) error {
-	h := HistoryTable(t.Object)
+// replaceView makes a replace stream's table a view of its history as
+// it stood on the run's day: the versions that hold on that day
+// (asOfDay), each as many times as the day held it, which loadHistory
+// has just folded in. The run's rows are then inserted into DuckDB once:
+// loading them into a table of their own and again into the history was
+// half of a load's time (issue 14). The view names the versions table,
+// not a path, so the output folder stays portable; its columns are the
+// stream's fields, with the types the versions hold them in (a type the
+// stream once widened stays wide), named as the fields are: a column
+// keeps the spelling of the field that made it, and a stream that now
+// spells it otherwise (in another case; columnNamed) shows the new
+// spelling, as a table a full refresh makes anew would.
+func replaceView(ctx context.Context, tx *sql.Tx, run Run, t Table) error {
 	cols := make([]string, t.Schema.NumFields())
 	for i, f := range t.Schema.Fields() {
-		cols[i] = Ident(f.Name) + " AS " + Ident(f.Name)
+		cols[i] = "v." + Ident(f.Name) + " AS " + Ident(f.Name)
 	}
-	q := "CREATE OR REPLACE VIEW " + Ident(t.Object) + " AS SELECT " + strings.Join(cols, ", ") + " FROM " + Ident(h) +
-		" WHERE " + Ident(day) + " = DATE " + Literal(run.SnapshotDate)
+	q := "CREATE OR REPLACE VIEW " + Ident(t.Object) + " AS SELECT " + strings.Join(cols, ", ") + " FROM (SELECT *, unnest(range(" + colRows + ")) FROM " +
+		Ident(VersionsTable(t.Object)) + " v WHERE " + asOfDay("v", run.SnapshotDate) + ") v"
 	if _, err := tx.ExecContext(ctx, q); err != nil {
 		return &WriteError{Object: t.Object, Step: "create the view of the day", Path: t.Object, Err: err}
 	}

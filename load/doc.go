@@ -22,13 +22,15 @@
 // working database, <out>/.sepipe/state.duckdb, opened with OpenState under
 // a flock that serializes sepipe's processes (a sync, a listen batch).
 // Warehouse.Commit loads every staged object from its Parquet files with
-// read_parquet into its history table (history.go: <stream>_history, one
-// partition per snapshot day) and, for an append or merge stream, its own
-// table (a replace stream's table is a view of its history's day), the
+// read_parquet into its table of the day, folded into its versions
+// (versions.go: <stream>_versions, one row per version of a row, and the
+// view <stream>_history of every row of every read day over them) and,
+// for an append or merge stream, its own table (a replace stream's table
+// is a view of its versions on the run's day), the
 // rejects and the run record in one transaction: either all of a run is
 // in it or none of it. That transaction may begin before the run's
 // streams are all staged (Warehouse.Begin): RunLoad.LoadFiles puts a
-// stream's finished part files into its history while the run fetches, RunLoad.Commit loads the rest (or refuses with
+// stream's finished part files into its table of the day while the run fetches, RunLoad.Commit loads the rest (or refuses with
 // ErrEarlyLoadStale when its tables do not hold what was loaded), and
 // Warehouse.Wanted says whether another process waits for the lock
 // meanwhile. The transaction outlives its context and ends only by

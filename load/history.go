@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,19 +11,21 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/sepipe/sepipe/internal/faults"
 	"github.com/sepipe/sepipe/lakefile"
 )
 
-// History: every stream has a table <stream>_history holding each day's
-// lake partition, with the day in a snapshot_date column. It is a table,
-// loaded in the run's transaction from the same staged files as the
-// stream's table, not a view over the lake: a view would name the lake by
-// path, and DuckDB resolves a path when the view is read, against the
-// reader's working directory, so an output folder moved, copied or
-// mounted elsewhere would break it. The day comes from the run that wrote
-// the partition, never from parsing a path.
+// History: every stream has a view <stream>_history of each day's lake
+// partition, with the day in a snapshot_date column, over the stream's
+// versions (versions.go), which are tables in the warehouse loaded in the
+// run's transaction from the same staged files as the stream's table, not
+// a view over the lake: a view would name the lake by path, and DuckDB
+// resolves a path when the view is read, against the reader's working
+// directory, so an output folder moved, copied or mounted elsewhere would
+// break it. The day comes from the run that wrote the partition, never
+// from parsing a path.
 
-// HistoryTable is the name of the table of every snapshot of a stream.
+// HistoryTable is the name of the view of every snapshot of a stream.
 func HistoryTable(object string) string { return object + "_history" }
 
 // Day columns of a history table: snapshot_date, or, for a stream with a
@@ -66,85 +67,55 @@ func relationKind(ctx context.Context, q querier, name string) (string, error) {
 	return kind, err
 }
 
-// loadHistory puts a run's partition of t into its history table,
-// replacing that day's rows, and returns the table's day column. A history
-// table that does not exist yet is first filled from the stream's earlier
-// partitions in the lake. A run without a snapshot day has no partition
-// and no history ("" and no error).
-func loadHistory(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake) (day string, err error) {
+// loadHistory puts a run's partition of t into its history: the rows
+// into the day table, then folded into the versions (foldDay). A run
+// without a snapshot day has no partition and no history.
+func loadHistory(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, room *loadRoom) error {
 	if run.SnapshotDate == "" {
-		return "", nil
+		return nil
 	}
-	day, cols, err := prepareHistory(ctx, tx, run, t, lake)
+	day, cols, err := prepareHistory(ctx, tx, run, t)
 	if err != nil {
-		return "", err
+		return err
 	}
-	return day, insertHistory(ctx, tx, run, t, t.Files, day, cols)
+	if err := insertHistory(ctx, tx, run, t, t.Files, day, cols); err != nil {
+		return err
+	}
+	return foldDay(ctx, tx, run, t, lake, room)
 }
 
-// prepareHistory makes t's history table ready for the run's rows: it
-// exists (filled from the lake's earlier partitions when it did not), has
-// t's columns, and holds no rows of the run's day. It returns the day
-// column and the table's column types.
-func prepareHistory(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake) (day string, cols map[string]string, err error) {
-	h := HistoryTable(t.Object)
+// prepareHistory makes t's day table (dayTable) for the run's rows, with
+// t's columns and a day column, and returns the day column and the
+// table's column types.
+func prepareHistory(ctx context.Context, tx *sql.Tx, run Run, t Table) (day string, cols map[string]string, err error) {
+	h := dayTable(t.Object)
 	fail := func(step string, err error) (string, map[string]string, error) {
 		return "", nil, &WriteError{Object: t.Object, Step: step, Path: h, Err: err}
 	}
-	kind, err := relationKind(ctx, tx, h)
+	day = HistoryDayColumn(fieldNames(t.Schema))
+	defs, err := columnDefs(t.Object, t.Schema, Replace)
 	if err != nil {
-		return fail("history: inspect", err)
+		return fail("history: derive table", err)
 	}
-	if kind == "view" { // an earlier sepipe's view over the lake
-		if _, err := tx.ExecContext(ctx, "DROP VIEW "+Ident(h)); err != nil {
-			return fail("history: drop the old view", err)
-		}
-		kind = ""
+	defs = append(defs, Ident(day)+" DATE")
+	if _, err := tx.ExecContext(ctx, "CREATE OR REPLACE TABLE "+Ident(h)+" ("+strings.Join(defs, ", ")+")"); err != nil {
+		return fail("history: create the day's table", err)
 	}
-	if kind == "" && lake != nil {
-		if err := backfillHistory(ctx, tx, *lake, t.Object, run.SnapshotDate); err != nil {
-			return "", nil, err
-		}
-	}
-	fields := fieldNames(t.Schema)
-	have, err := tableColumns(ctx, tx, h)
-	if err != nil {
+	if cols, err = tableColumns(ctx, tx, h); err != nil {
 		return fail("history: read columns", err)
-	}
-	if len(have) == 0 {
-		day = HistoryDayColumn(fields)
-		defs, err := columnDefs(t.Object, t.Schema, Replace)
-		if err != nil {
-			return fail("history: derive table", err)
-		}
-		defs = append(defs, Ident(day)+" DATE")
-		if _, err := tx.ExecContext(ctx, "CREATE TABLE "+Ident(h)+" ("+strings.Join(defs, ", ")+")"); err != nil {
-			return fail("history: create table", err)
-		}
-	} else {
-		if day, err = historyDayColumn(ctx, tx, h, have, fields); err != nil {
-			return fail("history: day column", err)
-		}
-	}
-	cols, err = alignTo(ctx, tx, t.Object, h, t.Schema)
-	if err != nil {
-		return "", nil, err
-	}
-	if _, err := tx.ExecContext(ctx, "DELETE FROM "+Ident(h)+" WHERE "+Ident(day)+" = CAST(? AS DATE)", run.SnapshotDate); err != nil {
-		return fail("history: replace the day's rows", err)
 	}
 	return day, cols, nil
 }
 
 // insertHistory inserts the rows of files, written with t's schema, into
-// t's history table as the run's day; cols are the table's column types
+// t's day table as the run's day; cols are the table's column types
 // (prepareHistory, alignTo), by the columns' spelling, which may differ
 // from the fields' in case (columnNamed).
 func insertHistory(ctx context.Context, tx *sql.Tx, run Run, t Table, files []string, day string, cols map[string]string) error {
 	if len(files) == 0 {
 		return nil
 	}
-	h := HistoryTable(t.Object)
+	h := dayTable(t.Object)
 	fail := func(step string, err error) error {
 		return &WriteError{Object: t.Object, Step: step, Path: h, Err: err}
 	}
@@ -212,86 +183,63 @@ func partitionFiles(lake Lake, object string) (map[string][]string, error) {
 	return out, nil
 }
 
-// backfillHistory creates a stream's history table from its partitions in
-// the lake, except the day skip (the run's own, loaded next), when it has
-// any; columns of files written under different schemas are unified by
-// name as DuckDB's union_by_name does.
-func backfillHistory(ctx context.Context, tx *sql.Tx, lake Lake, object, skip string) error {
-	h := HistoryTable(object)
-	parts, err := partitionFiles(lake, object)
+// historyToVersions migrates the history of a warehouse an earlier
+// sepipe wrote, in one transaction, on opening it: each daily-copy
+// history table becomes versions (exactly: the view answers with the
+// same rows on the same days), and each history view over the lake by
+// absolute path (older still) becomes versions loaded from the lake. A
+// process killed during it leaves the warehouse as it was, and the next
+// open migrates it again. It reports whether it migrated anything.
+func (w *Warehouse) historyToVersions(ctx context.Context) (bool, error) {
+	rows, err := w.db.QueryContext(ctx, `SELECT table_name, 'table' FROM duckdb_tables() WHERE schema_name = current_schema() AND suffix(table_name, '_history')
+		UNION ALL SELECT view_name, 'view' FROM duckdb_views() WHERE schema_name = current_schema() AND NOT internal AND suffix(view_name, '_history')
+			AND NOT EXISTS (SELECT 1 FROM duckdb_tables() t WHERE t.schema_name = current_schema() AND t.table_name = left(view_name, -8) || '_versions')`)
 	if err != nil {
-		return &WriteError{Object: object, Step: "history: list the lake", Path: lake.ObjectDir(object), Err: err}
+		return false, fmt.Errorf("warehouse %s: list histories: %w", w.path, err)
 	}
-	var files, pairs []string
-	for _, d := range slices.Sorted(maps.Keys(parts)) {
-		if d == skip {
-			continue
-		}
-		for _, f := range parts[d] {
-			files = append(files, f)
-			pairs = append(pairs, "("+Literal(f)+", CAST("+Literal(d)+" AS DATE))")
-		}
-	}
-	if len(files) == 0 {
-		return nil
-	}
-	src := readStaged(files, withFile)
-	var cols []string
-	rows, err := tx.QueryContext(ctx, "SELECT column_name FROM (DESCRIBE SELECT * FROM "+src+")")
-	if err != nil {
-		return &WriteError{Object: object, Step: "history: read the lake", Path: lake.ObjectDir(object), Err: err}
-	}
+	type old struct{ name, kind string }
+	var olds []old
 	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
+		var o old
+		if err := rows.Scan(&o.name, &o.kind); err != nil {
 			rows.Close()
-			return err
+			return false, err
 		}
-		cols = append(cols, c)
+		olds = append(olds, o)
 	}
 	rows.Close()
-	day := HistoryDayColumn(slices.DeleteFunc(cols, func(c string) bool { return c == fileColumn }))
-	q := "CREATE TABLE " + Ident(h) + " AS SELECT p.* EXCLUDE (" + fileColumn + "), d.day AS " + Ident(day) +
-		" FROM " + src + " p JOIN (VALUES " + strings.Join(pairs, ", ") + ") d(f, day) ON p." + fileColumn + " = d.f"
-	if _, err := tx.ExecContext(ctx, q); err != nil {
-		return &WriteError{Object: object, Step: "history: load the lake's partitions", Path: h, Err: err}
+	if err := rows.Err(); err != nil {
+		return false, err
 	}
-	return nil
-}
-
-// historyFromViews turns the history views of a warehouse an earlier
-// sepipe wrote (views over the lake by absolute path) into history tables
-// loaded from the lake, in one transaction.
-func (w *Warehouse) historyFromViews(ctx context.Context) error {
-	rows, err := w.db.QueryContext(ctx, `SELECT view_name FROM duckdb_views() WHERE schema_name = current_schema() AND NOT internal AND suffix(view_name, '_history')`)
-	if err != nil {
-		return fmt.Errorf("warehouse %s: list views: %w", w.path, err)
-	}
-	var views []string
-	for rows.Next() {
-		var v string
-		if err := rows.Scan(&v); err != nil {
-			rows.Close()
-			return err
-		}
-		views = append(views, v)
-	}
-	rows.Close()
-	if len(views) == 0 || w.lake == nil {
-		return nil
+	if len(olds) == 0 {
+		return false, nil
 	}
 	tx, err := w.db.BeginTx(txContext(ctx), nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer tx.Rollback() //nolint:errcheck
-	for _, v := range views {
-		if _, err := tx.ExecContext(ctx, "DROP VIEW "+Ident(v)); err != nil {
-			return fmt.Errorf("warehouse %s: drop view %s: %w", w.path, v, err)
+	migrated := false
+	for _, o := range olds {
+		object := strings.TrimSuffix(o.name, "_history")
+		if o.kind == "view" && w.lake == nil {
+			continue
 		}
-		if err := backfillHistory(ctx, tx, *w.lake, strings.TrimSuffix(v, "_history"), ""); err != nil {
-			return err
+		migrated = true
+		if err := buildVersions(ctx, tx, object, w.lake, ""); err != nil {
+			return false, err
+		}
+		if kind, err := relationKind(ctx, tx, VersionsTable(object)); err != nil {
+			return false, err
+		} else if kind == "table" {
+			if err := writeHistoryView(ctx, tx, object); err != nil {
+				return false, err
+			}
 		}
 	}
-	return tx.Commit()
+	faults.At(faults.HistoryMigrated, "")
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("warehouse %s: migrate the history to versions: %w", w.path, err)
+	}
+	return migrated, nil
 }

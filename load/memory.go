@@ -408,7 +408,7 @@ func (d *loadRoom) reset(ctx context.Context, db execer) error {
 func columnCount(ctx context.Context, tx *sql.Tx, t Table, own int) (int, error) {
 	var held sql.NullInt64
 	err := tx.QueryRowContext(ctx, `SELECT max(n) FROM (SELECT count(*) AS n FROM duckdb_columns()
-		WHERE schema_name = current_schema() AND table_name IN (?, ?) GROUP BY table_name)`, t.Object, HistoryTable(t.Object)).Scan(&held)
+		WHERE schema_name = current_schema() AND table_name IN (?, ?) GROUP BY table_name)`, t.Object, VersionsTable(t.Object)).Scan(&held)
 	if err != nil {
 		return 0, &WriteError{Object: t.Object, Step: "count its columns", Path: t.Object, Err: err}
 	}

@@ -21,7 +21,8 @@ import (
 //     becomes '_', and the id's hash is appended so that two ids that
 //     clean up alike stay apart), at most 100 bytes;
 //   - never one of sepipe's own names: the events table, the _sepipe_*
-//     tables, a name ending in _history (the history views), and, for a
+//     tables, a name ending in _history or _versions (a stream's history
+//     view and its versions), and, for a
 //     report object, a collection's table;
 //   - unique ignoring case among the stream names the warehouse knows: a
 //     collision gets a suffix _2, _3, ...;
@@ -105,7 +106,7 @@ func (n *Names) set(id, name string) {
 // forbidden reports a name that is sepipe's own.
 func (n *Names) forbidden(name string, collections []string) bool {
 	l := strings.ToLower(name)
-	if n.reserved[l] || strings.HasPrefix(l, "_sepipe") || strings.HasSuffix(l, "_history") {
+	if n.reserved[l] || strings.HasPrefix(l, "_sepipe") || strings.HasSuffix(l, "_history") || strings.HasSuffix(l, "_versions") {
 		return true
 	}
 	for _, c := range collections {

@@ -73,8 +73,8 @@ func (l Lake) publishedMark() string { return filepath.Join(l.Root, ".sepipe", "
 //
 // An output folder written by an earlier sepipe (one warehouse.duckdb that
 // runs wrote in place) is adopted: the file is copied into the working
-// database, and its history views (which named the lake by absolute path)
-// become history tables loaded from the lake.
+// database; its history, daily-copy tables or (older still) views that
+// named the lake by absolute path, becomes versions (historyToVersions).
 //
 // End a session that wrote with Publish; one that ends with Close leaves
 // the published warehouse behind the working database until the next
@@ -102,28 +102,60 @@ func OpenState(ctx context.Context, lake Lake, opts ...OpenOption) (*Warehouse, 
 			return nil, err
 		}
 	}
-	wh, err := openWarehouse(ctx, lake.StatePath(), "?storage_compatibility_version="+StorageVersion+"&"+noMetadataReuse)
-	if err != nil {
-		return nil, err
+	for {
+		wh, err := openWarehouse(ctx, lake.StatePath(), "?storage_compatibility_version="+StorageVersion+"&"+noMetadataReuse)
+		if err != nil {
+			return nil, err
+		}
+		if err := wh.configure(ctx, o); err != nil {
+			closeDuckDB(wh.db)
+			return nil, err
+		}
+		// No automatic checkpoint at a commit, where the load's memory limit
+		// could fail it: the session's checkpoint runs in Publish (or Close),
+		// without the limit.
+		if _, err := wh.db.ExecContext(ctx, "SET checkpoint_threshold = '1TB'"); err != nil {
+			closeDuckDB(wh.db)
+			return nil, fmt.Errorf("warehouse %s: %w", wh.path, err)
+		}
+		wh.lake, wh.unlock = &lake, unlock
+		migrated, err := wh.historyToVersions(ctx)
+		if err != nil {
+			closeDuckDB(wh.db)
+			return nil, err
+		}
+		if !migrated {
+			ok = true
+			return wh, nil
+		}
+		// The daily copies' space is free in the file, which DuckDB never
+		// gives back: write the working database anew, once, and open that.
+		if err := wh.closeDB(ctx); err != nil {
+			return nil, err
+		}
+		if err := compactState(ctx, lake); err != nil {
+			return nil, fmt.Errorf("warehouse %s: compact after migrating the history: %w", lake.StatePath(), err)
+		}
 	}
-	if err := wh.configure(ctx, o); err != nil {
-		closeDuckDB(wh.db)
-		return nil, err
+}
+
+// compactState writes the (closed, checkpointed) working database anew
+// (rewrite: every table, view and comment, no free space) beside it and
+// renames the copy over it. A process killed before the rename leaves the
+// working database as it was (the copy is removed by the next compaction);
+// after it, the compact one.
+func compactState(ctx context.Context, lake Lake) error {
+	state := lake.StatePath()
+	next := state + ".compact"
+	if err := rewrite(ctx, state, next); err != nil {
+		os.Remove(next)
+		return err
 	}
-	// No automatic checkpoint at a commit, where the load's memory limit
-	// could fail it: the session's checkpoint runs in Publish (or Close),
-	// without the limit.
-	if _, err := wh.db.ExecContext(ctx, "SET checkpoint_threshold = '1TB'"); err != nil {
-		closeDuckDB(wh.db)
-		return nil, fmt.Errorf("warehouse %s: %w", wh.path, err)
+	if err := os.Rename(next, state); err != nil {
+		return err
 	}
-	wh.lake, wh.unlock = &lake, unlock
-	if err := wh.historyFromViews(ctx); err != nil {
-		closeDuckDB(wh.db)
-		return nil, err
-	}
-	ok = true
-	return wh, nil
+	syncDir(filepath.Dir(state))
+	return nil
 }
 
 // adoptLegacy makes the working database from a warehouse an earlier

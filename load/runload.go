@@ -151,7 +151,7 @@ func (r *RunLoad) LoadFiles(ctx context.Context, t Table) error {
 				return fmt.Errorf("%s: %w: its table shows the run's day, and counting the new rows compares with it", t.Object, ErrNotEarly)
 			}
 		}
-		day, have, err := prepareHistory(ctx, r.tx, r.run, t, r.w.lake)
+		day, have, err := prepareHistory(ctx, r.tx, r.run, t)
 		if err != nil {
 			return err
 		}
@@ -186,7 +186,7 @@ func (r *RunLoad) Forget(ctx context.Context, object string) error {
 	if e == nil || len(e.files) == 0 {
 		return nil
 	}
-	h := HistoryTable(object)
+	h := dayTable(object)
 	if _, err := r.tx.ExecContext(ctx, "DELETE FROM "+Ident(h)+" WHERE "+Ident(e.day)+" = CAST(? AS DATE)", r.run.SnapshotDate); err != nil {
 		return &WriteError{Object: object, Step: "history: forget the rows loaded early", Path: h, Err: err}
 	}
@@ -348,7 +348,7 @@ func (e *earlyTable) align(ctx context.Context, tx *sql.Tx, t Table) error {
 	if e.schema.Equal(t.Schema) {
 		return nil
 	}
-	h := HistoryTable(t.Object)
+	h := dayTable(t.Object)
 	day, err := historyDayColumn(ctx, tx, h, e.cols, fieldNames(t.Schema))
 	if err != nil {
 		return &WriteError{Object: t.Object, Step: "history: day column", Path: h, Err: err}
@@ -364,16 +364,19 @@ func (e *earlyTable) align(ctx context.Context, tx *sql.Tx, t Table) error {
 
 // finish puts a stream's run into its history: all of it (loadHistory)
 // when nothing was loaded early (e is nil), else the files LoadFiles has
-// not loaded. It returns the history's day column.
-func (e *earlyTable) finish(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake) (string, error) {
+// not loaded, then folds the day into the versions (foldDay).
+func (e *earlyTable) finish(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, room *loadRoom) error {
 	if e == nil {
-		return loadHistory(ctx, tx, run, t, lake)
+		return loadHistory(ctx, tx, run, t, lake, room)
 	}
 	if err := e.align(ctx, tx, t); err != nil {
-		return "", err
+		return err
 	}
 	rest := slices.DeleteFunc(slices.Clone(t.Files), func(f string) bool { return slices.Contains(e.files, f) })
-	return e.day, insertHistory(ctx, tx, run, t, rest, e.day, e.cols)
+	if err := insertHistory(ctx, tx, run, t, rest, e.day, e.cols); err != nil {
+		return err
+	}
+	return foldDay(ctx, tx, run, t, lake, room)
 }
 
 // showsDay reports whether object is a view (a replace stream's table)

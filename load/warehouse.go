@@ -229,7 +229,7 @@ func openWarehouse(ctx context.Context, path, dsnOpts string) (*Warehouse, error
 	// The events table too, empty until 'sepipe listen' loads events: the
 	// warehouse holds it whether or not a listener ever ran, so readers
 	// (the dbt project's stg_events) find it.
-	if _, err := db.ExecContext(ctx, metaDDL+namesDDL+lakeIntentsDDL+migrations+eventsDDL); err != nil {
+	if _, err := db.ExecContext(ctx, ownDDL); err != nil {
 		closeDuckDB(db)
 		return nil, fmt.Errorf("warehouse %s: create bookkeeping tables: %w", path, err)
 	}
@@ -269,7 +269,7 @@ func (w *Warehouse) Close() error {
 
 // txContext is the context of a transaction that its own goroutine ends
 // with a deferred Rollback (a run's, Begin; LoadEvents, RecordFailure,
-// historyFromViews): ctx's values without its cancellation. The
+// historyToVersions): ctx's values without its cancellation. The
 // statements in it still take ctx, and a cancelled one is interrupted.
 // A transaction begun with ctx itself is rolled back, when ctx ends, by
 // database/sql in a goroutine of its own, which then discards the

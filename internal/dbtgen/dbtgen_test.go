@@ -879,10 +879,10 @@ func dbtPlantedDuplicate(t *testing.T, ctx context.Context, db *sql.DB, p *dbtPr
 		}
 	}
 	// A second row for one course in the raw table (a replace stream's
-	// table is a view of its history's day): the source test fails; the
-	// staging model keeps one row per key, so its test still passes.
-	if _, err := tx.ExecContext(ctx, `INSERT INTO course_history SELECT * FROM course_history
-		WHERE snapshot_date = (SELECT max(snapshot_date) FROM course_history) ORDER BY courseId LIMIT 1`); err != nil {
+	// table is a view of its versions of the day): the source test fails;
+	// the staging model keeps one row per key, so its test still passes.
+	if _, err := tx.ExecContext(ctx, `INSERT INTO course_versions SELECT * FROM course_versions
+		WHERE _sepipe_valid_to IS NULL ORDER BY courseId LIMIT 1`); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := p.failures(ctx, tx, srcUnique); err != nil || n != 1 {
@@ -1420,16 +1420,16 @@ func TestDBTModelTestsHoldForAnyTenantsValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The tenant's own values, written into the published warehouse (the
-	// history tables the replace streams' tables show).
+	// versions the replace streams' tables and histories show).
 	wh, err := sql.Open("duckdb", filepath.Join(out, "warehouse.duckdb"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
-		`UPDATE user_history SET team = 'Field Sales', region = 'ANZ', role = 'Enablement Lead', status = 'Suspended'`,
-		`UPDATE course_history SET category = 'Security Awareness', status = 'Under Review'`,
-		`UPDATE path_history SET status = 'Paused'`,
-		`UPDATE assets_history SET "type" = 'video'`,
+		`UPDATE user_versions SET team = 'Field Sales', region = 'ANZ', role = 'Enablement Lead', status = 'Suspended'`,
+		`UPDATE course_versions SET category = 'Security Awareness', status = 'Under Review'`,
+		`UPDATE path_versions SET status = 'Paused'`,
+		`UPDATE assets_versions SET "type" = 'video'`,
 		`INSERT INTO events (id, type, time, received_at, raw) VALUES ('e1', 'content-downloaded', now(), now(), '{}')`,
 	} {
 		if _, err := wh.ExecContext(ctx, q); err != nil {

@@ -13,6 +13,10 @@ const (
 	EarlyLoaded Point = "early loaded"
 	// Staged: every stream is staged as Parquet; nothing is committed.
 	Staged Point = "staged"
+	// HistoryFolded: a stream's rows of the day are folded into its
+	// versions, in the run's transaction (per object); nothing is
+	// committed.
+	HistoryFolded Point = "history folded"
 	// Committed: the working database's transaction committed the run.
 	Committed Point = "committed"
 	// SetAside: the lake partition an object's new one replaces was moved
@@ -32,6 +36,10 @@ const (
 	// LakeCommitted: the Iceberg table has the run's snapshot (per
 	// object); the intent is not yet marked committed.
 	LakeCommitted Point = "lake committed"
+	// HistoryMigrated: an earlier release's history is turned into
+	// versions, in the transaction of the open that migrates it; nothing
+	// is committed.
+	HistoryMigrated Point = "history migrated"
 	// EventsLoaded: webhook events are in the working database and still
 	// in the spool.
 	EventsLoaded Point = "events loaded"
@@ -39,7 +47,7 @@ const (
 
 // All lists every point; the kill tests cover each.
 func All() []Point {
-	return []Point{EarlyLoaded, LakeStaged, Staged, Committed, SetAside, Published, LakeCommitted, PublishCopied, PublishRenamed, EventsLoaded}
+	return []Point{EarlyLoaded, LakeStaged, Staged, HistoryFolded, Committed, SetAside, Published, LakeCommitted, PublishCopied, PublishRenamed, EventsLoaded, HistoryMigrated}
 }
 
 // For names the point for one object, as hooks receive it: "published
