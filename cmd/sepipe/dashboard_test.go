@@ -475,4 +475,24 @@ func TestDashboardCompletionsOverTimeOfAnIncrementalStream(t *testing.T) {
 			t.Errorf("filters %+v: completions over time of the incremental stream %s, want %s (the same tenant synced whole)", c.f, got, want)
 		}
 	}
+	// The stream synced whole is counted from its versions (issue 43): each
+	// day as its rows in the history say, for every learner and for a
+	// team's.
+	team := queryOne(t, whole, `SELECT min(team) FROM "user"`)
+	for _, f := range []dashboard.Filters{{}, {Team: team}} {
+		where := ""
+		if f.Team != "" {
+			where = ` WHERE userId IN (SELECT userId FROM "user" WHERE team = ` + load.Literal(team) + `)`
+		}
+		rows := strings.Split(strings.TrimSpace(mustRun(t, "query", "--out", whole, "--format", "csv",
+			`SELECT strftime(snapshot_date, '%Y-%m-%d'), count(*) FILTER (WHERE status = 'Completed'), count(*) FILTER (WHERE status = 'Overdue')
+			FROM userCourseProgress_history`+where+` GROUP BY 1 ORDER BY 1`)), "\n")[1:]
+		var want []string
+		for _, r := range rows {
+			want = append(want, "["+strings.ReplaceAll(r, ",", " ")+"]")
+		}
+		if got := panel(whole, f, 3); got != "["+strings.Join(want, " ")+"]" {
+			t.Errorf("filters %+v: completions over time %s, want the history's %v", f, got, want)
+		}
+	}
 }
