@@ -74,7 +74,17 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, ea
 	// view (the stream was a replace stream): the merge starts from an
 	// empty table.
 	mergeCounts := t.NewRows != nil && mode == Merge && !t.FullRefresh && len(t.Files) > 0 && kind != "view"
-	if t.NewRows != nil && !mergeCounts {
+	// A replace stream's new rows are counted by the fold of its day into
+	// its versions (foldLatest: the day's rows its current versions, the
+	// view as it was, did not hold), not by a count of their own, when
+	// the day comes after every day the stream was read (no rerun).
+	foldCounts := false
+	if t.NewRows != nil && asView && kind == "view" {
+		if foldCounts, err = foldsLatest(ctx, tx, t.Object, run.SnapshotDate); err != nil {
+			return fail("inspect the history", err)
+		}
+	}
+	if t.NewRows != nil && !mergeCounts && !foldCounts {
 		n, err := countNew(ctx, tx, t, room)
 		if we := (*WriteError)(nil); errors.As(err, &we) {
 			return err // the limit's, naming the step
@@ -96,7 +106,7 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, ea
 	}
 	switch {
 	case asView:
-		if err := early.finish(ctx, tx, run, t, lake, room); err != nil {
+		if err := early.finish(ctx, tx, run, t, lake, room, foldCounts); err != nil {
 			return err
 		}
 		if err := replaceView(ctx, tx, run, t); err != nil {
@@ -203,7 +213,7 @@ func loadTable(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, ea
 	if asView {
 		return nil // its history has the rows already
 	}
-	return early.finish(ctx, tx, run, t, lake, room)
+	return early.finish(ctx, tx, run, t, lake, room, false)
 }
 
 // checkFields refuses a stream whose schema has no fields (an object

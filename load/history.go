@@ -67,21 +67,20 @@ func relationKind(ctx context.Context, q querier, name string) (string, error) {
 	return kind, err
 }
 
-// loadHistory puts a run's partition of t into its history: the rows
-// into the day table, then folded into the versions (foldDay). A run
-// without a snapshot day has no partition and no history.
-func loadHistory(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, room *loadRoom) error {
+// loadHistory puts a run's partition of t into its history: its staged
+// files folded into the versions (foldDay), read once, with no copy
+// first. A run without a snapshot day has no partition and no history.
+// counts: the fold counts t's new rows (loadTable, foldCounts).
+func loadHistory(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, room *loadRoom, counts bool) error {
 	if run.SnapshotDate == "" {
 		return nil
 	}
-	day, cols, err := prepareHistory(ctx, tx, run, t)
+	src, err := filesSource(t)
 	if err != nil {
-		return err
+		return &WriteError{Object: t.Object, Step: "history: derive table", Path: t.Object, Err: err}
 	}
-	if err := insertHistory(ctx, tx, run, t, t.Files, day, cols); err != nil {
-		return err
-	}
-	return foldDay(ctx, tx, run, t, lake, room)
+	src.counts = counts
+	return foldDay(ctx, tx, run, t, src, lake, room)
 }
 
 // prepareHistory makes t's day table (dayTable) for the run's rows, with

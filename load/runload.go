@@ -364,10 +364,11 @@ func (e *earlyTable) align(ctx context.Context, tx *sql.Tx, t Table) error {
 
 // finish puts a stream's run into its history: all of it (loadHistory)
 // when nothing was loaded early (e is nil), else the files LoadFiles has
-// not loaded, then folds the day into the versions (foldDay).
-func (e *earlyTable) finish(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, room *loadRoom) error {
+// not loaded into the day table, then folds the day table into the
+// versions (foldDay). counts: the fold counts t's new rows.
+func (e *earlyTable) finish(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, room *loadRoom, counts bool) error {
 	if e == nil {
-		return loadHistory(ctx, tx, run, t, lake, room)
+		return loadHistory(ctx, tx, run, t, lake, room, counts)
 	}
 	if err := e.align(ctx, tx, t); err != nil {
 		return err
@@ -376,7 +377,7 @@ func (e *earlyTable) finish(ctx context.Context, tx *sql.Tx, run Run, t Table, l
 	if err := insertHistory(ctx, tx, run, t, rest, e.day, e.cols); err != nil {
 		return err
 	}
-	return foldDay(ctx, tx, run, t, lake, room)
+	return foldDay(ctx, tx, run, t, daySource{rel: Ident(dayTable(t.Object)), types: e.cols, counts: counts}, lake, room)
 }
 
 // showsDay reports whether object is a view (a replace stream's table)

@@ -15,7 +15,7 @@ import (
 // (_sepipe_rows), the first read day it was seen with them
 // (_sepipe_valid_from), the read day it stopped being there
 // (_sepipe_valid_to; null while current), the runs that opened and
-// closed it and an id (_sepipe_version). _sepipe_history_days records the
+// closed it. _sepipe_history_days records the
 // days each stream was read (a committed run of the stream with a
 // snapshot day), and <stream>_history is a view that expands the
 // versions over those days: every row of every day, with the day column,
@@ -57,20 +57,22 @@ const (
 	colValidTo   = "_sepipe_valid_to"
 	colOpenedBy  = "_sepipe_opened_by"
 	colClosedBy  = "_sepipe_closed_by"
-	colVersion   = "_sepipe_version"
 )
 
 var versionDefs = []string{
 	colRows + " BIGINT", colValidFrom + " DATE", colValidTo + " DATE",
-	colOpenedBy + " VARCHAR", colClosedBy + " VARCHAR", colVersion + " BIGINT",
+	colOpenedBy + " VARCHAR", colClosedBy + " VARCHAR",
 }
 
+// versionCols are the versions' own columns, in order.
+var versionCols = []string{colRows, colValidFrom, colValidTo, colOpenedBy, colClosedBy}
+
 // IsVersionRunColumn reports whether column c of a versions table names
-// the runs that opened and closed a version or is its id: what two
-// folders that hold the same history (by other runs) hold differently.
+// the runs that opened and closed a version: what two folders that hold
+// the same history (by other runs) hold differently.
 func IsVersionRunColumn(c string) bool {
 	switch strings.ToLower(strings.Trim(c, `"`)) {
-	case colOpenedBy, colClosedBy, colVersion:
+	case colOpenedBy, colClosedBy:
 		return true
 	}
 	return false
@@ -79,7 +81,7 @@ func IsVersionRunColumn(c string) bool {
 // isVersionColumn reports one of the versions' own columns.
 func isVersionColumn(c string) bool {
 	switch strings.ToLower(c) {
-	case colRows, colValidFrom, colValidTo, colOpenedBy, colClosedBy, colVersion:
+	case colRows, colValidFrom, colValidTo, colOpenedBy, colClosedBy:
 		return true
 	}
 	return false
@@ -92,6 +94,36 @@ CREATE TABLE IF NOT EXISTS _sepipe_history_days (
 	day    DATE NOT NULL,
 	run_id VARCHAR
 );`
+
+// daySource is where foldDay reads the run's rows of the day: the day
+// table rows were loaded into while the run fetched, or the staged files
+// (no copy of them first); types are its columns' DuckDB types. counts
+// says that the fold's count of new rows is the run's (Table.NewRows):
+// the count of new rows did not run before the load (loadTable).
+type daySource struct {
+	rel    string
+	types  map[string]string
+	counts bool
+}
+
+// filesSource is a daySource of the staged files of t, written with its
+// schema; none is a relation of no row.
+func filesSource(t Table) (daySource, error) {
+	types := make(map[string]string, t.Schema.NumFields())
+	empty := make([]string, 0, t.Schema.NumFields())
+	for _, f := range t.Schema.Fields() {
+		typ, err := columnType(f)
+		if err != nil {
+			return daySource{}, err
+		}
+		types[f.Name] = typ
+		empty = append(empty, "CAST(NULL AS "+typ+") AS "+Ident(f.Name))
+	}
+	if len(t.Files) == 0 {
+		return daySource{rel: "(SELECT " + strings.Join(empty, ", ") + " WHERE false)", types: types}, nil
+	}
+	return daySource{rel: readStaged(t.Files), types: types}, nil
+}
 
 // rowsQuerier runs queries of many rows (a *sql.DB or *sql.Tx).
 type rowsQuerier interface {
@@ -366,13 +398,13 @@ func rebuildVersions(ctx context.Context, tx *sql.Tx, object string, cols []colu
 		return &WriteError{Object: object, Step: "history: rebuild versions", Path: v, Err: err}
 	}
 	c, gc := identList(cols, ""), identList(cols, "g.")
-	q := "INSERT INTO " + Ident(v) + " (" + c + ", " + strings.Join([]string{colRows, colValidFrom, colValidTo, colOpenedBy, colClosedBy, colVersion}, ", ") + `)
+	q := "INSERT INTO " + Ident(v) + " (" + c + ", " + strings.Join(versionCols, ", ") + `)
 		WITH d AS (SELECT day, run_id, row_number() OVER (ORDER BY day) AS i FROM _sepipe_history_days WHERE object = ` + Literal(object) + `),
 		g AS (SELECT ` + c + `, _sepipe_day, count(*) AS _sepipe_n FROM ` + src + ` s GROUP BY ALL),
 		x AS (SELECT ` + gc + `, g._sepipe_n, d.i, d.i - row_number() OVER (PARTITION BY ` + gc + `, g._sepipe_n ORDER BY d.i) AS _sepipe_island
 			FROM g JOIN d ON g._sepipe_day = d.day),
 		y AS (SELECT ` + c + `, _sepipe_n, min(i) AS fi, max(i) AS li FROM x GROUP BY ` + c + `, _sepipe_n, _sepipe_island)
-		SELECT ` + identList(cols, "y.") + `, y._sepipe_n, f.day, l.day, f.run_id, l.run_id, row_number() OVER ()
+		SELECT ` + identList(cols, "y.") + `, y._sepipe_n, f.day, l.day, f.run_id, l.run_id
 		FROM y JOIN d f ON f.i = y.fi LEFT JOIN d l ON l.i = y.li + 1`
 	if _, err := tx.ExecContext(ctx, q); err != nil {
 		return &WriteError{Object: object, Step: "history: rebuild versions", Path: v, Err: err}
@@ -385,8 +417,8 @@ func rebuildVersions(ctx context.Context, tx *sql.Tx, object string, cols []colu
 // history view. A rerun on the stream's last read day first undoes that
 // day's changes; a day before the last (a clock set back) rebuilds the
 // versions from every day's rows.
-func foldDay(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, room *loadRoom) (err error) {
-	v, dt, D := VersionsTable(t.Object), dayTable(t.Object), run.SnapshotDate
+func foldDay(ctx context.Context, tx *sql.Tx, run Run, t Table, src daySource, lake *Lake, room *loadRoom) (err error) {
+	v, D := VersionsTable(t.Object), run.SnapshotDate
 	fail := func(step string, err error) error {
 		return &WriteError{Object: t.Object, Step: "history: " + step, Path: v, Err: err}
 	}
@@ -397,39 +429,28 @@ func foldDay(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, room
 	if err != nil {
 		return fail("read columns", err)
 	}
-	staged, err := tableColumns(ctx, tx, dt)
-	if err != nil {
-		return fail("read the day's columns", err)
-	}
 	// The day's rows as the versions' columns: cast to the versions' type
 	// (a column the history once widened stays wide), null for a column
 	// the stream no longer has.
 	exprs := make([]string, len(cols))
 	for i, c := range cols {
-		if s, ok := columnNamed(staged, c.name); ok {
-			exprs[i] = castTo(Ident(s), staged[s], c.typ) + " AS " + Ident(c.name)
+		if s, ok := columnNamed(src.types, c.name); ok {
+			exprs[i] = castTo(Ident(s), src.types[s], c.typ) + " AS " + Ident(c.name)
 		} else {
 			exprs[i] = "CAST(NULL AS " + c.typ + ") AS " + Ident(c.name)
 		}
 	}
-	day := "SELECT " + strings.Join(exprs, ", ") + " FROM " + Ident(dt)
-	// The fold groups the day's rows with the current versions, as the
-	// count of new rows compares them (countNew): the same room.
+	day := "SELECT " + strings.Join(exprs, ", ") + " FROM " + src.rel
+	// The fold groups the day's rows with the current versions (foldBytes).
 	var held int64
 	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+Ident(v)+" WHERE "+colValidTo+" IS NULL").Scan(&held); err != nil {
 		return fail("count the current versions", err)
 	}
 	if room != nil {
-		if err := room.oneThread(ctx, tx); err != nil {
-			return fail("fold on one thread", err)
-		}
-		if _, err := room.set(ctx, tx, t.Object, "history: fold the day", countBytes(t.Rows+held)); err != nil {
+		if _, err := room.set(ctx, tx, t.Object, "history: fold the day", foldBytes(t.Rows+held, len(cols), room.threads())); err != nil {
 			return err
 		}
 		defer func() {
-			if err == nil {
-				err = room.allThreads(ctx, tx)
-			}
 			if err == nil {
 				_, err = room.set(ctx, tx, t.Object, "history: fold the day", 0)
 			}
@@ -453,10 +474,20 @@ func foldDay(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, room
 				return fail("undo the day's changes", err)
 			}
 		}
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+Ident(v)+" WHERE "+colValidTo+" IS NULL").Scan(&held); err != nil {
+			return fail("count the current versions", err)
+		}
 		fallthrough
 	case !last.Valid || last.String < D:
-		if err := foldLatest(ctx, tx, run, t.Object, cols, day); err != nil {
+		news, err := foldLatest(ctx, tx, run, t.Object, cols, day, held)
+		if err != nil {
 			return err
+		}
+		if news < 0 {
+			news = t.Rows
+		}
+		if t.NewRows != nil && src.counts {
+			*t.NewRows = news
 		}
 		if err := recordDay(ctx, tx, t.Object, D, run.ID); err != nil {
 			return err
@@ -482,7 +513,7 @@ func foldDay(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, room
 			return fail("drop every day's rows", err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, "DROP TABLE "+Ident(dt)); err != nil {
+	if _, err := tx.ExecContext(ctx, "DROP TABLE IF EXISTS "+Ident(dayTable(t.Object))); err != nil {
 		return fail("drop the day's rows", err)
 	}
 	if err := writeHistoryView(ctx, tx, t.Object); err != nil {
@@ -495,37 +526,58 @@ func foldDay(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, room
 // foldLatest folds the rows of a day after every read day (the query
 // day) into object's versions: a current version whose values the day
 // does not hold as many times closes on the day, and values the day holds
-// that no current version holds as many times open a version. One
-// grouping of the current versions with the day's rows, into a table of
-// the differences (spilled under the memory limit, as a temporary table
-// would not be), dropped in the same transaction.
-func foldLatest(ctx context.Context, tx *sql.Tx, run Run, object string, cols []column, day string) error {
+// that no current version holds as many times open a version. It returns
+// the day's rows the current versions did not hold (the table's new rows,
+// as countNew counts them). A stream with no current version inserts the
+// day's rows grouped, in one statement. Else one grouping of the current
+// versions with the day's rows makes a table of the differences (spilled
+// under the memory limit, as a temporary table would not be), dropped in
+// the same transaction; the versions it closes are found by their values
+// (no id: numbering the new versions cost more than the insert).
+func foldLatest(ctx context.Context, tx *sql.Tx, run Run, object string, cols []column, day string, held int64) (news int64, err error) {
 	v := VersionsTable(object)
 	fold := Ident("_sepipe_fold_" + object)
-	fail := func(step string, err error) error {
-		return &WriteError{Object: object, Step: "history: " + step, Path: v, Err: err}
+	fail := func(step string, err error) (int64, error) {
+		return 0, &WriteError{Object: object, Step: "history: " + step, Path: v, Err: err}
 	}
 	c := identList(cols, "")
-	q := "CREATE TABLE " + fold + " AS SELECT " + c + ", count(*) FILTER (_sepipe_new) AS _sepipe_n, max(_sepipe_id) AS _sepipe_id, max(_sepipe_was) AS _sepipe_was FROM (" +
-		"SELECT " + c + ", " + colVersion + " AS _sepipe_id, " + colRows + " AS _sepipe_was, false AS _sepipe_new FROM " + Ident(v) + " WHERE " + colValidTo + " IS NULL" +
-		" UNION ALL SELECT *, CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), true FROM (" + day + ")" +
+	insert := "INSERT INTO " + Ident(v) + " (" + c + ", " + strings.Join(versionCols, ", ") + ") "
+	if held == 0 {
+		if _, err := tx.ExecContext(ctx, insert+"SELECT "+c+", count(*), CAST(? AS DATE), NULL, ?, NULL FROM ("+day+") GROUP BY "+c,
+			run.SnapshotDate, run.ID); err != nil {
+			return fail("open the day's versions", err)
+		}
+		return -1, nil // every row is new: the caller knows how many
+	}
+	q := "CREATE TABLE " + fold + " AS SELECT " + c + ", count(*) FILTER (_sepipe_new) AS _sepipe_n, max(_sepipe_was) AS _sepipe_was FROM (" +
+		"SELECT " + c + ", " + colRows + " AS _sepipe_was, false AS _sepipe_new FROM " + Ident(v) + " WHERE " + colValidTo + " IS NULL" +
+		" UNION ALL SELECT *, CAST(NULL AS BIGINT), true FROM (" + day + ")" +
 		") GROUP BY " + c + " HAVING _sepipe_was IS DISTINCT FROM _sepipe_n"
 	if _, err := tx.ExecContext(ctx, q); err != nil {
 		return fail("compare the day with the current versions", err)
 	}
-	if _, err := tx.ExecContext(ctx, "UPDATE "+Ident(v)+" SET "+colValidTo+" = CAST(? AS DATE), "+colClosedBy+" = ? WHERE "+
-		colVersion+" IN (SELECT _sepipe_id FROM "+fold+" WHERE _sepipe_id IS NOT NULL)", run.SnapshotDate, run.ID); err != nil {
-		return fail("close the versions the day changed", err)
+	var closing int64
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FILTER (WHERE _sepipe_was IS NOT NULL), coalesce(sum(_sepipe_n - coalesce(_sepipe_was, 0)) FILTER (WHERE _sepipe_n > coalesce(_sepipe_was, 0)), 0) FROM "+fold).Scan(&closing, &news); err != nil {
+		return fail("count the changes", err)
 	}
-	if _, err := tx.ExecContext(ctx, "INSERT INTO "+Ident(v)+" ("+c+", "+strings.Join([]string{colRows, colValidFrom, colValidTo, colOpenedBy, colClosedBy, colVersion}, ", ")+
-		") SELECT "+c+", _sepipe_n, CAST(? AS DATE), NULL, ?, NULL, (SELECT coalesce(max("+colVersion+"), 0) FROM "+Ident(v)+") + row_number() OVER () FROM "+fold+" WHERE _sepipe_n > 0",
+	if closing > 0 {
+		same := make([]string, len(cols))
+		for i, col := range cols {
+			same[i] = "v." + Ident(col.name) + " IS NOT DISTINCT FROM f." + Ident(col.name)
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE "+Ident(v)+" v SET "+colValidTo+" = CAST(? AS DATE), "+colClosedBy+" = ? FROM (SELECT * FROM "+fold+
+			" WHERE _sepipe_was IS NOT NULL) f WHERE v."+colValidTo+" IS NULL AND "+strings.Join(same, " AND "), run.SnapshotDate, run.ID); err != nil {
+			return fail("close the versions the day changed", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, insert+"SELECT "+c+", _sepipe_n, CAST(? AS DATE), NULL, ?, NULL FROM "+fold+" WHERE _sepipe_n > 0",
 		run.SnapshotDate, run.ID); err != nil {
 		return fail("open the day's new versions", err)
 	}
 	if _, err := tx.ExecContext(ctx, "DROP TABLE "+fold); err != nil {
 		return fail("drop the comparison", err)
 	}
-	return nil
+	return news, nil
 }
 
 // dayCovered is the condition that day d (a row of _sepipe_history_days)
@@ -553,6 +605,18 @@ func writeHistoryView(ctx context.Context, tx *sql.Tx, object string) error {
 		return &WriteError{Object: object, Step: "history: create the view", Path: HistoryTable(object), Err: err}
 	}
 	return nil
+}
+
+// foldsLatest reports whether a run of day folds object's day after
+// every day it was read (foldLatest), into versions that exist.
+func foldsLatest(ctx context.Context, tx *sql.Tx, object, day string) (bool, error) {
+	kind, err := relationKind(ctx, tx, VersionsTable(object))
+	if err != nil || kind != "table" {
+		return false, err
+	}
+	var later bool
+	err = tx.QueryRowContext(ctx, `SELECT coalesce(max(day) < CAST(? AS DATE), true) FROM _sepipe_history_days WHERE object = ?`, day, object).Scan(&later)
+	return later, err
 }
 
 // expanded is object's versions, each as many times as its days held it
