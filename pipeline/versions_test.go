@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sepipe/sepipe/extract/servicetest"
 	"github.com/sepipe/sepipe/internal/faults"
 	"github.com/sepipe/sepipe/internal/longtest"
 	"github.com/sepipe/sepipe/internal/warehousetest"
@@ -157,5 +158,94 @@ func TestHistoryMigratesFromDailyCopies(t *testing.T) {
 	sameHistory(t, ref, out, day1.Add(48*time.Hour).Format(time.DateOnly))
 	if n := warehousetest.Scalar[int64](t, warehousetest.Open(t, out), `SELECT count(*) FROM course_history WHERE snapshot_date = DATE `+load.Literal(day4.Format(time.DateOnly))); n == 0 {
 		t.Error("the night after the migration is not in the history")
+	}
+}
+
+// TestHistoryEqualsTheLakeEveryNight syncs the fake for thirty nights (a
+// merge stream read incrementally, an append stream, replace streams;
+// collections of varying shapes; from night 15 a describe that adds a
+// field to userCourseProgress and widens one of course's from int to
+// float) and requires every stream's history to answer, day by day and
+// row for row, what that day's lake partition holds, the rows the daily
+// copies of the release before held; and the versions to hold fewer rows
+// than the days.
+func TestHistoryEqualsTheLakeEveryNight(t *testing.T) {
+	longtest.Skip(t, "syncs thirty nights")
+	ctx := context.Background()
+	srv := servicetest.NewServer(servicetest.WithUsers(15), servicetest.WithShapeVariants(), servicetest.WithNow(day1))
+	defer srv.Close()
+	c := client(t, srv.URL, srv.Service.AccessToken())
+	out := t.TempDir()
+	streams := map[string]pipeline.StreamConfig{
+		"userCourseProgress": {Mode: load.Merge, PrimaryKey: []string{"userId", "courseId"}, Cursor: "lastModifiedDate", Lookback: time.Hour},
+		"course":             {Mode: load.Append},
+	}
+	for night := range 30 {
+		if night > 0 {
+			srv.Service.Advance(24 * time.Hour)
+		}
+		if night == 15 {
+			srv.Service.SetSchemaDrift(true)
+		}
+		if _, err := pipeline.Sync(ctx, c, pipeline.Config{Out: out, Streams: streams, Now: clock(day1.Add(time.Duration(night) * 24 * time.Hour))}); err != nil {
+			t.Fatalf("night %d: %v", night+1, err)
+		}
+	}
+	db := warehousetest.Open(t, out)
+	rows, err := db.Query(`SELECT DISTINCT object FROM _sepipe_history_days ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objects []string
+	for rows.Next() {
+		var o string
+		rows.Scan(&o)
+		objects = append(objects, o)
+	}
+	rows.Close()
+	if len(objects) < 7 {
+		t.Fatalf("only %d streams have a history: %v", len(objects), objects)
+	}
+	lake := load.Lake{Root: out}
+	for _, o := range objects {
+		days, err := lake.Partitions(o)
+		if err != nil || len(days) != 30 {
+			t.Errorf("%s: %d partitions in the lake (%v), want 30", o, len(days), err)
+			continue
+		}
+		src := "read_parquet(" + load.Literal(filepath.Join(lake.ObjectDir(o), "*", "*.parquet")) + ", hive_partitioning = true, union_by_name = true)"
+		var lakeSel, whSel []string
+		cols, err := db.Query(`SELECT column_name FROM (DESCRIBE SELECT * FROM ` + src + `) ORDER BY column_name`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for cols.Next() {
+			var c string
+			cols.Scan(&c)
+			lakeSel = append(lakeSel, "CAST("+load.Ident(c)+" AS VARCHAR)")
+			whSel = append(whSel, "CAST("+load.Ident(c)+" AS VARCHAR)")
+		}
+		cols.Close()
+		a := "SELECT " + strings.Join(lakeSel, ", ") + " FROM " + src
+		b := "SELECT " + strings.Join(whSel, ", ") + " FROM " + load.Ident(load.HistoryTable(o))
+		for _, q := range []string{a + " EXCEPT ALL " + b, b + " EXCEPT ALL " + a} {
+			if n := warehousetest.Scalar[int64](t, db, "SELECT count(*) FROM ("+q+")"); n != 0 {
+				t.Errorf("%s: %d rows differ between the lake's partitions and the history (%.200s)", o, n, q)
+			}
+		}
+		perDay := func(from string) string {
+			return warehousetest.Scalar[string](t, db, "SELECT string_agg(d || ':' || n, ',' ORDER BY d) FROM (SELECT CAST(snapshot_date AS VARCHAR) d, count(*) n FROM "+from+" GROUP BY 1)")
+		}
+		if l, w := perDay(src), perDay(load.Ident(load.HistoryTable(o))); l != w {
+			t.Errorf("%s: rows per day %s in the lake, %s in the history", o, l, w)
+		}
+	}
+	history := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM userCourseProgress_history`)
+	versions := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM userCourseProgress_versions`)
+	if users := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM user_versions`); users >= warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM user_history`) || versions > history {
+		t.Errorf("user: %d versions; userCourseProgress: %d versions for %d rows", users, versions, history)
+	}
+	if n := warehousetest.Scalar[int64](t, db, `SELECT count(*) FROM duckdb_columns() WHERE table_name = 'userCourseProgress_history' AND column_name = 'certificateId'`); n != 1 {
+		t.Error("the field added on night 15 is not in the history")
 	}
 }
