@@ -77,11 +77,11 @@ table, then the growth per night after the first.`,
 				}
 				nights.Logger, nights.Dir = log, cfg.Dir
 				// A line a night as it ends (a long run shows its progress).
-				const line = "%5v  %10v  %6v  %9v  %12v  %13v  %12v  %10v\n"
-				fmt.Fprintf(g.stdout, line, "NIGHT", "SNAPSHOT", "RUN S", "PUBLISH S", "WAREHOUSE MB", "WORKING DB MB", "HISTORY ROWS", "TABLE ROWS")
+				const line = "%5v  %10v  %6v  %9v  %12v  %13v  %12v  %10v  %8v\n"
+				fmt.Fprintf(g.stdout, line, "NIGHT", "SNAPSHOT", "RUN S", "PUBLISH S", "WAREHOUSE MB", "WORKING DB MB", "HISTORY ROWS", "TABLE ROWS", "VERSIONS")
 				nights.Night = func(n bench.Night) {
 					fmt.Fprintf(g.stdout, line, n.Night, n.SnapshotDate, fmt.Sprintf("%.2f", n.Run.Seconds()), fmt.Sprintf("%.2f", n.Publish.Seconds()),
-						fmt.Sprintf("%.1f", float64(n.WarehouseBytes)/1e6), fmt.Sprintf("%.1f", float64(n.StateBytes)/1e6), n.HistoryRows, n.Rows)
+						fmt.Sprintf("%.1f", float64(n.WarehouseBytes)/1e6), fmt.Sprintf("%.1f", float64(n.StateBytes)/1e6), n.HistoryRows, n.Rows, n.Versions)
 				}
 				ns, err := bench.Nights(cmd.Context(), nights)
 				if err != nil {
@@ -265,7 +265,7 @@ func printNightsGrowth(w io.Writer, ns []bench.Night) {
 	perNight := float64(last.WarehouseBytes-first.WarehouseBytes) / float64(len(ns)-1)
 	fmt.Fprintf(w, "\nwarehouse: %.1f MB after night 1, %.1f MB after night %d: %.1f MB a night after the first (%.0f%% of night 1's)\n",
 		float64(first.WarehouseBytes)/1e6, float64(last.WarehouseBytes)/1e6, last.Night, perNight/1e6, 100*perNight/float64(first.WarehouseBytes))
-	fmt.Fprintf(w, "history rows: %d after night 1, %d after night %d\n", first.HistoryRows, last.HistoryRows, last.Night)
+	fmt.Fprintf(w, "history rows: %d after night 1, %d after night %d, held in %d versions\n", first.HistoryRows, last.HistoryRows, last.Night, last.Versions)
 	fmt.Fprintf(w, "run: %.2f s on night 2, %.2f s on night %d; publish: %.2f s and %.2f s\n",
 		second.Run.Seconds(), last.Run.Seconds(), last.Night, second.Publish.Seconds(), last.Publish.Seconds())
 }

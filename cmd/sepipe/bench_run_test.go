@@ -95,6 +95,9 @@ func TestBenchNights(t *testing.T) {
 		if n.HistoryRows != history {
 			t.Errorf("night %d: %d history rows, want the %d rows of the nights' tables so far", n.Night, n.HistoryRows, history)
 		}
+		if n.Versions < n.Rows || n.Versions > history {
+			t.Errorf("night %d: %d versions, want at least the %d rows of the night's tables and at most the history's %d", n.Night, n.Versions, n.Rows, history)
+		}
 	}
 	code, out, errOut := runCLI(t, "bench", "--nights", "2", "--users", "20", "--log-level", "warn")
 	if code != exitOK || strings.Count(out, "\n    ") < 2 || !strings.Contains(out, "WAREHOUSE MB") {

@@ -39,10 +39,11 @@ type Night struct {
 	// WarehouseBytes is the published warehouse's size after the run,
 	// StateBytes the working database's.
 	WarehouseBytes, StateBytes int64
-	// HistoryRows is the rows of every <stream>_history table, Rows those
+	// HistoryRows is the rows every <stream>_history answers, Rows those
 	// of the streams' own tables: what the warehouse holds of every day,
-	// and of the last.
-	HistoryRows, Rows int64
+	// and of the last; Versions the rows of the <stream>_versions tables
+	// that hold the histories (0 before issue 43).
+	HistoryRows, Rows, Versions int64
 }
 
 // Nights runs cfg.Nights nightly syncs of the demo's tenant and returns
@@ -82,7 +83,7 @@ func Nights(ctx context.Context, cfg NightsConfig) ([]Night, error) {
 				n.Run += d
 			}
 			n.WarehouseBytes, n.StateBytes = fileSize(lake.WarehousePath()), fileSize(lake.StatePath())
-			if n.HistoryRows, n.Rows, failed = tableRows(ctx, lake.WarehousePath(), r); failed != nil {
+			if n.HistoryRows, n.Rows, n.Versions, failed = tableRows(ctx, lake.WarehousePath(), r); failed != nil {
 				return
 			}
 			nights = append(nights, n)
@@ -96,27 +97,27 @@ func Nights(ctx context.Context, cfg NightsConfig) ([]Night, error) {
 	return nights, err
 }
 
-// tableRows counts the rows of the streams' history tables and of their
-// own tables in the published warehouse.
-func tableRows(ctx context.Context, path string, r *pipeline.Result) (history, rows int64, err error) {
+// tableRows counts the rows of the streams' histories, of their own
+// tables and of their versions in the published warehouse.
+func tableRows(ctx context.Context, path string, r *pipeline.Result) (history, rows, versions int64, err error) {
 	wh, err := load.OpenReadOnly(ctx, path)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer wh.Close()
 	for _, o := range r.Objects {
 		for _, t := range []struct {
 			name string
 			sum  *int64
-		}{{o.Object, &rows}, {load.HistoryTable(o.Object), &history}} {
+		}{{o.Object, &rows}, {load.HistoryTable(o.Object), &history}, {load.VersionsTable(o.Object), &versions}} {
 			var n int64
 			if err := wh.DB().QueryRowContext(ctx, "SELECT count(*) FROM "+load.Ident(t.name)).Scan(&n); err != nil {
-				return 0, 0, fmt.Errorf("bench: count %s: %w", t.name, err)
+				return 0, 0, 0, fmt.Errorf("bench: count %s: %w", t.name, err)
 			}
 			*t.sum += n
 		}
 	}
-	return history, rows, nil
+	return history, rows, versions, nil
 }
 
 func fileSize(path string) int64 {
