@@ -59,13 +59,31 @@ const (
 	colClosedBy  = "_sepipe_closed_by"
 )
 
-var versionDefs = []string{
-	colRows + " BIGINT", colValidFrom + " DATE", colValidTo + " DATE",
-	colOpenedBy + " VARCHAR", colClosedBy + " VARCHAR",
+// VersionColumn is one of the columns a versions table holds beside the
+// stream's own.
+type VersionColumn struct {
+	Name, Type, Description string
+	NotNull                 bool // always set
 }
 
-// versionCols are the versions' own columns, in order.
-var versionCols = []string{colRows, colValidFrom, colValidTo, colOpenedBy, colClosedBy}
+// VersionColumns are a versions table's own columns, in order, with what
+// each means: the one owner of their names and types (the table's DDL,
+// the fold, and the dbt sources that document them).
+var VersionColumns = []VersionColumn{
+	{colRows, "BIGINT", "How many identical rows each of the version's days held (1 but for repeated rows)", true},
+	{colValidFrom, "DATE", "The first read day the row was there with these values", true},
+	{colValidTo, "DATE", "The read day it stopped being there (changed or gone); null while current", false},
+	{colOpenedBy, "VARCHAR", "The run that opened the version (null when rebuilt from the lake without a record of it)", false},
+	{colClosedBy, "VARCHAR", "The run that closed the version", false},
+}
+
+var versionDefs, versionCols = func() (defs, names []string) {
+	for _, c := range VersionColumns {
+		defs = append(defs, c.Name+" "+c.Type)
+		names = append(names, c.Name)
+	}
+	return defs, names
+}()
 
 // IsVersionRunColumn reports whether column c of a versions table names
 // the runs that opened and closed a version: what two folders that hold

@@ -24,7 +24,7 @@ func newDBTSourcesCmd(g *globals) *cobra.Command {
 		Short: "Write the dbt sources.yml of the warehouse from the service's /describe",
 		Long: `dbt-sources describes every report object of the tenant and writes the dbt
 sources.yml of the warehouse sepipe builds: each object's table and its
-<object>_history table with columns, DuckDB types and descriptions (the
+<object>_history and <object>_versions with columns, DuckDB types and descriptions (the
 service's display names) and tests (unique and not_null on keys,
 accepted_values from picklist options, relationships between objects), then
 the collections, the webhook events table and sepipe's bookkeeping tables.

@@ -25,6 +25,7 @@
 //	sepipe dashboard       a web page over the warehouse
 //	sepipe dbt-sources     the dbt project's sources.yml
 //	sepipe lake expire     expire old snapshots of the Iceberg lake
+//	sepipe history rebuild rebuild the warehouse's history of streams from the lake
 //
 // A config that lists tenants (tenants:) takes --tenant NAME on every
 // command that works on one tenant; each tenant's data is in

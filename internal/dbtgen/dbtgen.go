@@ -133,6 +133,30 @@ type dbtColumn struct {
 	DataTests   []any  `yaml:"data_tests,omitempty"`
 }
 
+// versionsTable is the source of a stream's versions (load.VersionsTable):
+// its columns cols (the history's, without the day) and the versions' own
+// (load.VersionColumns).
+func versionsTable(name, id, display string, cols []dbtColumn) dbtTable {
+	cols = slices.Clone(cols)
+	for i := range cols {
+		cols[i].DataTests = nil
+	}
+	for _, c := range load.VersionColumns {
+		col := dbtColumn{Name: c.Name, Description: c.Description, DataType: strings.ToLower(c.Type)}
+		if c.NotNull {
+			col.DataTests = []any{dbtTest("not_null", nil)}
+		}
+		cols = append(cols, col)
+	}
+	return dbtTable{
+		Name:          load.VersionsTable(name),
+		LoadedAtField: lastCommit(name),
+		Description: jinjaLiteral(fmt.Sprintf("Report object %s (%q), its history as versions: one row per version of a row, valid from %s up to %s (see docs/warehouse.md).",
+			id, display, load.VersionColumns[1].Name, load.VersionColumns[2].Name)),
+		Columns: cols,
+	}
+}
+
 // jinjaLiteral makes text from the service safe in a dbt YAML value, which
 // dbt renders as Jinja: each opening delimiter ({{, {%, {#) becomes an
 // expression that prints it, so the text reads the same and runs nothing.
@@ -163,7 +187,7 @@ func dbtTest(name string, args map[string]any) any {
 
 // DBTSources describes every report object of src and returns a dbt
 // sources.yml over the warehouse sepipe builds: one table per report
-// object and its <object>_history table, with columns, DuckDB types and
+// object and its <object>_history and <object>_versions, with columns, DuckDB types and
 // descriptions (the display names) from the describe, and tests (unique
 // and not_null on keys, accepted_values from picklist options,
 // relationships between objects); then the collections, the webhook
@@ -289,7 +313,7 @@ func Sources(ctx context.Context, src extract.Source, cfg Config) ([]byte, error
 		if len(d.key) > 0 {
 			h.DataTests = []any{dbtTest("unique", map[string]any{"column_name": keyExpr(append([]string{day}, d.key...))})}
 		}
-		tables = append(tables, h)
+		tables = append(tables, h, versionsTable(name, d.obj.ID, d.obj.DisplayName, hist[:len(hist)-1]))
 	}
 
 	for _, name := range pipeline.Collections {
