@@ -128,8 +128,8 @@ func (v vrow) canon() string {
 
 // TestVersionsAnswerEveryDay runs a stream through thirty runs of random
 // rows (rows repeated, gone and back, null values, days with no row, runs
-// that skip days), in every write mode, with a column added and a column
-// widened (int to text) on the way, reruns of the last day and runs of a
+// that skip days), in every write mode (some runs a full refresh), with a
+// column added and a column widened (int to text) on the way, reruns of the last day and runs of a
 // day before it (a clock set back): after each, its history answers,
 // for every day read, exactly that day's rows, as the daily copies did,
 // and a replace stream's table is the run's day.
@@ -191,12 +191,13 @@ func TestVersionsAnswerEveryDay(t *testing.T) {
 				id := fmt.Sprintf("r%02d", i)
 				tb := stageJSON(t, lake, id, fields, rows...)
 				tb.Mode, tb.PrimaryKey = []load.WriteMode{load.Replace, load.Replace, load.Append, load.Merge}[r.IntN(4)], []string{"id"}
+				tb.FullRefresh = r.IntN(6) == 0 // the stream's table rebuilt from this read; its history folds the day as any
 				now := first.AddDate(0, 0, day).Add(time.Hour)
 				if err := wh.Commit(ctx, load.Run{ID: id, Started: now, Finished: now, Status: "succeeded", SnapshotDate: D}, []load.Table{tb}); err != nil {
 					t.Fatalf("run %s of %s: %v", id, D, err)
 				}
 				model[D] = canon
-				step := fmt.Sprintf("run %s (%s, %s)", id, D, tb.Mode)
+				step := fmt.Sprintf("run %s (%s, %s, full refresh %v)", id, D, tb.Mode, tb.FullRefresh)
 				checkHistory(t, wh, model, step)
 				if tb.Mode == load.Replace {
 					got := historyByDay(t, wh, "SELECT "+canonical(i >= 10)+", DATE "+load.Literal(D)+" FROM thing")
