@@ -86,7 +86,7 @@ func loadHistory(ctx context.Context, tx *sql.Tx, run Run, t Table, lake *Lake, 
 // prepareHistory makes t's day table (dayTable) for the run's rows, with
 // t's columns and a day column, and returns the day column and the
 // table's column types.
-func prepareHistory(ctx context.Context, tx *sql.Tx, run Run, t Table) (day string, cols map[string]string, err error) {
+func prepareHistory(ctx context.Context, tx *sql.Tx, t Table) (day string, cols map[string]string, err error) {
 	h := dayTable(t.Object)
 	fail := func(step string, err error) (string, map[string]string, error) {
 		return "", nil, &WriteError{Object: t.Object, Step: step, Path: h, Err: err}

@@ -92,7 +92,7 @@ func (w *Warehouse) RebuildHistory(ctx context.Context, objects ...string) ([]Re
 				return nil, &WriteError{Object: o, Step: "history: rebuild", Path: VersionsTable(o), Err: err}
 			}
 		}
-		if err := versionsFromLakeRuns(ctx, tx, *w.lake, o, "", runs); err != nil {
+		if err := versionsFromLake(ctx, tx, *w.lake, o, "", runs); err != nil {
 			return nil, err
 		}
 		if err := writeHistoryView(ctx, tx, o); err != nil {

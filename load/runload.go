@@ -151,7 +151,7 @@ func (r *RunLoad) LoadFiles(ctx context.Context, t Table) error {
 				return fmt.Errorf("%s: %w: its table shows the run's day, and counting the new rows compares with it", t.Object, ErrNotEarly)
 			}
 		}
-		day, have, err := prepareHistory(ctx, r.tx, r.run, t)
+		day, have, err := prepareHistory(ctx, r.tx, t)
 		if err != nil {
 			return err
 		}

@@ -3,7 +3,7 @@ package load
 import (
 	"context"
 	"database/sql"
-	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sepipe/sepipe/internal/faults"
@@ -34,12 +34,11 @@ import (
 // that day (a merge stream's table is its state; the history is what
 // was read).
 //
-// The run's rows are first loaded into a table of the day
-// (_sepipe_day_<stream>, dayTable, in the run's transaction: early while
-// fetching, or at the commit), then folded into the versions
-// (foldDay), and the table is dropped; all in the run's one
-// transaction, so the versions change with the run's other writes or not
-// at all.
+// The run's rows are folded into the versions (foldDay) from its staged
+// files, or, for the files loaded while the run fetched, from the table
+// of the day they went into (_sepipe_day_<stream>, dayTable, dropped by
+// the fold); all in the run's one transaction, so the versions change
+// with the run's other writes or not at all.
 
 // VersionsTable is the name of the table of a stream's versions.
 func VersionsTable(object string) string { return object + "_versions" }
@@ -64,17 +63,18 @@ const (
 type VersionColumn struct {
 	Name, Type, Description string
 	NotNull                 bool // always set
+	Run                     bool // a run's id: two folders that hold the same history by other runs differ in it
 }
 
 // VersionColumns are a versions table's own columns, in order, with what
 // each means: the one owner of their names and types (the table's DDL,
 // the fold, and the dbt sources that document them).
 var VersionColumns = []VersionColumn{
-	{colRows, "BIGINT", "How many identical rows each of the version's days held (1 but for repeated rows)", true},
-	{colValidFrom, "DATE", "The first read day the row was there with these values", true},
-	{colValidTo, "DATE", "The read day it stopped being there (changed or gone); null while current", false},
-	{colOpenedBy, "VARCHAR", "The run that opened the version (null when rebuilt from the lake without a record of it)", false},
-	{colClosedBy, "VARCHAR", "The run that closed the version", false},
+	{Name: colRows, Type: "BIGINT", Description: "How many identical rows each of the version's days held (1 but for repeated rows)", NotNull: true},
+	{Name: colValidFrom, Type: "DATE", Description: "The first read day the row was there with these values", NotNull: true},
+	{Name: colValidTo, Type: "DATE", Description: "The read day it stopped being there (changed or gone); null while current"},
+	{Name: colOpenedBy, Type: "VARCHAR", Description: "The run that opened the version (null when rebuilt from the lake without a record of it)", Run: true},
+	{Name: colClosedBy, Type: "VARCHAR", Description: "The run that closed the version", Run: true},
 }
 
 var versionDefs, versionCols = func() (defs, names []string) {
@@ -85,24 +85,10 @@ var versionDefs, versionCols = func() (defs, names []string) {
 	return defs, names
 }()
 
-// IsVersionRunColumn reports whether column c of a versions table names
-// the runs that opened and closed a version: what two folders that hold
-// the same history (by other runs) hold differently.
-func IsVersionRunColumn(c string) bool {
-	switch strings.ToLower(strings.Trim(c, `"`)) {
-	case colOpenedBy, colClosedBy:
-		return true
-	}
-	return false
-}
-
-// isVersionColumn reports one of the versions' own columns.
+// isVersionColumn reports one of the versions' own columns (named as
+// DuckDB compares names, sameName).
 func isVersionColumn(c string) bool {
-	switch strings.ToLower(c) {
-	case colRows, colValidFrom, colValidTo, colOpenedBy, colClosedBy:
-		return true
-	}
-	return false
+	return slices.ContainsFunc(versionCols, func(v string) bool { return sameName(v, c) })
 }
 
 // historyDaysDDL records the days each stream was read.
@@ -153,8 +139,18 @@ type column struct{ name, typ string }
 
 // orderedColumns lists table's columns in their order.
 func orderedColumns(ctx context.Context, q rowsQuerier, table string) ([]column, error) {
-	rows, err := q.QueryContext(ctx, `SELECT column_name, data_type FROM duckdb_columns()
+	return queryColumns(ctx, q, `SELECT column_name, data_type FROM duckdb_columns()
 		WHERE schema_name = current_schema() AND table_name = ? ORDER BY column_index`, table)
+}
+
+// describeColumns lists the columns a query returns.
+func describeColumns(ctx context.Context, q rowsQuerier, query string) ([]column, error) {
+	return queryColumns(ctx, q, "SELECT column_name, column_type FROM (DESCRIBE "+query+")")
+}
+
+// queryColumns reads columns, a name and a type a row, from query.
+func queryColumns(ctx context.Context, q rowsQuerier, query string, args ...any) ([]column, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -168,6 +164,15 @@ func orderedColumns(ctx context.Context, q rowsQuerier, table string) ([]column,
 		out = append(out, c)
 	}
 	return out, rows.Err()
+}
+
+// defsOf is "name TYPE" of each of cols.
+func defsOf(cols []column) []string {
+	defs := make([]string, len(cols))
+	for i, c := range cols {
+		defs[i] = Ident(c.name) + " " + c.typ
+	}
+	return defs
 }
 
 // dataColumns lists the columns of a versions table that hold the rows'
@@ -259,7 +264,7 @@ func buildVersions(ctx context.Context, tx *sql.Tx, object string, lake *Lake, s
 	if lake == nil {
 		return nil
 	}
-	return versionsFromLake(ctx, tx, *lake, object, skip)
+	return versionsFromLake(ctx, tx, *lake, object, skip, nil)
 }
 
 // migrateHistoryTable turns an earlier release's daily-copy history
@@ -275,24 +280,16 @@ func migrateHistoryTable(ctx context.Context, tx *sql.Tx, object string) error {
 	if err != nil {
 		return fail("read columns", err)
 	}
-	var day string
+	have := make(map[string]string, len(cols))
 	for _, c := range cols {
-		if c.name == historyDayAlt || (c.name == historyDay && day == "") {
-			day = c.name
-		}
+		have[c.name] = c.typ
 	}
-	if day == "" {
-		return fail("day column", fmt.Errorf("history table %s has no %s column", h, historyDay))
+	day, err := historyDayColumn(ctx, tx, h, have, nil)
+	if err != nil {
+		return fail("day column", err)
 	}
-	var data []column
-	var defs []string
-	for _, c := range cols {
-		if c.name != day {
-			data = append(data, c)
-			defs = append(defs, Ident(c.name)+" "+c.typ)
-		}
-	}
-	if err := createVersions(ctx, tx, object, defs); err != nil {
+	data := slices.DeleteFunc(cols, func(c column) bool { return c.name == day })
+	if err := createVersions(ctx, tx, object, defsOf(data)); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO _sepipe_history_days (object, day, run_id)
@@ -316,15 +313,10 @@ func migrateHistoryTable(ctx context.Context, tx *sql.Tx, object string) error {
 
 // versionsFromLake builds object's versions from its lake partitions
 // (but skip's), columns unified by name as DuckDB's union_by_name does;
-// the partitions' days are the stream's read days. It creates no table
-// when the lake has no partition.
-func versionsFromLake(ctx context.Context, tx *sql.Tx, lake Lake, object, skip string) error {
-	return versionsFromLakeRuns(ctx, tx, lake, object, skip, nil)
-}
-
-// versionsFromLakeRuns is versionsFromLake, recording each day with the
-// run runs gives it ("" when none).
-func versionsFromLakeRuns(ctx context.Context, tx *sql.Tx, lake Lake, object, skip string, runs map[string]string) error {
+// the partitions' days are the stream's read days, each recorded with
+// the run runs gives it (none when nil). It creates no table when the
+// lake has no partition.
+func versionsFromLake(ctx context.Context, tx *sql.Tx, lake Lake, object, skip string, runs map[string]string) error {
 	v := VersionsTable(object)
 	parts, err := partitionFiles(lake, object)
 	if err != nil {
@@ -349,11 +341,7 @@ func versionsFromLakeRuns(ctx context.Context, tx *sql.Tx, lake Lake, object, sk
 	if err != nil {
 		return &WriteError{Object: object, Step: "history: read the lake", Path: lake.ObjectDir(object), Err: err}
 	}
-	defs := make([]string, len(cols))
-	for i, c := range cols {
-		defs[i] = Ident(c.name) + " " + c.typ
-	}
-	if err := createVersions(ctx, tx, object, defs); err != nil {
+	if err := createVersions(ctx, tx, object, defsOf(cols)); err != nil {
 		return err
 	}
 	for _, d := range days {
@@ -367,24 +355,6 @@ func versionsFromLakeRuns(ctx context.Context, tx *sql.Tx, lake Lake, object, sk
 		return &WriteError{Object: object, Step: "history: load the lake's partitions", Path: v, Err: err}
 	}
 	return nil
-}
-
-// describeColumns lists the columns a query returns.
-func describeColumns(ctx context.Context, q rowsQuerier, query string) ([]column, error) {
-	rows, err := q.QueryContext(ctx, "SELECT column_name, column_type FROM (DESCRIBE "+query+")")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []column
-	for rows.Next() {
-		var c column
-		if err := rows.Scan(&c.name, &c.typ); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
 }
 
 // recordDay records that object was read on day by run (run "" when not
@@ -474,14 +444,12 @@ func foldDay(ctx context.Context, tx *sql.Tx, run Run, t Table, src daySource, l
 			}
 		}()
 	}
-	var last sql.NullString
-	var has bool
-	if err := tx.QueryRowContext(ctx, `SELECT strftime(max(day), '%Y-%m-%d'), bool_or(day = CAST(? AS DATE)) IS TRUE
-		FROM _sepipe_history_days WHERE object = ?`, D, t.Object).Scan(&last, &has); err != nil {
+	last, err := lastReadDay(ctx, tx, t.Object)
+	if err != nil {
 		return fail("read the days", err)
 	}
 	switch {
-	case has && last.String == D:
+	case last == D:
 		// A rerun of the last day: undo its changes, then fold anew.
 		for _, q := range []string{
 			"DELETE FROM " + Ident(v) + " WHERE " + colValidFrom + " = CAST(? AS DATE)",
@@ -496,7 +464,7 @@ func foldDay(ctx context.Context, tx *sql.Tx, run Run, t Table, src daySource, l
 			return fail("count the current versions", err)
 		}
 		fallthrough
-	case !last.Valid || last.String < D:
+	case readAfter(last, D):
 		news, err := foldLatest(ctx, tx, run, t.Object, cols, day, held)
 		if err != nil {
 			return err
@@ -632,10 +600,21 @@ func foldsLatest(ctx context.Context, tx *sql.Tx, object, day string) (bool, err
 	if err != nil || kind != "table" {
 		return false, err
 	}
-	var later bool
-	err = tx.QueryRowContext(ctx, `SELECT coalesce(max(day) < CAST(? AS DATE), true) FROM _sepipe_history_days WHERE object = ?`, day, object).Scan(&later)
-	return later, err
+	last, err := lastReadDay(ctx, tx, object)
+	return readAfter(last, day), err
 }
+
+// lastReadDay is the last day object was read (YYYY-MM-DD), "" when none.
+func lastReadDay(ctx context.Context, tx *sql.Tx, object string) (string, error) {
+	var last sql.NullString
+	err := tx.QueryRowContext(ctx, `SELECT strftime(max(day), '%Y-%m-%d') FROM _sepipe_history_days WHERE object = ?`, object).Scan(&last)
+	return last.String, err
+}
+
+// readAfter reports whether day comes after last, the last day a stream
+// was read ("" when none): the fold of the day only adds to the versions
+// (foldLatest), and its new rows are the fold's to count.
+func readAfter(last, day string) bool { return last == "" || last < day }
 
 // expanded is object's versions, each as many times as its days held it
 // (an unnest, a projection: no join), as a relation to name v.
