@@ -32,6 +32,29 @@ func Scalar[T any](t testing.TB, db *sql.DB, q string, args ...any) T {
 	return v
 }
 
+// Strings runs q, which must give one column of text, and returns its
+// rows; the test fails on any error.
+func Strings(t testing.TB, db *sql.DB, q string, args ...any) []string {
+	t.Helper()
+	rows, err := db.Query(q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return out
+}
+
 // StateScalar runs q, one row of one column, on the working database of
 // the output folder out (.sepipe/state.duckdb, opened read-only and
 // closed again at once, so the next run can write it).
